@@ -1,0 +1,160 @@
+import { z } from "zod";
+import { parseDuration } from "./durations.ts";
+import { DEFAULT_RETRY_SCHEDULE } from "./retry-schedule.ts";
+
+/**
+ * The whole configuration, read from the environment once at start-up (STYLE 7). Every variable
+ * is documented in the README's configuration table; keep the two in step.
+ */
+
+/** Used only outside production so that a fresh clone runs without setup. Never use it for real. */
+const DEVELOPMENT_SECRET_ENCRYPTION_KEY = Buffer.alloc(32, "development-only-key").toString("base64");
+
+const duration = z.string().transform((text, ctx) => {
+  const ms = parseDuration(text);
+  if (ms === undefined) {
+    ctx.addIssue({ code: "custom", message: "must be a duration such as 500ms, 15s, 5m or 2h" });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+const boolean = z.enum(["true", "false", "1", "0"], { error: "must be true or false" }).transform((v) => v === "true" || v === "1");
+
+const integer = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, `must be an integer between ${min} and ${max}`)
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be an integer between ${min} and ${max}`).max(max, `must be an integer between ${min} and ${max}`));
+
+const url = (protocols: string[]) =>
+  z.string().refine((text) => {
+    try {
+      return protocols.includes(new URL(text).protocol);
+    } catch {
+      return false;
+    }
+  }, `must be a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`);
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
+  HOST: z.string().min(1).default("0.0.0.0"),
+  PORT: integer(0, 65535).default(3000),
+  DATABASE_URL: url(["postgres:", "postgresql:"]).default("postgresql://postgres@127.0.0.1:5432/webhooks"),
+  DATABASE_POOL_SIZE: integer(1, 1000).default(10),
+  REDIS_URL: url(["redis:", "rediss:"]).default("redis://127.0.0.1:6379"),
+  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_\-]+$/, "must contain only letters, digits, _ and -").default("webhooks"),
+  API_KEYS: z.string().default(""),
+  SECRET_ENCRYPTION_KEY: z
+    .string()
+    .refine((v) => Buffer.from(v, "base64").length === 32, "must be 32 bytes encoded in base64 (openssl rand -base64 32)")
+    .optional(),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  BODY_LIMIT_BYTES: integer(1024, 100 * 1024 * 1024).default(256 * 1024),
+  RATE_LIMIT_PER_SECOND: integer(0, 1_000_000).default(0),
+  ALLOW_HTTP_URLS: boolean.optional(),
+  ALLOW_PRIVATE_DESTINATIONS: boolean.optional(),
+  ADMIN_USERNAME: z.string().min(1).optional(),
+  ADMIN_PASSWORD: z.string().min(1).optional(),
+  WORKER_CONCURRENCY: integer(1, 10_000).default(50),
+  WORKER_METRICS_PORT: integer(0, 65535).default(3001),
+  DELIVERY_TIMEOUT: duration.default(15_000),
+  RETRY_SCHEDULE: z
+    .string()
+    .default(DEFAULT_RETRY_SCHEDULE)
+    .transform((text, ctx) => {
+      const steps = text.split(",").map((step) => parseDuration(step));
+      if (steps.length > 50 || steps.some((step) => step === undefined)) {
+        ctx.addIssue({ code: "custom", message: "must be up to 50 comma-separated durations such as 5s,5m,30m" });
+        return z.NEVER;
+      }
+      return steps as number[];
+    }),
+  RECONCILE_INTERVAL: duration.default(10_000),
+  JOB_LOCK_DURATION: duration.default(30_000),
+  SHUTDOWN_TIMEOUT: duration.default(30_000),
+});
+
+export type Env = z.input<typeof envSchema>;
+
+export interface Config {
+  env: "development" | "test" | "production";
+  host: string;
+  port: number;
+  databaseUrl: string;
+  databasePoolSize: number;
+  redisUrl: string;
+  queuePrefix: string;
+  apiKeys: string[];
+  secretEncryptionKey: Buffer;
+  logLevel: string;
+  bodyLimitBytes: number;
+  rateLimitPerSecond: number;
+  destinationPolicy: { allowHttp: boolean; allowPrivateNetworks: boolean };
+  admin: { username: string; password: string } | undefined;
+  worker: {
+    concurrency: number;
+    metricsPort: number;
+    deliveryTimeoutMs: number;
+    retryScheduleMs: number[];
+    reconcileIntervalMs: number;
+    jobLockMs: number;
+    shutdownTimeoutMs: number;
+  };
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Parses the environment; a bad value throws a ConfigError that names the variable. */
+export function loadConfig(source: Record<string, string | undefined> = process.env): Config {
+  // An empty variable is treated as unset, as shells and .env files commonly leave them.
+  const env = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== undefined && value !== ""));
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => {
+      const name = String(issue.path[0]);
+      const got = env[name] === undefined ? "" : ` (got ${JSON.stringify(name.includes("KEY") || name.includes("PASSWORD") ? "…" : env[name])})`;
+      return `${name} ${issue.message}${got}`;
+    });
+    throw new ConfigError(`Invalid configuration: ${problems.join("; ")}`);
+  }
+  const e = parsed.data;
+  const production = e.NODE_ENV === "production";
+  if (production && !e.SECRET_ENCRYPTION_KEY) {
+    throw new ConfigError("Invalid configuration: SECRET_ENCRYPTION_KEY is required when NODE_ENV=production");
+  }
+  if ((e.ADMIN_USERNAME === undefined) !== (e.ADMIN_PASSWORD === undefined)) {
+    throw new ConfigError("Invalid configuration: ADMIN_USERNAME and ADMIN_PASSWORD must be set together");
+  }
+  return {
+    env: e.NODE_ENV,
+    host: e.HOST,
+    port: e.PORT,
+    databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
+    redisUrl: e.REDIS_URL,
+    queuePrefix: e.QUEUE_PREFIX,
+    apiKeys: e.API_KEYS.split(",").map((key) => key.trim()).filter((key) => key.length > 0),
+    secretEncryptionKey: Buffer.from(e.SECRET_ENCRYPTION_KEY ?? DEVELOPMENT_SECRET_ENCRYPTION_KEY, "base64"),
+    logLevel: e.LOG_LEVEL,
+    bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    rateLimitPerSecond: e.RATE_LIMIT_PER_SECOND,
+    destinationPolicy: {
+      allowHttp: e.ALLOW_HTTP_URLS ?? !production,
+      allowPrivateNetworks: e.ALLOW_PRIVATE_DESTINATIONS ?? !production,
+    },
+    admin: e.ADMIN_USERNAME && e.ADMIN_PASSWORD ? { username: e.ADMIN_USERNAME, password: e.ADMIN_PASSWORD } : undefined,
+    worker: {
+      concurrency: e.WORKER_CONCURRENCY,
+      metricsPort: e.WORKER_METRICS_PORT,
+      deliveryTimeoutMs: e.DELIVERY_TIMEOUT,
+      retryScheduleMs: e.RETRY_SCHEDULE,
+      reconcileIntervalMs: e.RECONCILE_INTERVAL,
+      jobLockMs: e.JOB_LOCK_DURATION,
+      shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT,
+    },
+  };
+}

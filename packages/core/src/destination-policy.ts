@@ -1,0 +1,70 @@
+import ipaddr from "ipaddr.js";
+
+/**
+ * Where deliveries may go (contract §10). In production a webhook URL is untrusted input: without
+ * these checks anyone who can create a subscription could make our workers call the cloud metadata
+ * service or an internal admin port. Development and tests deliver to loopback receivers, so both
+ * checks can be switched off by configuration.
+ */
+export interface DestinationPolicy {
+  /** Accept `http://` URLs as well as `https://`. */
+  allowHttp: boolean;
+  /** Accept loopback, private, link-local and other non-public addresses. */
+  allowPrivateNetworks: boolean;
+}
+
+/**
+ * Public addresses that are still internal: Azure's wireserver/metadata endpoint sits in public
+ * space. (AWS, GCP and Alibaba metadata addresses fall in the link-local, ULA and CGNAT ranges.)
+ */
+const deniedPublicAddresses = new Set(["168.63.129.16"]);
+
+/**
+ * Whether an IP address is a public unicast address. Everything ipaddr.js does not classify as
+ * plain `unicast` is refused: loopback, private, link-local, CGNAT, unspecified, broadcast,
+ * multicast, reserved and documentation ranges, IPv6 ULA, and every IPv6 form that embeds an
+ * IPv4 address (IPv4-mapped, NAT64, 6to4, Teredo), which could otherwise smuggle 127.0.0.1 through.
+ */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  const parsed = ipaddr.parse(address);
+  if (parsed.range() !== "unicast") return false;
+  return !deniedPublicAddresses.has(parsed.toString());
+}
+
+/** The host of a URL without IPv6 brackets, or undefined when the host is not an IP literal. */
+export function ipLiteralHost(url: URL): string | undefined {
+  const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  return ipaddr.isValid(host) ? host : undefined;
+}
+
+export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
+
+/**
+ * Checks what can be checked from the URL alone. Host names are checked again on the resolved
+ * address when the worker connects, because DNS can change between now and then.
+ */
+export function checkDestinationUrl(text: string, policy: DestinationPolicy): UrlVerdict {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return { ok: false, reason: "must be an absolute URL" };
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    return { ok: false, reason: "must use https" };
+  }
+  if (url.protocol === "http:" && !policy.allowHttp) {
+    return { ok: false, reason: "must use https" };
+  }
+  if (!policy.allowPrivateNetworks) {
+    const literal = ipLiteralHost(url);
+    if (literal !== undefined && !isPublicAddress(literal)) {
+      return { ok: false, reason: "must not point to a private, loopback or link-local address" };
+    }
+    if (url.hostname === "localhost" || url.hostname.endsWith(".localhost")) {
+      return { ok: false, reason: "must not point to a private, loopback or link-local address" };
+    }
+  }
+  return { ok: true, url };
+}

@@ -1,0 +1,31 @@
+/**
+ * Domain errors. Verbs throw these; the API maps each to one HTTP status and the contract's
+ * error shape (contract §2), so no verb knows about HTTP.
+ */
+export class DomainError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly param?: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** A bad value in a request: 400 invalid_request_error. */
+export class ValidationError extends DomainError {}
+
+/** An id that names nothing: 404 resource_missing. */
+export class NotFoundError extends DomainError {
+  constructor(message: string, param?: string) {
+    super(message, "resource_missing", param);
+  }
+}
+
+/** An Idempotency-Key sent again with a different request: 409 idempotency_error. */
+export class IdempotencyConflictError extends DomainError {
+  constructor(message: string) {
+    super(message, "idempotency_key_reused", "Idempotency-Key");
+  }
+}

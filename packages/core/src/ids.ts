@@ -1,0 +1,31 @@
+import { monotonicFactory } from "ulid";
+
+/**
+ * Every resource id is a short type prefix and a ULID (contract §1). ULIDs sort by creation
+ * time; the monotonic factory keeps ids made in the same millisecond in creation order too.
+ */
+export const idPrefixes = {
+  subscription: "sub",
+  event: "evt",
+  delivery: "dlv",
+  attempt: "att",
+  apiKey: "key",
+  secret: "sec",
+  request: "req",
+} as const;
+
+export type IdKind = keyof typeof idPrefixes;
+
+const nextUlid = monotonicFactory();
+
+export function newId(kind: IdKind): string {
+  return `${idPrefixes[kind]}_${nextUlid()}`;
+}
+
+const ulidBody = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** True when `value` is a well-formed id of the given kind. */
+export function isId(kind: IdKind, value: string): boolean {
+  const prefix = `${idPrefixes[kind]}_`;
+  return value.startsWith(prefix) && ulidBody.test(value.slice(prefix.length));
+}

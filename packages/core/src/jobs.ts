@@ -1,0 +1,40 @@
+import { z } from "zod";
+
+/**
+ * The job catalog (STYLE 5): every queue, its job names and payload schemas in one place, so the
+ * API that enqueues and the worker that consumes cannot drift apart.
+ *
+ * Payloads carry ids only: the worker reads everything else, the secret included, from
+ * PostgreSQL. The job id is the delivery id, so enqueueing the same delivery twice (the API after
+ * commit, the reconciler, a manual resend) is harmless: BullMQ ignores an add whose id exists.
+ */
+export const deliveryJobSchema = z.strictObject({ deliveryId: z.string() });
+export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
+
+export const jobCatalog = {
+  deliveries: {
+    queueName: "deliveries",
+    jobName: "deliver",
+    payload: deliveryJobSchema,
+    /**
+     * These retries are for our own failures (PostgreSQL unreachable, a crash mid-job), not for
+     * the receiver's: a receiver's failure is recorded and rescheduled by the worker itself. Jobs
+     * leave Redis when they finish so that the same delivery id can be enqueued again later, and
+     * if a job is dropped after its last try the reconciler enqueues the delivery again.
+     */
+    defaultJobOptions: {
+      attempts: 5,
+      backoff: { type: "exponential", delay: 1_000 },
+      removeOnComplete: true,
+      removeOnFail: true,
+    },
+  },
+} as const satisfies Record<
+  string,
+  {
+    queueName: string;
+    jobName: string;
+    payload: z.ZodType;
+    defaultJobOptions: Record<string, unknown>;
+  }
+>;

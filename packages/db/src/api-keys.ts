@@ -1,0 +1,62 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { newId, NotFoundError } from "@webhooks/core";
+import type { PrismaClientOrTransaction } from "./client.ts";
+
+/**
+ * API keys (contract §3): `whk_` + 32 random bytes in base64url. Only a SHA-256 hash is stored;
+ * a fast hash is right for keys this long, which cannot be guessed the way passwords can. The
+ * first characters are kept as a display prefix, which is also how a presented key finds its row
+ * before the hashes are compared in constant time.
+ */
+const KEY_PREFIX = "whk_";
+const DISPLAY_PREFIX_LENGTH = 12;
+
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  prefix: string;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export function hashApiKey(key: string): Buffer {
+  return createHash("sha256").update(key).digest();
+}
+
+export async function createApiKey(ctx: { db: PrismaClientOrTransaction }, input: { name: string }): Promise<{ key: string; record: ApiKeyRecord }> {
+  const key = KEY_PREFIX + randomBytes(32).toString("base64url");
+  const record = await ctx.db.apiKey.create({
+    data: { id: newId("apiKey"), name: input.name, prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), hash: hashApiKey(key).toString("hex") },
+    select: { id: true, name: true, prefix: true, createdAt: true, revokedAt: true },
+  });
+  return { key, record };
+}
+
+export async function listApiKeys(ctx: { db: PrismaClientOrTransaction }): Promise<ApiKeyRecord[]> {
+  return ctx.db.apiKey.findMany({
+    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+    select: { id: true, name: true, prefix: true, createdAt: true, revokedAt: true },
+  });
+}
+
+export async function revokeApiKey(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<ApiKeyRecord> {
+  const { count } = await ctx.db.apiKey.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: new Date() } });
+  const record = await ctx.db.apiKey.findUnique({
+    where: { id },
+    select: { id: true, name: true, prefix: true, createdAt: true, revokedAt: true },
+  });
+  if (!record) throw new NotFoundError(`No such API key: ${id}`, "id");
+  if (count === 0 && record.revokedAt === null) throw new Error("revocation did not apply");
+  return record;
+}
+
+/** The id of the live stored key matching `key`, or undefined. */
+export async function findLiveApiKey(ctx: { db: PrismaClientOrTransaction }, key: string): Promise<string | undefined> {
+  if (!key.startsWith(KEY_PREFIX) || key.length < DISPLAY_PREFIX_LENGTH) return undefined;
+  const candidates = await ctx.db.apiKey.findMany({
+    where: { prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), revokedAt: null },
+    select: { id: true, hash: true },
+  });
+  const presented = hashApiKey(key);
+  return candidates.find((candidate) => timingSafeEqual(Buffer.from(candidate.hash, "hex"), presented))?.id;
+}

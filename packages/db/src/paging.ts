@@ -1,0 +1,65 @@
+import { ValidationError } from "@webhooks/core";
+import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
+
+/**
+ * Cursor paging over `(created_at desc, id desc)` (contract §4). A cursor is the id of a record
+ * the caller already has; the page continues strictly after it (`startingAfter`, older records)
+ * or strictly before it (`endingBefore`, newer records). Row-value comparisons keep the query an
+ * index range scan however deep the page, and ties on created_at are broken by id, so no record
+ * is skipped or repeated even when many share the same millisecond.
+ */
+export interface PageRequest {
+  limit: number;
+  startingAfter?: string | undefined;
+  endingBefore?: string | undefined;
+}
+
+export interface Page<T> {
+  data: T[];
+  hasMore: boolean;
+}
+
+export interface PageQuery {
+  /** A fixed table name (never user input). */
+  table: "deliveries" | "subscriptions" | "delivery_attempts";
+  /** The column that orders the list, newest first. */
+  timeColumn: "created_at" | "started_at";
+  columns: Prisma.Sql;
+  filters: Prisma.Sql[];
+  /** The resource name used in error messages, e.g. "delivery". */
+  resource: string;
+}
+
+export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
+  if (page.startingAfter !== undefined && page.endingBefore !== undefined) {
+    throw new ValidationError("starting_after and ending_before cannot be used together", "parameter_conflict", "ending_before");
+  }
+  const table = Prisma.raw(`"${query.table}"`);
+  const time = Prisma.raw(`"${query.timeColumn}"`);
+  const filters = [...query.filters];
+  const cursorId = page.startingAfter ?? page.endingBefore;
+  const backwards = page.endingBefore !== undefined;
+
+  if (cursorId !== undefined) {
+    const param = backwards ? "ending_before" : "starting_after";
+    const found = await db.$queryRaw<{ id: string }[]>`SELECT id FROM ${table} WHERE id = ${cursorId}`;
+    if (found.length === 0) {
+      throw new ValidationError(`${param} names no ${query.resource}: ${cursorId}`, "resource_missing", param);
+    }
+    const cursor = Prisma.sql`(SELECT ${time}, id FROM ${table} WHERE id = ${cursorId})`;
+    filters.push(backwards ? Prisma.sql`(${time}, id) > ${cursor}` : Prisma.sql`(${time}, id) < ${cursor}`);
+  }
+
+  const where = filters.length > 0 ? Prisma.sql`WHERE ${Prisma.join(filters, " AND ")}` : Prisma.empty;
+  const direction = Prisma.raw(backwards ? "ASC" : "DESC");
+  const rows = await db.$queryRaw<Row[]>`
+    SELECT ${query.columns} FROM ${table} ${where}
+    ORDER BY ${time} ${direction}, id ${direction}
+    LIMIT ${page.limit + 1}`;
+
+  const hasMore = rows.length > page.limit;
+  const data = rows.slice(0, page.limit);
+  // ending_before walks towards newer records; the page is still shown newest first.
+  if (backwards) data.reverse();
+  return { data, hasMore };
+}

@@ -1,0 +1,8 @@
+// Used by the Prisma CLI only (generate, migrate diff); the service applies migrations itself.
+import { defineConfig } from "prisma/config";
+
+export default defineConfig({
+  schema: "prisma/schema.prisma",
+  migrations: { path: "prisma/migrations" },
+  datasource: { url: process.env.DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/webhooks" },
+});

@@ -6,6 +6,8 @@ export * from "./errors.ts";
 export * from "./event-types.ts";
 export * from "./ids.ts";
 export * from "./jobs.ts";
+export * from "./logger.ts";
 export * from "./retry-schedule.ts";
 export * from "./secret-box.ts";
 export * from "./signing.ts";
+export * from "./startup.ts";

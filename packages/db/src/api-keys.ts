@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { newId, NotFoundError } from "@webhooks/core";
+import { isId, newId, NotFoundError } from "@webhooks/core";
 import type { PrismaClientOrTransaction } from "./client.ts";
 
 /**
@@ -40,6 +40,7 @@ export async function listApiKeys(ctx: { db: PrismaClientOrTransaction }): Promi
 }
 
 export async function revokeApiKey(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<ApiKeyRecord> {
+  if (!isId("apiKey", id)) throw new NotFoundError(`No such API key: ${id}`, "id");
   const { count } = await ctx.db.apiKey.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: new Date() } });
   const record = await ctx.db.apiKey.findUnique({
     where: { id },

@@ -1,4 +1,4 @@
-import { NotFoundError, type DeliveryStatus } from "@webhooks/core";
+import { isId, NotFoundError, type DeliveryStatus } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 import type { DeliveryEnqueuer } from "./events.ts";
 import { fetchPage, type Page, type PageRequest } from "./paging.ts";
@@ -63,6 +63,7 @@ export async function listDeliveries(
 }
 
 export async function getDelivery(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<DeliveryRecord> {
+  if (!isId("delivery", id)) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
   const [delivery] = await ctx.db.$queryRaw<DeliveryRecord[]>`SELECT ${deliveryColumns} FROM deliveries WHERE id = ${id}`;
   if (!delivery) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
   return delivery;
@@ -101,6 +102,7 @@ export async function resendDelivery(
   ctx: { db: PrismaClientOrTransaction; queue: DeliveryEnqueuer; logger: { warn(details: object, message: string): void } },
   id: string,
 ): Promise<DeliveryRecord> {
+  await getDelivery(ctx, id);
   await ctx.db.$executeRaw`
     UPDATE deliveries SET status = 'queued', next_attempt_at = now(), updated_at = now()
     WHERE id = ${id} AND status <> 'queued'`;

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { IdempotencyConflictError, newId, NotFoundError } from "@webhooks/core";
+import { IdempotencyConflictError, isId, newId, NotFoundError } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 
 export interface EventRecord {
@@ -101,7 +101,7 @@ async function findIdempotentEvent(db: PrismaClientOrTransaction, key: string, r
 }
 
 export async function getEvent(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<EventRecord> {
-  const event = await ctx.db.event.findUnique({ where: { id } });
+  const event = isId("event", id) ? await ctx.db.event.findUnique({ where: { id } }) : null;
   if (!event) throw new NotFoundError(`No such event: ${id}`, "event_id");
   return toEventRecord(event);
 }

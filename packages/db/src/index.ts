@@ -6,4 +6,5 @@ export * from "./due-deliveries.ts";
 export * from "./events.ts";
 export * from "./migrate.ts";
 export * from "./paging.ts";
+export * from "./reachability.ts";
 export * from "./subscriptions.ts";

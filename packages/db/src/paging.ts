@@ -1,4 +1,4 @@
-import { ValidationError } from "@webhooks/core";
+import { isId, ValidationError, type IdKind } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 
 /**
@@ -26,8 +26,8 @@ export interface PageQuery {
   timeColumn: "created_at" | "started_at";
   columns: Prisma.Sql;
   filters: Prisma.Sql[];
-  /** The resource name used in error messages, e.g. "delivery". */
-  resource: string;
+  /** The kind of record listed, for cursor checks and error messages. */
+  resource: IdKind;
 }
 
 export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
@@ -42,7 +42,7 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
 
   if (cursorId !== undefined) {
     const param = backwards ? "ending_before" : "starting_after";
-    const found = await db.$queryRaw<{ id: string }[]>`SELECT id FROM ${table} WHERE id = ${cursorId}`;
+    const found = isId(query.resource, cursorId) ? await db.$queryRaw<{ id: string }[]>`SELECT id FROM ${table} WHERE id = ${cursorId}` : [];
     if (found.length === 0) {
       throw new ValidationError(`${param} names no ${query.resource}: ${cursorId}`, "resource_missing", param);
     }

@@ -1,6 +1,7 @@
 import {
   checkDestinationUrl,
   generateSigningSecret,
+  isId,
   newId,
   NotFoundError,
   ValidationError,
@@ -52,9 +53,14 @@ export async function createSubscription(
   return { subscription, secret };
 }
 
+function notFound(id: string): NotFoundError {
+  return new NotFoundError(`No such subscription: ${id}`, "subscription_id");
+}
+
 export async function getSubscription(ctx: Pick<SubscriptionContext, "db">, id: string): Promise<SubscriptionRecord> {
+  if (!isId("subscription", id)) throw notFound(id);
   const subscription = await ctx.db.subscription.findFirst({ where: { id, deletedAt: null }, select: subscriptionFields });
-  if (!subscription) throw new NotFoundError(`No such subscription: ${id}`, "subscription_id");
+  if (!subscription) throw notFound(id);
   return subscription;
 }
 
@@ -82,20 +88,22 @@ export async function updateSubscription(
   id: string,
   changes: { url?: string | undefined; events?: string[] | undefined; active?: boolean | undefined },
 ): Promise<SubscriptionRecord> {
+  if (!isId("subscription", id)) throw notFound(id);
   if (changes.url !== undefined) assertDeliverableUrl(changes.url, ctx.destinationPolicy);
   const { count } = await ctx.db.subscription.updateMany({
     where: { id, deletedAt: null },
     data: { url: changes.url, events: changes.events, active: changes.active },
   });
-  if (count === 0) throw new NotFoundError(`No such subscription: ${id}`, "subscription_id");
+  if (count === 0) throw notFound(id);
   return getSubscription(ctx, id);
 }
 
 /** Soft delete: no new deliveries; the delivery log, and deliveries already created, stay. */
 export async function deleteSubscription(ctx: Pick<SubscriptionContext, "db">, id: string): Promise<void> {
+  if (!isId("subscription", id)) throw notFound(id);
   const { count } = await ctx.db.subscription.updateMany({
     where: { id, deletedAt: null },
     data: { deletedAt: new Date(), active: false },
   });
-  if (count === 0) throw new NotFoundError(`No such subscription: ${id}`, "subscription_id");
+  if (count === 0) throw notFound(id);
 }

@@ -1,0 +1,56 @@
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { deliveryRoutes } from "./deliveries/routes.ts";
+import { eventRoutes } from "./events/routes.ts";
+import { requireApiKey } from "./http/auth.ts";
+import { handleError, notFoundOrWrongMethod } from "./http/errors.ts";
+import { jsonBody } from "./http/json-body.ts";
+import { rateLimit } from "./http/rate-limit.ts";
+import { requestContext } from "./http/request-context.ts";
+import type { ApiDeps, ApiEnv } from "./http/types.ts";
+import { ADMIN_BASE_PATH, adminRoutes } from "./ops/admin.ts";
+import { docsRoutes } from "./ops/docs.ts";
+import { healthRoutes } from "./ops/health.ts";
+import { createApiMetrics } from "./ops/metrics.ts";
+import { subscriptionRoutes } from "./subscriptions/routes.ts";
+
+/**
+ * The API app: middleware, the three resources under /v1, and the operational routes. Built from
+ * its dependencies so that tests can run it against their own database and queue.
+ */
+export function createApp(deps: ApiDeps) {
+  const app = new OpenAPIHono<ApiEnv>();
+  const metrics = createApiMetrics(deps.queue);
+
+  app.use("*", requestContext(deps.logger));
+  app.use("*", metrics.measure);
+  app.use("/v1/*", requireApiKey(deps.authenticator));
+  if (deps.config.rateLimitPerSecond > 0) app.use("/v1/*", rateLimit(deps.config.rateLimitPerSecond));
+  app.use("/v1/*", jsonBody(deps.config.bodyLimitBytes));
+
+  app.route("/", subscriptionRoutes(deps));
+  app.route("/", eventRoutes(deps));
+  app.route("/", deliveryRoutes(deps));
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
+    type: "http",
+    scheme: "bearer",
+    description: "An API key: from API_KEYS, or created with `npm run keys -- create`.",
+  });
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: {
+      title: "Webhook Delivery Service API",
+      version: "1.0.0",
+      description: "Subscriptions, events and the delivery log. Errors share one shape; lists page by cursor.",
+    },
+    security: [{ apiKey: [] }],
+  });
+  app.route("/", docsRoutes());
+  app.route("/", healthRoutes(deps));
+  app.get("/metrics", async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
+  if (deps.config.admin) app.route(ADMIN_BASE_PATH, adminRoutes(deps.queue, deps.config.admin));
+
+  app.notFound(notFoundOrWrongMethod(app.routes));
+  app.onError(handleError);
+  return app;
+}

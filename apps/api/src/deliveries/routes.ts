@@ -1,0 +1,95 @@
+import { createRoute } from "@hono/zod-openapi";
+import { getDelivery, listAttempts, listDeliveries, resendDelivery } from "@webhooks/db";
+import { newRouter } from "../http/router.ts";
+import { DEFAULT_PAGE_SIZE, errorResponses } from "../http/schemas.ts";
+import type { ApiDeps } from "../http/types.ts";
+import {
+  attemptListSchema,
+  deliveryIdParam,
+  deliveryListSchema,
+  deliverySchema,
+  listAttemptsQuery,
+  listDeliveriesQuery,
+  toAttemptJson,
+  toDeliveryJson,
+} from "./schemas.ts";
+
+const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+const tags = ["Deliveries"];
+
+const listRouteDef = createRoute({
+  method: "get",
+  path: "/v1/deliveries",
+  tags,
+  summary: "List deliveries (the delivery log)",
+  description:
+    "Newest first. Filters combine. Page with `starting_after` set to the last id of a page (older records) " +
+    "or `ending_before` set to the first id (newer records).",
+  request: { query: listDeliveriesQuery },
+  responses: { 200: json(deliveryListSchema, "A page of deliveries"), ...errorResponses },
+});
+
+const getRouteDef = createRoute({
+  method: "get",
+  path: "/v1/deliveries/{delivery_id}",
+  tags,
+  summary: "Retrieve a delivery",
+  request: { params: deliveryIdParam },
+  responses: { 200: json(deliverySchema, "The delivery"), ...errorResponses },
+});
+
+const attemptsRouteDef = createRoute({
+  method: "get",
+  path: "/v1/deliveries/{delivery_id}/attempts",
+  tags,
+  summary: "List a delivery's attempts",
+  description: "Newest first, paged like the delivery log.",
+  request: { params: deliveryIdParam, query: listAttemptsQuery },
+  responses: { 200: json(attemptListSchema, "A page of attempts"), ...errorResponses },
+});
+
+const retryRouteDef = createRoute({
+  method: "post",
+  path: "/v1/deliveries/{delivery_id}/retry",
+  tags,
+  summary: "Resend a delivery",
+  description:
+    "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
+    "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing.",
+  request: { params: deliveryIdParam },
+  responses: { 202: json(deliverySchema, "The delivery, queued"), ...errorResponses },
+});
+
+export function deliveryRoutes(deps: ApiDeps) {
+  const ctx = { db: deps.db };
+  return newRouter()
+    .openapi(listRouteDef, async (c) => {
+      const query = c.req.valid("query");
+      const page = await listDeliveries(
+        ctx,
+        { subscriptionId: query.subscription_id, status: query.status, eventType: query.event, since: query.since, until: query.until },
+        { limit: query.limit ?? DEFAULT_PAGE_SIZE, startingAfter: query.starting_after, endingBefore: query.ending_before },
+      );
+      return c.json({ object: "list" as const, url: "/v1/deliveries", has_more: page.hasMore, data: page.data.map(toDeliveryJson) }, 200);
+    })
+    .openapi(getRouteDef, async (c) => {
+      return c.json(toDeliveryJson(await getDelivery(ctx, c.req.valid("param").delivery_id)), 200);
+    })
+    .openapi(attemptsRouteDef, async (c) => {
+      const { delivery_id } = c.req.valid("param");
+      const query = c.req.valid("query");
+      const page = await listAttempts(ctx, delivery_id, {
+        limit: query.limit ?? DEFAULT_PAGE_SIZE,
+        startingAfter: query.starting_after,
+        endingBefore: query.ending_before,
+      });
+      return c.json(
+        { object: "list" as const, url: `/v1/deliveries/${delivery_id}/attempts`, has_more: page.hasMore, data: page.data.map(toAttemptJson) },
+        200,
+      );
+    })
+    .openapi(retryRouteDef, async (c) => {
+      const delivery = await resendDelivery({ db: deps.db, queue: deps.queue, logger: c.var.logger }, c.req.valid("param").delivery_id);
+      return c.json(toDeliveryJson(delivery), 202);
+    });
+}

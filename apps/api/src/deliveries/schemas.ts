@@ -1,0 +1,86 @@
+import { z } from "@hono/zod-openapi";
+import { deliveryStatuses } from "@webhooks/core";
+import type { AttemptRecord, DeliveryRecord } from "@webhooks/db";
+import { cursorQueries, isoTimestamp, limitQuery, listSchema, text, timestampQuery } from "../http/schemas.ts";
+
+export const deliverySchema = z
+  .object({
+    id: z.string().openapi({ example: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
+    object: z.literal("delivery"),
+    subscription_id: z.string(),
+    event_id: z.string(),
+    event: z.string().openapi({ description: "The event type.", example: "invoice.paid" }),
+    status: z.enum(deliveryStatuses),
+    attempts: z.number().int().openapi({ description: "Attempts made so far." }),
+    response_code: z.number().int().nullable().openapi({ description: "Status of the last response; null before any response, and after a timeout or network error." }),
+    next_retry_at: z.string().nullable().openapi({ format: "date-time", description: "When the next retry is scheduled; null when none is." }),
+    created_at: z.string().openapi({ format: "date-time" }),
+  })
+  .openapi("Delivery");
+
+export const attemptSchema = z
+  .object({
+    id: z.string().openapi({ example: "att_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
+    object: z.literal("delivery_attempt"),
+    delivery_id: z.string(),
+    number: z.number().int().openapi({ description: "1 for the delivery's first attempt." }),
+    url: z.string().openapi({ description: "Where this attempt was sent: the delivery's snapshot of the subscription's url." }),
+    started_at: z.string().openapi({ format: "date-time" }),
+    duration_ms: z.number().int(),
+    response_code: z.number().int().nullable(),
+    response_body: z.string().nullable().openapi({ description: "The first 4 KiB of the response body." }),
+    error: z.string().nullable().openapi({ description: "Why no response was received (timeout, connection refused, ...), or null." }),
+  })
+  .openapi("DeliveryAttempt");
+
+export const deliveryListSchema = listSchema(deliverySchema, "DeliveryList", "/v1/deliveries");
+export const attemptListSchema = listSchema(attemptSchema, "DeliveryAttemptList", "/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/attempts");
+
+export const listDeliveriesQuery = z.strictObject({
+  subscription_id: text(64).optional().openapi({ description: "Only deliveries of this subscription." }),
+  status: z
+    .enum(deliveryStatuses, { error: "status must be one of queued, delivered, failed" })
+    .optional()
+    .openapi({ description: "Only deliveries in this state." }),
+  event: text(255).optional().openapi({ description: "Only deliveries of this event type.", example: "invoice.paid" }),
+  since: timestampQuery("since", "Only deliveries created at or after this time."),
+  until: timestampQuery("until", "Only deliveries created before this time."),
+  limit: limitQuery,
+  ...cursorQueries,
+});
+
+export const listAttemptsQuery = z.strictObject({ limit: limitQuery, ...cursorQueries });
+
+export const deliveryIdParam = z.object({
+  delivery_id: z.string().openapi({ param: { name: "delivery_id", in: "path" }, example: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
+});
+
+export function toDeliveryJson(delivery: DeliveryRecord) {
+  return {
+    id: delivery.id,
+    object: "delivery" as const,
+    subscription_id: delivery.subscriptionId,
+    event_id: delivery.eventId,
+    event: delivery.eventType,
+    status: delivery.status,
+    attempts: delivery.attempts,
+    response_code: delivery.responseCode,
+    next_retry_at: delivery.nextRetryAt ? isoTimestamp(delivery.nextRetryAt) : null,
+    created_at: isoTimestamp(delivery.createdAt),
+  };
+}
+
+export function toAttemptJson(attempt: AttemptRecord) {
+  return {
+    id: attempt.id,
+    object: "delivery_attempt" as const,
+    delivery_id: attempt.deliveryId,
+    number: attempt.number,
+    url: attempt.url,
+    started_at: isoTimestamp(attempt.startedAt),
+    duration_ms: attempt.durationMs,
+    response_code: attempt.responseCode,
+    response_body: attempt.responseBody,
+    error: attempt.error,
+  };
+}

@@ -1,0 +1,69 @@
+import { z } from "@hono/zod-openapi";
+import { eventTypeSchema } from "@webhooks/core";
+import type { EventRecord } from "@webhooks/db";
+import { isoTimestamp, text } from "../http/schemas.ts";
+
+/** Deeper than this is almost certainly a mistake, and PostgreSQL's jsonb has a nesting limit. */
+const MAX_DATA_DEPTH = 32;
+
+function jsonProblem(value: unknown, depth: number): string | undefined {
+  if (depth > MAX_DATA_DEPTH) return `must not be nested more than ${MAX_DATA_DEPTH} levels deep`;
+  if (typeof value === "string") return value.includes("\u0000") ? "must not contain NUL characters" : undefined;
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const problem = jsonProblem(item, depth + 1);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) {
+      const problem = key.includes("\u0000") ? "must not contain NUL characters" : jsonProblem(item, depth + 1);
+      if (problem) return problem;
+    }
+  }
+  return undefined;
+}
+
+const eventData = z
+  .record(z.string(), z.unknown(), { error: "data must be a JSON object" })
+  .superRefine((data, ctx) => {
+    const problem = jsonProblem(data, 1);
+    if (problem) ctx.addIssue({ code: "custom", message: `data ${problem}` });
+  })
+  .openapi({ description: "The event's payload: any JSON object.", example: { invoice_id: "in_123", amount_due: 4200 } });
+
+export const publishEventBody = z
+  .strictObject({
+    type: eventTypeSchema.meta({ description: "The event type.", example: "invoice.paid" }),
+    data: eventData,
+  })
+  .openapi("PublishEvent");
+
+export const idempotencyHeaders = z.object({
+  "Idempotency-Key": text(255)
+    .min(1)
+    .optional()
+    .openapi({
+      param: { name: "Idempotency-Key", in: "header" },
+      description: "Makes retries safe: the same key with the same body returns the event created the first time.",
+    }),
+});
+
+export const eventSchema = z
+  .object({
+    id: z.string().openapi({ example: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
+    object: z.literal("event"),
+    type: z.string(),
+    data: z.record(z.string(), z.unknown()),
+    created_at: z.string().openapi({ format: "date-time" }),
+  })
+  .openapi("Event");
+
+export const eventIdParam = z.object({
+  event_id: z.string().openapi({ param: { name: "event_id", in: "path" }, example: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
+});
+
+export function toEventJson(event: EventRecord) {
+  return { id: event.id, object: "event" as const, type: event.type, data: event.data, created_at: isoTimestamp(event.createdAt) };
+}

@@ -1,0 +1,39 @@
+import { DomainError, IdempotencyConflictError, NotFoundError, ValidationError } from "@webhooks/core";
+
+/** The error types of contract §2. */
+export type ErrorType = "invalid_request_error" | "authentication_error" | "idempotency_error" | "rate_limit_error" | "api_error";
+
+/** An error that leaves the API in the contract's shape (contract §2). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: 400 | 401 | 404 | 405 | 409 | 413 | 415 | 429 | 500,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    readonly param?: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** Maps the domain's errors to HTTP; this is the only place that knows both. */
+export function apiErrorFromDomain(error: DomainError): ApiError {
+  if (error instanceof NotFoundError) return new ApiError(404, "invalid_request_error", error.code, error.message, error.param);
+  if (error instanceof IdempotencyConflictError) return new ApiError(409, "idempotency_error", error.code, error.message, error.param);
+  if (error instanceof ValidationError) return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);
+  return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);
+}
+
+export function errorBody(error: ApiError, requestId: string) {
+  return {
+    error: {
+      type: error.type,
+      code: error.code,
+      message: error.message,
+      ...(error.param === undefined ? {} : { param: error.param }),
+      request_id: requestId,
+    },
+  };
+}

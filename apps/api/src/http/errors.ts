@@ -1,0 +1,57 @@
+import { DomainError } from "@webhooks/core";
+import type { Context, ErrorHandler, NotFoundHandler } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { ApiError, apiErrorFromDomain, errorBody } from "./api-error.ts";
+import type { ApiEnv } from "./types.ts";
+
+function respond(c: Context<ApiEnv>, error: ApiError) {
+  const requestId = c.var.requestId ?? "";
+  return c.json(errorBody(error, requestId), error.status as ContentfulStatusCode, error.headers);
+}
+
+/** The one exit for every error (STYLE 3): all of them leave in the contract's shape. */
+export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
+  if (err instanceof ApiError) return respond(c, err);
+  if (err instanceof DomainError) return respond(c, apiErrorFromDomain(err));
+  if (err instanceof HTTPException && err.status < 500) {
+    // Raised by Hono's own middleware (e.g. basic auth); keep its headers, such as WWW-Authenticate.
+    const headers = Object.fromEntries(err.getResponse().headers);
+    delete headers["content-type"];
+    delete headers["content-length"];
+    const status = err.status as ApiError["status"];
+    if (status === 401) {
+      return respond(c, new ApiError(401, "authentication_error", "credentials_required", "Valid credentials are required", undefined, headers));
+    }
+    return respond(c, new ApiError(status, "invalid_request_error", "invalid_request", err.message || "Invalid request", undefined, headers));
+  }
+  // Anything else is our fault: log it with the request id, answer without any detail.
+  (c.var.logger ?? console).error({ err }, "unhandled error");
+  return respond(c, new ApiError(500, "api_error", "internal_error", "An unexpected error occurred. Quote the request id when reporting it."));
+};
+
+/**
+ * 404 for paths we do not serve, 405 (with Allow) for paths we serve with other methods.
+ * `routes` are the app's method + path pairs, read once the app is assembled.
+ */
+export function notFoundOrWrongMethod(routes: { method: string; path: string }[]): NotFoundHandler<ApiEnv> {
+  const patterns = routes
+    .filter((route) => route.method !== "ALL" && !route.path.includes("*"))
+    .map((route) => ({
+      method: route.method,
+      regex: new RegExp(`^${route.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`),
+    }));
+  return (c) => {
+    const allowed = [...new Set(patterns.filter((p) => p.regex.test(c.req.path)).map((p) => p.method))];
+    if (allowed.length > 0) {
+      if (allowed.includes("GET")) allowed.push("HEAD");
+      return respond(
+        c,
+        new ApiError(405, "invalid_request_error", "method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`, undefined, {
+          allow: allowed.join(", "),
+        }),
+      );
+    }
+    return respond(c, new ApiError(404, "invalid_request_error", "resource_missing", `Unrecognized request URL: ${c.req.method} ${c.req.path}`));
+  };
+}

@@ -1,0 +1,21 @@
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { ApiEnv } from "./types.ts";
+import { validationError } from "./validation.ts";
+
+/**
+ * Every router of the API: a request that fails its route's schema becomes a 400 in the contract's
+ * shape (STYLE 3). The error is thrown so that it leaves through the one error handler.
+ */
+export function newRouter(): OpenAPIHono<ApiEnv> {
+  return new OpenAPIHono<ApiEnv>({
+    defaultHook: (result) => {
+      if (!result.success) throw validationError(result.error, rawInput(result));
+      return undefined;
+    },
+  });
+}
+
+/** The validator passes the raw input along with a failed result; zod-openapi's types omit it. */
+export function rawInput(result: object): unknown {
+  return (result as { data?: unknown }).data;
+}

@@ -1,0 +1,27 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { Config, Logger, SecretBox } from "@webhooks/core";
+import type { PrismaClient } from "@webhooks/db";
+import type { DeliveryQueue } from "@webhooks/queue";
+import type { Redis } from "ioredis";
+import type { ApiKeyAuthenticator } from "./auth.ts";
+
+/** Everything the API needs from the outside world, built once in main.ts (or by a test). */
+export interface ApiDeps {
+  config: Config;
+  db: PrismaClient;
+  redis: Redis;
+  queue: DeliveryQueue;
+  logger: Logger;
+  secretBox: SecretBox;
+  authenticator: ApiKeyAuthenticator;
+}
+
+export interface ApiEnv {
+  Variables: {
+    requestId: string;
+    logger: Logger;
+    apiKeyId: string;
+  };
+}
+
+export type ApiApp = OpenAPIHono<ApiEnv>;

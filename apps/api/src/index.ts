@@ -1,0 +1,3 @@
+export { createApp } from "./app.ts";
+export { ApiKeyAuthenticator } from "./http/auth.ts";
+export type { ApiDeps } from "./http/types.ts";

@@ -1,0 +1,111 @@
+import { createRoute } from "@hono/zod-openapi";
+import { createSubscription, deleteSubscription, getSubscription, listSubscriptions, updateSubscription } from "@webhooks/db";
+import { DEFAULT_PAGE_SIZE, errorResponses } from "../http/schemas.ts";
+import { newRouter, rawInput } from "../http/router.ts";
+import type { ApiDeps } from "../http/types.ts";
+import { validationError } from "../http/validation.ts";
+import {
+  createdSubscriptionSchema,
+  createSubscriptionBody,
+  deletedSubscriptionSchema,
+  listSubscriptionsQuery,
+  notUpdatableFields,
+  subscriptionIdParam,
+  subscriptionListSchema,
+  subscriptionSchema,
+  toSubscriptionJson,
+  updateSubscriptionBody,
+} from "./schemas.ts";
+
+const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+const tags = ["Subscriptions"];
+
+const createRouteDef = createRoute({
+  method: "post",
+  path: "/v1/subscriptions",
+  tags,
+  summary: "Create a subscription",
+  description: "The response is the only one that ever contains the signing secret.",
+  request: { body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } } },
+  responses: { 201: json(createdSubscriptionSchema, "The subscription, with its signing secret"), ...errorResponses },
+});
+
+const getRouteDef = createRoute({
+  method: "get",
+  path: "/v1/subscriptions/{subscription_id}",
+  tags,
+  summary: "Retrieve a subscription",
+  request: { params: subscriptionIdParam },
+  responses: { 200: json(subscriptionSchema, "The subscription"), ...errorResponses },
+});
+
+const listRouteDef = createRoute({
+  method: "get",
+  path: "/v1/subscriptions",
+  tags,
+  summary: "List subscriptions",
+  description: "Newest first, paged with starting_after / ending_before. Deleted subscriptions are not listed.",
+  request: { query: listSubscriptionsQuery },
+  responses: { 200: json(subscriptionListSchema, "A page of subscriptions"), ...errorResponses },
+});
+
+const updateRouteDef = createRoute({
+  method: "put",
+  path: "/v1/subscriptions/{subscription_id}",
+  tags,
+  summary: "Update a subscription",
+  description:
+    "Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to " +
+    "deliveries created after it; deliveries already created keep the settings they were created with. " +
+    "`description` and `secret` cannot be changed.",
+  request: { params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } } },
+  responses: { 200: json(subscriptionSchema, "The updated subscription"), ...errorResponses },
+});
+
+const deleteRouteDef = createRoute({
+  method: "delete",
+  path: "/v1/subscriptions/{subscription_id}",
+  tags,
+  summary: "Delete a subscription",
+  description: "Stops new deliveries. The delivery log stays listable; deliveries already created go out as planned.",
+  request: { params: subscriptionIdParam },
+  responses: { 200: json(deletedSubscriptionSchema, "The subscription was deleted"), ...errorResponses },
+});
+
+export function subscriptionRoutes(deps: ApiDeps) {
+  const ctx = { db: deps.db, secretBox: deps.secretBox, destinationPolicy: deps.config.destinationPolicy };
+  return newRouter()
+    .openapi(createRouteDef, async (c) => {
+      const { subscription, secret } = await createSubscription(ctx, c.req.valid("json"));
+      return c.json({ ...toSubscriptionJson(subscription), secret }, 201);
+    })
+    .openapi(getRouteDef, async (c) => {
+      const subscription = await getSubscription(ctx, c.req.valid("param").subscription_id);
+      return c.json(toSubscriptionJson(subscription), 200);
+    })
+    .openapi(listRouteDef, async (c) => {
+      const query = c.req.valid("query");
+      const page = await listSubscriptions(ctx, {
+        limit: query.limit ?? DEFAULT_PAGE_SIZE,
+        startingAfter: query.starting_after,
+        endingBefore: query.ending_before,
+      });
+      return c.json({ object: "list" as const, url: "/v1/subscriptions", has_more: page.hasMore, data: page.data.map(toSubscriptionJson) }, 200);
+    })
+    .openapi(
+      updateRouteDef,
+      async (c) => {
+        const subscription = await updateSubscription(ctx, c.req.valid("param").subscription_id, c.req.valid("json"));
+        return c.json(toSubscriptionJson(subscription), 200);
+      },
+      (result) => {
+        if (!result.success) throw validationError(result.error, rawInput(result), { notUpdatable: notUpdatableFields });
+        return undefined;
+      },
+    )
+    .openapi(deleteRouteDef, async (c) => {
+      const { subscription_id } = c.req.valid("param");
+      await deleteSubscription(ctx, subscription_id);
+      return c.json({ id: subscription_id, object: "subscription" as const, deleted: true as const }, 200);
+    });
+}

@@ -1,0 +1,18 @@
+import { pino, type Logger } from "pino";
+
+export type { Logger };
+
+/**
+ * JSON logs (pino) for both apps. Secrets and API keys must never reach a log: code never logs
+ * them, and these paths are redacted as a second line of defence.
+ */
+export function createLogger(options: { level: string; name: string }): Logger {
+  return pino({
+    name: options.name,
+    level: options.level,
+    redact: {
+      paths: ["secret", "*.secret", "apiKey", "*.apiKey", "authorization", "*.authorization", "*.headers.authorization", "password", "*.password"],
+      censor: "[redacted]",
+    },
+  });
+}

@@ -1,0 +1,29 @@
+/**
+ * The one-line messages printed when a dependency is missing at start-up, so a newcomer knows
+ * what to do rather than reading a stack trace.
+ */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable URL)";
+  }
+}
+
+export function postgresUnreachableMessage(url: string, reason: string): string {
+  return (
+    `Cannot reach PostgreSQL at ${redactUrl(url)} (${reason}). Start it ` +
+    "(e.g. `pg_ctlcluster 15 main start`, `brew services start postgresql` or `docker run -d -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:15`) " +
+    "or point DATABASE_URL at a running server."
+  );
+}
+
+export function redisUnreachableMessage(url: string, reason: string): string {
+  return (
+    `Cannot reach Redis at ${redactUrl(url)} (${reason}). Start it ` +
+    "(e.g. `redis-server --daemonize yes`, `brew services start redis` or `docker run -d -p 6379:6379 redis:7`) " +
+    "or point REDIS_URL at a running server."
+  );
+}

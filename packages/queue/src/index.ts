@@ -1,0 +1,4 @@
+export * from "./delivery-queue.ts";
+export * from "./queue-metrics.ts";
+export * from "./reachability.ts";
+export * from "./redis.ts";

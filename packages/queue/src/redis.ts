@@ -1,0 +1,33 @@
+import { Redis } from "ioredis";
+
+/**
+ * Redis connections as BullMQ's production guide recommends: a worker waits for Redis to come
+ * back (`maxRetriesPerRequest: null`) instead of failing its blocking calls, while the API fails
+ * fast (`enableOfflineQueue: false`), so a request never hangs on a Redis that is down; the
+ * event is already committed in PostgreSQL and the reconciler enqueues it later.
+ */
+export type RedisRole = "worker" | "producer";
+
+export function createRedisConnection(url: string, role: RedisRole): Redis {
+  const redis = new Redis(url, {
+    maxRetriesPerRequest: role === "worker" ? null : 1,
+    enableOfflineQueue: role === "worker",
+    connectTimeout: 5_000,
+    // Keep trying to reconnect, never more than 2 s apart.
+    retryStrategy: (times) => Math.min(times * 200, 2_000),
+  });
+  // Without a listener ioredis prints every failed reconnection; callers log state changes.
+  redis.on("error", () => {});
+  return redis;
+}
+
+/**
+ * BullMQ needs Redis to keep every key: with any other eviction policy Redis may drop jobs under
+ * memory pressure. (Nothing is lost for good, since the reconciler re-enqueues from PostgreSQL,
+ * but deliveries would be late.)
+ */
+export async function checkEvictionPolicy(redis: Redis): Promise<string | undefined> {
+  const reply = (await redis.config("GET", "maxmemory-policy")) as string[];
+  const policy = reply[1];
+  return policy === "noeviction" ? undefined : policy;
+}

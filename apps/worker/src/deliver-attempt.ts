@@ -1,0 +1,84 @@
+import { randomUUID } from "node:crypto";
+import { decideRetry, signWebhook, type Logger } from "@webhooks/core";
+import { claimDelivery, recordAttempt, type AttemptOutcome, type ClaimedDelivery, type PrismaClient } from "@webhooks/db";
+import type { HttpSender, SendResult } from "./http-sender.ts";
+import type { WorkerMetrics } from "./metrics.ts";
+import type { SecretKeys } from "./secret-keys.ts";
+
+export interface AttemptDeps {
+  db: PrismaClient;
+  sender: HttpSender;
+  secretKeys: SecretKeys;
+  metrics: WorkerMetrics;
+  logger: Logger;
+  retryScheduleMs: number[];
+  deliveryTimeoutMs: number;
+}
+
+/** What the queue should do with the job after an attempt. */
+export type NextStep = { kind: "done" } | { kind: "wait"; delayMs: number };
+
+/** The lease outlives the attempt's timeout by this much, to cover the database writes. */
+const LEASE_MARGIN_MS = 15_000;
+
+/**
+ * One attempt of one delivery: claim it, POST the signed webhook to the delivery's own snapshot
+ * of url and secret (contract §8), then record the attempt and the new state together.
+ */
+export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Promise<NextStep> {
+  const leaseToken = randomUUID();
+  const claim = await claimDelivery({ db: deps.db }, { deliveryId, leaseToken, leaseMs: deps.deliveryTimeoutMs + LEASE_MARGIN_MS });
+  if (!claim.claimed) {
+    // Woken early, or another worker holds the delivery: come back when it may be ours.
+    if (claim.reason === "not_due" || claim.reason === "leased") return { kind: "wait", delayMs: claim.retryInMs + 100 };
+    // Nothing left to do: already delivered, or failed for good.
+    return { kind: "done" };
+  }
+
+  const delivery = claim.delivery;
+  const startedAt = new Date();
+  const body = webhookBody(delivery);
+  const headers = signWebhook({
+    secretKey: deps.secretKeys.get(delivery.secretId, delivery.secretCiphertext),
+    messageId: delivery.eventId,
+    timestamp: startedAt,
+    body,
+  });
+  const result = await deps.sender.send(delivery.url, { ...headers }, body);
+  const outcome = decideOutcome(result, startedAt, delivery.attemptsMade + 1, deps.retryScheduleMs);
+
+  const recorded = await recordAttempt({ db: deps.db }, { deliveryId, leaseToken, outcome });
+  deps.metrics.attemptDuration.observe(result.durationMs / 1000);
+  if (!recorded) {
+    // Our lease expired and another worker took over; its record stands.
+    deps.logger.warn({ deliveryId }, "attempt made but not recorded: the lease was lost");
+    return { kind: "done" };
+  }
+  deps.metrics.attempts.inc({ outcome: outcome.status === "delivered" ? "delivered" : outcome.retryInMs === null ? "failed" : "retry_scheduled" });
+  deps.logger.debug(
+    { deliveryId, attempt: delivery.attemptsMade + 1, responseCode: result.responseCode, error: result.error, status: outcome.status },
+    "attempt recorded",
+  );
+  return outcome.retryInMs === null ? { kind: "done" } : { kind: "wait", delayMs: outcome.retryInMs };
+}
+
+/** Contract §9: `{"type","timestamp","data"}`; data goes out exactly as PostgreSQL stores it. */
+function webhookBody(delivery: ClaimedDelivery): string {
+  return `{"type":${JSON.stringify(delivery.eventType)},"timestamp":${JSON.stringify(delivery.eventCreatedAt.toISOString())},"data":${delivery.eventDataJson}}`;
+}
+
+/** Contract §5: a 2xx delivers; anything else fails, with a retry while the schedule allows. */
+export function decideOutcome(result: SendResult, startedAt: Date, attemptNumber: number, scheduleMs: number[]): AttemptOutcome {
+  const common = {
+    startedAt,
+    durationMs: result.durationMs,
+    responseCode: result.responseCode,
+    responseBody: result.responseBody,
+    error: result.error,
+  };
+  if (result.responseCode !== null && result.responseCode >= 200 && result.responseCode < 300) {
+    return { ...common, status: "delivered", retryInMs: null };
+  }
+  const decision = decideRetry({ attemptNumber, responseCode: result.responseCode, retryAfter: result.retryAfter }, scheduleMs);
+  return { ...common, status: "failed", retryInMs: decision.retry ? decision.delayMs : null };
+}

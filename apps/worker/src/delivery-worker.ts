@@ -1,0 +1,49 @@
+import { jobCatalog, type DeliveryJob } from "@webhooks/core";
+import { DelayedError, UnrecoverableError, Worker, type Job } from "bullmq";
+import type { Redis } from "ioredis";
+import { deliverAttempt, type AttemptDeps } from "./deliver-attempt.ts";
+
+const catalog = jobCatalog.deliveries;
+
+export interface DeliveryWorkerOptions {
+  connection: Redis;
+  prefix: string;
+  concurrency: number;
+  /** How long a job stays locked to its worker without a renewal (BullMQ lockDuration). */
+  lockMs: number;
+}
+
+/**
+ * The BullMQ worker. Its handler is thin: validate the payload, make one attempt, and if the
+ * delivery needs another one later, park the job as delayed until then. A receiver's failure is
+ * therefore never a BullMQ failure; BullMQ's own retries are left for our failures (e.g.
+ * PostgreSQL unreachable).
+ */
+export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerOptions): Worker<DeliveryJob> {
+  const worker = new Worker<DeliveryJob>(
+    catalog.queueName,
+    async (job: Job<DeliveryJob>, token?: string) => {
+      const payload = catalog.payload.safeParse(job.data);
+      if (!payload.success) throw new UnrecoverableError(`invalid job payload: ${payload.error.message}`);
+      const next = await deliverAttempt(deps, payload.data.deliveryId);
+      if (next.kind === "wait") {
+        await job.moveToDelayed(Date.now() + next.delayMs, token);
+        throw new DelayedError();
+      }
+    },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency,
+      lockDuration: options.lockMs,
+      stalledInterval: options.lockMs,
+      autorun: false,
+    },
+  );
+  worker.on("failed", (job, error) => {
+    deps.metrics.jobErrors.inc();
+    deps.logger.error({ err: error, jobId: job?.id, attemptsMade: job?.attemptsMade }, "delivery job failed");
+  });
+  worker.on("error", (error) => deps.logger.error({ err: error }, "worker error"));
+  return worker;
+}

@@ -1,0 +1,4 @@
+export { decideOutcome } from "./deliver-attempt.ts";
+export { HttpSender } from "./http-sender.ts";
+export { createSafeLookup, DestinationNotAllowedError } from "./safe-lookup.ts";
+export { startWorker, type RunningWorker } from "./start-worker.ts";

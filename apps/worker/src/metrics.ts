@@ -1,0 +1,36 @@
+import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+import { registerQueueDepthGauge, type DeliveryQueue } from "@webhooks/queue";
+
+/** The worker's Prometheus metrics, served on WORKER_METRICS_PORT. */
+export function createWorkerMetrics(queue: DeliveryQueue) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  registerQueueDepthGauge(registry, queue);
+  return {
+    registry,
+    attempts: new Counter({
+      name: "webhook_delivery_attempts_total",
+      help: "Delivery attempts by outcome: delivered, retry_scheduled, failed (no retry left)",
+      labelNames: ["outcome"],
+      registers: [registry],
+    }),
+    attemptDuration: new Histogram({
+      name: "webhook_delivery_attempt_duration_seconds",
+      help: "Time from sending a webhook to having its response (or giving up)",
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
+      registers: [registry],
+    }),
+    reconcilerEnqueued: new Counter({
+      name: "webhook_reconciler_enqueued_total",
+      help: "Due deliveries the reconciler found without a job and enqueued again",
+      registers: [registry],
+    }),
+    jobErrors: new Counter({
+      name: "webhook_job_errors_total",
+      help: "Delivery jobs that failed for our own reasons (database unreachable, ...), not the receiver's",
+      registers: [registry],
+    }),
+  };
+}
+
+export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

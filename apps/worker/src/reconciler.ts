@@ -1,0 +1,76 @@
+import type { Logger } from "@webhooks/core";
+import { findDueDeliveries, type PrismaClient } from "@webhooks/db";
+import type { DeliveryQueue } from "@webhooks/queue";
+import type { WorkerMetrics } from "./metrics.ts";
+
+/** Every worker runs a reconciler; this lock lets one of them scan at a time. 'whrecon' in ASCII. */
+const RECONCILER_LOCK_KEY = 0x77687265636f6en;
+const BATCH = 500;
+/** A job due this recently is probably about to run; leave it to the queue. */
+const GRACE_MS = 1_000;
+
+/**
+ * PostgreSQL is the source of truth, Redis the fast path (contract §7). If Redis loses jobs (a
+ * flush, a failover, an API that could not reach it when the event was published), deliveries
+ * are still due in PostgreSQL. The reconciler walks the due ones and enqueues those without a
+ * job. Job id = delivery id, so even if two reconcilers raced, nothing would be queued twice.
+ */
+export class Reconciler {
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+
+  constructor(
+    private readonly deps: { db: PrismaClient; queue: DeliveryQueue; logger: Logger; metrics: WorkerMetrics },
+    private readonly intervalMs: number,
+  ) {}
+
+  start(): void {
+    this.#stopped = false;
+    this.#schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#running;
+  }
+
+  /** One pass; returns how many deliveries it enqueued (0 when another worker holds the lock). */
+  async reconcileOnce(): Promise<number> {
+    return this.deps.db.$transaction(
+      async (tx) => {
+        const [lock] = await tx.$queryRaw<{ locked: boolean }[]>`SELECT pg_try_advisory_xact_lock(${RECONCILER_LOCK_KEY}) AS locked`;
+        if (!lock?.locked) return 0;
+        let enqueued = 0;
+        let after: { nextAttemptAt: Date; id: string } | undefined;
+        for (;;) {
+          const due = await findDueDeliveries({ db: tx }, { graceMs: GRACE_MS, limit: BATCH, after });
+          if (due.length === 0) break;
+          const missing = await this.deps.queue.withoutJob(due.map((row) => row.id));
+          await this.deps.queue.enqueue(missing);
+          enqueued += missing.length;
+          after = due[due.length - 1];
+          if (due.length < BATCH || this.#stopped) break;
+        }
+        return enqueued;
+      },
+      { timeout: 120_000, maxWait: 10_000 },
+    );
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#running = this.reconcileOnce()
+        .then((enqueued) => {
+          if (enqueued > 0) {
+            this.deps.metrics.reconcilerEnqueued.inc(enqueued);
+            this.deps.logger.warn({ enqueued }, "reconciler enqueued deliveries that had no job");
+          }
+        })
+        .catch((error: unknown) => this.deps.logger.error({ err: error }, "reconciler pass failed; will try again"))
+        .finally(() => this.#schedule(this.intervalMs));
+    }, delayMs);
+  }
+}

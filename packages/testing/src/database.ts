@@ -1,0 +1,73 @@
+import { randomBytes } from "node:crypto";
+import { applyMigrations } from "@webhooks/db";
+import pg from "pg";
+
+/**
+ * Each test file gets a database of its own, copied from a template that has the migrations
+ * applied (a copy takes a fraction of a second), so files can run in parallel without seeing
+ * each other's rows. The template is built once per run by the global setup.
+ */
+export const ADMIN_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+const TEMPLATE = "webhooks_test_template";
+
+export function databaseUrl(name: string): string {
+  const url = new URL(ADMIN_DATABASE_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function createTemplateDatabase(): Promise<void> {
+  await admin(async (client) => {
+    await client.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
+    await client.query(`CREATE DATABASE ${TEMPLATE}`);
+  });
+  await applyMigrations(databaseUrl(TEMPLATE), { info: () => {}, warn: () => {} });
+}
+
+export interface TestDatabase {
+  url: string;
+  name: string;
+  drop(): Promise<void>;
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const name = `webhooks_test_${randomBytes(6).toString("hex")}`;
+  await admin(async (client) => {
+    // Copying a template fails if another copy is being made at that instant; try again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await client.query(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE}`);
+        return;
+      } catch (error) {
+        if (attempt >= 20 || (error as { code?: string }).code !== "55006") throw error;
+        await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200));
+      }
+    }
+  });
+  return {
+    url: databaseUrl(name),
+    name,
+    drop: () => admin(async (client) => void (await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))),
+  };
+}
+
+/** Runs SQL against a test database, for arranging rows a test needs (e.g. shared timestamps). */
+export async function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}

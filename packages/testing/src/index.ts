@@ -1,0 +1,7 @@
+export * from "./api.ts";
+export * from "./config.ts";
+export * from "./database.ts";
+export * from "./processes.ts";
+export * from "./receiver.ts";
+export * from "./redis-server.ts";
+export * from "./wait.ts";

@@ -1,0 +1,14 @@
+import { defineConfig } from "vitest/config";
+
+// One suite for the whole repository, against real PostgreSQL and Redis (see the README's
+// "Tests"). Each test file gets its own database and queue prefix, so files run in parallel.
+export default defineConfig({
+  test: {
+    include: ["apps/*/test/**/*.test.ts", "packages/*/test/**/*.test.ts"],
+    globalSetup: ["packages/testing/src/global-setup.ts"],
+    pool: "forks",
+    maxWorkers: 3,
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+  },
+});

@@ -9,7 +9,7 @@ import {
   SecretBox,
 } from "@webhooks/core";
 import { applyMigrations, checkPostgres, createPrismaClient } from "@webhooks/db";
-import { checkEvictionPolicy, checkRedis, createRedisConnection, DeliveryQueue } from "@webhooks/queue";
+import { checkEvictionPolicy, checkRedis, createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { createApp } from "./app.ts";
 import { ApiKeyAuthenticator } from "./http/auth.ts";
 
@@ -41,7 +41,9 @@ await applyMigrations(config.databaseUrl, {
 
 const db = createPrismaClient({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
 const redis = createRedisConnection(config.redisUrl, "producer");
-const queue = new DeliveryQueue(redis, config.queuePrefix);
+const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
+// Requests fail fast while Redis is down, so wait for the connection before serving any.
+await waitUntilConnected(redis).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
 const evictionPolicy = await checkEvictionPolicy(redis).catch(() => undefined);
 if (evictionPolicy) logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
 if (config.apiKeys.length === 0) logger.warn("API_KEYS is empty: only keys created with `npm run keys -- create` are accepted");

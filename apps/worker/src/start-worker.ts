@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
 import { createPrismaClient } from "@webhooks/db";
-import { checkEvictionPolicy, createRedisConnection, DeliveryQueue } from "@webhooks/queue";
+import { checkEvictionPolicy, createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { createDeliveryWorker } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
 import { createWorkerMetrics } from "./metrics.ts";
@@ -25,7 +25,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const db = createPrismaClient({ databaseUrl: config.databaseUrl, poolSize: Math.max(config.databasePoolSize, Math.min(config.worker.concurrency, 50)) });
   const workerRedis = createRedisConnection(config.redisUrl, "worker");
   const producerRedis = createRedisConnection(config.redisUrl, "producer");
-  const queue = new DeliveryQueue(producerRedis, config.queuePrefix);
+  const queue = new DeliveryQueue(producerRedis, config.queuePrefix, logger);
   const metrics = createWorkerMetrics(queue);
   const sender = new HttpSender({
     timeoutMs: config.worker.deliveryTimeoutMs,
@@ -34,6 +34,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
     ...(options.resolve ? { resolve: options.resolve } : {}),
   });
 
+  await waitUntilConnected(producerRedis).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
   const evictionPolicy = await checkEvictionPolicy(producerRedis).catch(() => undefined);
   if (evictionPolicy) logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
 

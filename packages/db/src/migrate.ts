@@ -131,8 +131,9 @@ async function createDatabaseIfMissing(databaseUrl: string, logger: MigrationLog
     await admin.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"`);
     logger.info(`created database ${name}`);
   } catch (error) {
-    // Another process created it in the meantime.
-    if ((error as { code?: string }).code !== "42P04") throw error;
+    // Another process created it in the meantime (42P04), or at the same instant (23505).
+    const code = (error as { code?: string }).code;
+    if (code !== "42P04" && code !== "23505") throw error;
   } finally {
     await admin.end();
   }

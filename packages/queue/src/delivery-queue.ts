@@ -3,6 +3,7 @@ import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 
 const catalog = jobCatalog.deliveries;
+const ENQUEUE_TIMEOUT_MS = 2_000;
 
 export type DeliveriesQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
 
@@ -13,33 +14,60 @@ export type DeliveriesQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
  */
 export class DeliveryQueue {
   readonly queue: DeliveriesQueue;
+  #lastErrorLog = 0;
 
   constructor(
     private readonly redis: Redis,
     prefix: string,
+    logger?: { warn(details: object, message: string): void },
   ) {
     this.queue = new Queue<DeliveryJob, void, typeof catalog.jobName>(catalog.queueName, {
       connection: redis,
       prefix,
       defaultJobOptions: catalog.defaultJobOptions,
     });
+    // Without a listener BullMQ prints every connection error; log them, at most every 10 s.
+    this.queue.on("error", (error) => {
+      if (Date.now() - this.#lastErrorLog < 10_000) return;
+      this.#lastErrorLog = Date.now();
+      logger?.warn({ err: error }, "deliveries queue: Redis error");
+    });
   }
 
   async enqueue(deliveryIds: string[]): Promise<void> {
     if (deliveryIds.length === 0) return;
-    await this.queue.addBulk(
-      deliveryIds.map((deliveryId) => ({ name: catalog.jobName, data: { deliveryId }, opts: { jobId: deliveryId } })),
+    await this.#failFast(() =>
+      this.queue.addBulk(deliveryIds.map((deliveryId) => ({ name: catalog.jobName, data: { deliveryId }, opts: { jobId: deliveryId } }))),
     );
   }
 
   async bringForward(deliveryId: string): Promise<void> {
-    const job = await this.queue.getJob(deliveryId);
+    const job = await this.#failFast(() => this.queue.getJob(deliveryId));
     if (job && (await job.isDelayed())) {
       await job.promote();
       return;
     }
     // A waiting or active job runs soon anyway; a finished job has already left Redis.
     await this.enqueue([deliveryId]);
+  }
+
+  /**
+   * A request must not wait on a Redis that is down: BullMQ would wait for the connection
+   * forever. The caller has committed to PostgreSQL already and the reconciler will enqueue.
+   */
+  async #failFast<T>(operation: () => Promise<T>): Promise<T> {
+    if (this.redis.status !== "ready") throw new Error(`Redis is not connected (${this.redis.status})`);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        operation(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** The deliveries among these that have no job in Redis at all. */

@@ -31,3 +31,19 @@ export async function checkEvictionPolicy(redis: Redis): Promise<string | undefi
   const policy = reply[1];
   return policy === "noeviction" ? undefined : policy;
 }
+
+/** Resolves once the connection is ready, or rejects after `timeoutMs`. */
+export async function waitUntilConnected(redis: Redis, timeoutMs = 5_000): Promise<void> {
+  if (redis.status === "ready") return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off("ready", onReady);
+      reject(new Error(`Redis not ready after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once("ready", onReady);
+  });
+}

@@ -3,7 +3,7 @@ import { serve, type ServerType } from "@hono/node-server";
 import { ApiKeyAuthenticator, createApp } from "@webhooks/api";
 import { createLogger, SecretBox, type Config } from "@webhooks/core";
 import { createPrismaClient, type PrismaClient } from "@webhooks/db";
-import { createRedisConnection, DeliveryQueue } from "@webhooks/queue";
+import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { request as httpRequest } from "undici";
 import { TEST_API_KEY } from "./config.ts";
 
@@ -31,13 +31,15 @@ export interface TestApi {
 export async function startTestApi(config: Config): Promise<TestApi> {
   const db = createPrismaClient({ databaseUrl: config.databaseUrl, poolSize: 5 });
   const redis = createRedisConnection(config.redisUrl, "producer");
-  const queue = new DeliveryQueue(redis, config.queuePrefix);
+  const logger = createLogger({ level: config.logLevel, name: "api" });
+  const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
+  await waitUntilConnected(redis, 1_000).catch(() => {});
   const app = createApp({
     config,
     db,
     redis,
     queue,
-    logger: createLogger({ level: config.logLevel, name: "api" }),
+    logger,
     secretBox: new SecretBox(config.secretEncryptionKey),
     authenticator: new ApiKeyAuthenticator(db, config.apiKeys),
   });

@@ -21,12 +21,13 @@ export function jsonBody(maxBytes: number): MiddlewareHandler<ApiEnv> {
 
   const parse: MiddlewareHandler<ApiEnv> = async (c, next) => {
     const text = await c.req.text();
+    const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
     if (text.trim().length === 0) {
-      // Hono caches bodies as promises, although its types say otherwise.
-      (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve("{}");
+      // The route's JSON validator parses the cached text; an empty JSON body means {}.
+      // (Hono caches bodies as promises, although its types say otherwise.)
+      if (jsonMediaType.test(mediaType)) (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve("{}");
       return next();
     }
-    const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
     if (!jsonMediaType.test(mediaType)) {
       throw new ApiError(415, "invalid_request_error", "unsupported_media_type", "The request body must be JSON, sent with Content-Type: application/json");
     }

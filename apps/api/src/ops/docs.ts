@@ -18,11 +18,9 @@ const page = `<!doctype html>
 <body>
   <div id="swagger-ui"></div>
   <script src="/docs/assets/swagger-ui-bundle.js"></script>
-  <script src="/docs/assets/docs-init.js"></script>
+  <script>window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", persistAuthorization: true });</script>
 </body>
 </html>`;
-
-const init = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", persistAuthorization: true });`;
 
 const assets: Record<string, string> = {
   "swagger-ui.css": "text/css; charset=utf-8",
@@ -33,7 +31,6 @@ export function docsRoutes() {
   const cache = new Map<string, Promise<Buffer>>();
   return new Hono<ApiEnv>()
     .get("/docs", (c) => c.html(page))
-    .get("/docs/assets/docs-init.js", (c) => c.body(init, 200, { "content-type": "text/javascript; charset=utf-8" }))
     .get("/docs/assets/:file", async (c) => {
       const file = c.req.param("file");
       const type = assets[file];

@@ -1,0 +1,241 @@
+import { createTestDatabase, sql, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+let database: TestDatabase;
+let api: TestApi;
+let subscriptions: string[];
+
+interface Row {
+  id: string;
+  subscription_id: string;
+  status: string;
+  event_type: string;
+  created_at: Date;
+}
+let rows: Row[];
+
+/**
+ * 250 deliveries: 5 subscriptions x 50 events of two types. The 5 deliveries of an event share a
+ * creation time already; on top of that, a third of them are moved onto a single millisecond, so
+ * paging must break many ties by id. Statuses are spread over the three states.
+ */
+beforeAll(async () => {
+  database = await createTestDatabase();
+  api = await startTestApi(testConfig(database.url));
+  subscriptions = [];
+  for (let i = 0; i < 5; i++) {
+    const response = await api.call("POST", "/v1/subscriptions", { json: { url: `https://example.com/${i}`, events: ["*"] } });
+    subscriptions.push(response.body.id);
+  }
+  for (let i = 0; i < 50; i++) {
+    const response = await api.call("POST", "/v1/events", { json: { type: i % 2 ? "invoice.paid" : "invoice.refunded", data: { i } } });
+    expect(response.status).toBe(202);
+  }
+  await sql(database.url, `
+    WITH numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM deliveries)
+    UPDATE deliveries d SET
+      status = (CASE n % 3 WHEN 0 THEN 'queued' WHEN 1 THEN 'delivered' ELSE 'failed' END)::delivery_status,
+      created_at = CASE WHEN n BETWEEN 100 AND 185 THEN '2026-01-01T00:00:00.123Z'::timestamptz ELSE d.created_at END
+    FROM numbered WHERE numbered.id = d.id`);
+  rows = await sql<Row>(database.url, "SELECT id, subscription_id, status::text AS status, event_type, created_at FROM deliveries ORDER BY created_at DESC, id DESC");
+  expect(rows).toHaveLength(250);
+});
+afterAll(async () => {
+  await api.close();
+  await database.drop();
+});
+
+async function list(query: string) {
+  const response = await api.call("GET", `/v1/deliveries${query ? `?${query}` : ""}`);
+  expect(response.status, JSON.stringify(response.body)).toBe(200);
+  return response.body as { object: string; url: string; has_more: boolean; data: Record<string, unknown>[] };
+}
+
+/** Follows starting_after until has_more is false; returns the ids in order. */
+async function listAll(filters: URLSearchParams, limit: number): Promise<string[]> {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 1000; page++) {
+    const query = new URLSearchParams(filters);
+    query.set("limit", String(limit));
+    if (cursor) query.set("starting_after", cursor);
+    const body = await list(query.toString());
+    expect(body.data.length).toBeLessThanOrEqual(limit);
+    ids.push(...body.data.map((d) => d.id as string));
+    if (!body.has_more) return ids;
+    expect(body.data).toHaveLength(limit);
+    cursor = ids.at(-1);
+  }
+  throw new Error("paging did not end");
+}
+
+describe("GET /v1/deliveries", () => {
+  it("returns the list object of spec §2.1 with delivery records of §2.2", async () => {
+    const body = await list("");
+    expect(body).toMatchObject({ object: "list", url: "/v1/deliveries", has_more: true });
+    expect(body.data).toHaveLength(20);
+    expect(Object.keys(body.data[0]!).sort()).toEqual(
+      ["attempts", "created_at", "event", "event_id", "id", "next_retry_at", "object", "response_code", "status", "subscription_id"].sort(),
+    );
+    expect(body.data.map((d) => d.id)).toEqual(rows.slice(0, 20).map((r) => r.id));
+  });
+
+  it("pages through all 250 deliveries, ties included, with no gap and no duplicate", async () => {
+    for (const limit of [1, 7, 20, 100]) {
+      const ids = await listAll(new URLSearchParams(), limit);
+      expect(ids).toEqual(rows.map((r) => r.id));
+    }
+  });
+
+  it("pages backwards with ending_before", async () => {
+    const collected: string[] = [];
+    let cursor = rows.at(-1)!.id;
+    collected.unshift(cursor);
+    for (;;) {
+      const body = await list(`limit=9&ending_before=${cursor}`);
+      // Still newest first within the page.
+      collected.unshift(...body.data.map((d) => d.id as string));
+      if (!body.has_more) break;
+      cursor = body.data[0]!.id as string;
+    }
+    expect(collected).toEqual(rows.map((r) => r.id));
+  });
+
+  it("computes has_more exactly", async () => {
+    const sub = subscriptions[0]!;
+    const count = rows.filter((r) => r.subscription_id === sub).length;
+    expect((await list(`subscription_id=${sub}&limit=${count}`)).has_more).toBe(false);
+    expect((await list(`subscription_id=${sub}&limit=${count - 1}`)).has_more).toBe(true);
+    const last = rows.at(-1)!.id;
+    expect(await list(`starting_after=${last}`)).toMatchObject({ has_more: false, data: [] });
+  });
+
+  it("applies each filter alone and every combination, through every page", async () => {
+    const since = rows[120]!.created_at;
+    const until = rows[40]!.created_at;
+    const filters: Record<string, (r: Row) => boolean> = {
+      subscription_id: (r) => r.subscription_id === subscriptions[2],
+      status: (r) => r.status === "failed",
+      event: (r) => r.event_type === "invoice.paid",
+      since: (r) => r.created_at.getTime() >= since.getTime(),
+      until: (r) => r.created_at.getTime() < until.getTime(),
+    };
+    const values: Record<string, string> = {
+      subscription_id: subscriptions[2]!,
+      status: "failed",
+      event: "invoice.paid",
+      since: since.toISOString(),
+      until: until.toISOString(),
+    };
+    const names = Object.keys(filters);
+    for (let mask = 1; mask < 1 << names.length; mask++) {
+      const chosen = names.filter((_, i) => mask & (1 << i));
+      const query = new URLSearchParams(chosen.map((name) => [name, values[name]!]));
+      const expected = rows.filter((r) => chosen.every((name) => filters[name]!(r))).map((r) => r.id);
+      expect(await listAll(query, 25), chosen.join("+")).toEqual(expected);
+    }
+  });
+
+  it("treats since as inclusive and until as exclusive at the boundary", async () => {
+    const edge = rows[200]!;
+    const iso = edge.created_at.toISOString();
+    const plusOne = new Date(edge.created_at.getTime() + 1).toISOString();
+    const atSince = await listAll(new URLSearchParams({ since: iso }), 100);
+    expect(atSince).toContain(edge.id);
+    expect(await listAll(new URLSearchParams({ since: plusOne }), 100)).not.toContain(edge.id);
+    expect(await listAll(new URLSearchParams({ until: iso }), 100)).not.toContain(edge.id);
+    expect(await listAll(new URLSearchParams({ until: plusOne }), 100)).toContain(edge.id);
+    // An offset means the same instant.
+    const offset = new Date(edge.created_at.getTime() + 2 * 3600_000).toISOString().replace("Z", "+02:00");
+    expect(await listAll(new URLSearchParams({ since: offset }), 100)).toEqual(atSince);
+  });
+
+  it("returns an empty list for an unknown subscription", async () => {
+    expect(await list("subscription_id=sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q")).toMatchObject({ data: [], has_more: false });
+  });
+
+  it("keeps the delivery log of a deleted subscription", async () => {
+    const sub = subscriptions[4]!;
+    await api.call("DELETE", `/v1/subscriptions/${sub}`);
+    const ids = await listAll(new URLSearchParams({ subscription_id: sub }), 100);
+    expect(ids).toEqual(rows.filter((r) => r.subscription_id === sub).map((r) => r.id));
+  });
+
+  it.each([
+    ["limit=0", "limit", "parameter_out_of_range"],
+    ["limit=101", "limit", "parameter_out_of_range"],
+    ["limit=1.5", "limit", "parameter_invalid"],
+    ["limit=abc", "limit", "parameter_invalid"],
+    ["limit=-1", "limit", "parameter_invalid"],
+    ["limit=", "limit", "parameter_invalid"],
+    ["limit=5&limit=6", "limit", "parameter_invalid"],
+    ["status=bogus", "status", "parameter_invalid"],
+    ["status=QUEUED", "status", "parameter_invalid"],
+    ["since=yesterday", "since", "parameter_invalid"],
+    ["since=2026-11-21", "since", "parameter_invalid"],
+    ["since=2026-11-21T10:00:00", "since", "parameter_invalid"],
+    ["since=2026-13-40T10:00:00Z", "since", "parameter_invalid"],
+    ["until=soon", "until", "parameter_invalid"],
+    ["colour=red", "colour", "parameter_unknown"],
+    ["subscription_id=%00", "subscription_id", "parameter_invalid"],
+    ["starting_after=dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "starting_after", "resource_missing"],
+    ["ending_before=nonsense", "ending_before", "resource_missing"],
+  ])("rejects %s with a 400 naming the parameter", async (query, param, code) => {
+    const response = await api.call("GET", `/v1/deliveries?${query}`);
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", param, code });
+    expect(response.body.error.message).toContain(param);
+  });
+
+  it("rejects starting_after and ending_before together", async () => {
+    const response = await api.call("GET", `/v1/deliveries?starting_after=${rows[5]!.id}&ending_before=${rows[1]!.id}`);
+    expect(response.status).toBe(400);
+    expect(response.body.error.code).toBe("parameter_conflict");
+  });
+});
+
+describe("GET /v1/deliveries/{id}", () => {
+  it("returns one delivery", async () => {
+    const row = rows[3]!;
+    const response = await api.call("GET", `/v1/deliveries/${row.id}`);
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ id: row.id, object: "delivery", subscription_id: row.subscription_id, status: row.status, event: row.event_type });
+    expect(response.body.created_at).toBe(row.created_at.toISOString());
+  });
+
+  it("404s for unknown ids, also on attempts and retry", async () => {
+    for (const path of ["", "/attempts"]) {
+      const response = await api.call("GET", `/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q${path}`);
+      expect(response.status).toBe(404);
+      expect(response.body.error.code).toBe("resource_missing");
+    }
+    expect((await api.call("POST", "/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/retry")).status).toBe(404);
+  });
+
+  it("lists attempts as an empty list before any attempt", async () => {
+    const row = rows[0]!;
+    const response = await api.call("GET", `/v1/deliveries/${row.id}/attempts`);
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ object: "list", url: `/v1/deliveries/${row.id}/attempts`, has_more: false, data: [] });
+  });
+});
+
+describe("POST /v1/deliveries/{id}/retry", () => {
+  it("queues a delivered or failed delivery again and puts its job on the queue", async () => {
+    for (const status of ["delivered", "failed"]) {
+      const row = rows.find((r) => r.status === status)!;
+      await api.queue.queue.remove(row.id);
+      const response = await api.call("POST", `/v1/deliveries/${row.id}/retry`);
+      expect(response.status).toBe(202);
+      expect(response.body).toMatchObject({ id: row.id, status: "queued", next_retry_at: null });
+      expect((await api.queue.queue.getJob(row.id))?.data).toEqual({ deliveryId: row.id });
+    }
+  });
+
+  it("leaves a queued delivery as it is", async () => {
+    const row = rows.find((r) => r.status === "queued")!;
+    const response = await api.call("POST", `/v1/deliveries/${row.id}/retry`);
+    expect(response.status).toBe(202);
+    expect(response.body).toMatchObject({ id: row.id, status: "queued", attempts: 0 });
+  });
+});

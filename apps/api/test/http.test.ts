@@ -1,0 +1,256 @@
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { createTestDatabase, startTestApi, testConfig, testEnv, TEST_API_KEY, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+let database: TestDatabase;
+let api: TestApi;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  api = await startTestApi(testConfig(database.url, { ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret", BODY_LIMIT_BYTES: "2048" }));
+});
+afterAll(async () => {
+  await api.close();
+  await database.drop();
+});
+
+function expectErrorShape(body: { error: Record<string, unknown> }, headers: Record<string, string>) {
+  expect(body.error).toMatchObject({ type: expect.any(String), code: expect.any(String), message: expect.any(String) });
+  expect(body.error.request_id).toMatch(/^req_/);
+  expect(body.error.request_id).toBe(headers["request-id"]);
+}
+
+describe("authentication", () => {
+  it("answers 401 without a key, with a wrong key and with a malformed header", async () => {
+    for (const headers of [{}, { authorization: "Bearer wrong-key" }, { authorization: `Basic ${TEST_API_KEY}` }, { authorization: "Bearer" }]) {
+      const response = await api.call("GET", "/v1/deliveries", { key: null, headers });
+      expect(response.status).toBe(401);
+      expect(response.body.error.type).toBe("authentication_error");
+      expectErrorShape(response.body, response.headers);
+    }
+    const missing = await api.call("GET", "/v1/subscriptions", { key: null });
+    expect(missing.body.error.code).toBe("api_key_missing");
+    const wrong = await api.call("POST", "/v1/events", { key: "whk_not_a_real_key_at_all_0000000000000000000", json: { type: "a", data: {} } });
+    expect(wrong.body.error.code).toBe("api_key_invalid");
+  });
+
+  it("accepts keys created with the CLI until they are revoked", async () => {
+    const env = { ...process.env, ...testEnv(database.url), LOG_LEVEL: "silent" };
+    const created = await run("npm", ["run", "--silent", "keys", "--", "create", "--name", "ci-test"], { cwd: ROOT, env });
+    const key = created.stdout.trim();
+    expect(key).toMatch(/^whk_[A-Za-z0-9_-]{43}$/);
+    expect(created.stderr).toMatch(/Created key_/);
+
+    expect((await api.call("GET", "/v1/deliveries", { key })).status).toBe(200);
+
+    const listed = await run("npm", ["run", "--silent", "keys", "--", "list"], { cwd: ROOT, env });
+    expect(listed.stdout).toContain("ci-test");
+    expect(listed.stdout).toContain(key.slice(0, 12));
+    expect(listed.stdout).not.toContain(key);
+    const id = /(key_[0-9A-Z]{26})/.exec(listed.stdout)?.[1];
+    expect(id).toBeDefined();
+
+    const revoked = await run("npm", ["run", "--silent", "keys", "--", "revoke", id!], { cwd: ROOT, env });
+    expect(revoked.stdout).toContain(`Revoked ${id}`);
+    // The API trusts a stored key for a few seconds between checks.
+    await new Promise((resolve) => setTimeout(resolve, 5_500));
+    const after = await api.call("GET", "/v1/deliveries", { key });
+    expect(after.status).toBe(401);
+    expect(after.body.error.code).toBe("api_key_invalid");
+  });
+
+  it("needs no key for health, docs and metrics", async () => {
+    for (const path of ["/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"]) {
+      expect((await api.call("GET", path, { key: null })).status, path).toBe(200);
+    }
+  });
+});
+
+describe("routing errors", () => {
+  it("answers 404 for unknown routes", async () => {
+    for (const path of ["/v1/nothing", "/v2/deliveries", "/favicon.ico"]) {
+      const response = await api.call("GET", path);
+      expect(response.status).toBe(404);
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "resource_missing" });
+      expectErrorShape(response.body, response.headers);
+    }
+  });
+
+  it("answers 405 with Allow for a known path and a wrong method", async () => {
+    const cases: [string, string, string][] = [
+      ["DELETE", "/v1/deliveries", "GET, HEAD"],
+      ["PATCH", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "GET, PUT, DELETE, HEAD"],
+      ["GET", "/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/retry", "POST"],
+      ["PUT", "/v1/events", "POST"],
+    ];
+    for (const [method, path, allow] of cases) {
+      const response = await api.call(method, path);
+      expect(response.status, `${method} ${path}`).toBe(405);
+      expect(response.headers.allow?.split(", ").sort()).toEqual(allow.split(", ").sort());
+      expect(response.body.error.code).toBe("method_not_allowed");
+      expectErrorShape(response.body, response.headers);
+    }
+  });
+});
+
+describe("request bodies", () => {
+  const big = JSON.stringify({ type: "big.one", data: { blob: "x".repeat(4096) } });
+
+  it("answers 413 over the body limit", async () => {
+    const response = await api.call("POST", "/v1/events", { body: big, headers: { "content-type": "application/json" } });
+    expect(response.status).toBe(413);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "body_too_large" });
+  });
+
+  it("answers 413 for a chunked body over the limit", async () => {
+    async function* chunks() {
+      for (let i = 0; i < 10; i++) yield Buffer.from(big.slice(i * 500, (i + 1) * 500));
+      yield Buffer.from(big.slice(5000));
+    }
+    const response = await request(`${api.baseUrl}/v1/events`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TEST_API_KEY}`, "content-type": "application/json" },
+      body: chunks(),
+    });
+    const body = (await response.body.json()) as { error: { code: string } };
+    expect(response.statusCode).toBe(413);
+    expect(body.error.code).toBe("body_too_large");
+  });
+
+  it("accepts a chunked body under the limit", async () => {
+    async function* chunks() {
+      yield Buffer.from('{"type":"chunked.ok",');
+      yield Buffer.from('"data":{"a":1}}');
+    }
+    const response = await request(`${api.baseUrl}/v1/events`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TEST_API_KEY}`, "content-type": "application/json" },
+      body: chunks(),
+    });
+    expect(response.statusCode).toBe(202);
+    await response.body.dump();
+  });
+
+  it("answers 415 for a body that is not JSON and 400 for malformed JSON", async () => {
+    const plain = await api.call("POST", "/v1/events", { body: "type=a", headers: { "content-type": "text/plain" } });
+    expect(plain.status).toBe(415);
+    expect(plain.body.error.code).toBe("unsupported_media_type");
+    const malformed = await api.call("POST", "/v1/subscriptions", { body: "{nope", headers: { "content-type": "application/json" } });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error.code).toBe("invalid_json");
+    const vendorJson = await api.call("POST", "/v1/events", {
+      body: '{"type":"vendor.json","data":{}}',
+      headers: { "content-type": "application/vnd.api+json; charset=utf-8" },
+    });
+    expect(vendorJson.status).toBe(202);
+  });
+});
+
+describe("operations", () => {
+  it("puts a request-id on every response", async () => {
+    const ids = new Set<string>();
+    for (const path of ["/healthz", "/v1/deliveries", "/nothing"]) {
+      const response = await api.call("GET", path);
+      expect(response.headers["request-id"]).toMatch(/^req_[0-9A-Z]{26}$/);
+      ids.add(response.headers["request-id"]!);
+    }
+    expect(ids.size).toBe(3);
+  });
+
+  it("reports readiness of PostgreSQL and Redis", async () => {
+    const response = await api.call("GET", "/readyz", { key: null });
+    expect(response.body).toEqual({ status: "ready", checks: { postgres: { ok: true }, redis: { ok: true } } });
+    expect((await api.call("GET", "/healthz", { key: null })).body).toEqual({ status: "ok" });
+  });
+
+  it("serves an OpenAPI 3.1 document generated from the routes, and docs that use it", async () => {
+    const response = await api.call("GET", "/openapi.json", { key: null });
+    expect(response.body.openapi).toBe("3.1.0");
+    expect(Object.keys(response.body.paths).sort()).toEqual(
+      [
+        "/v1/deliveries",
+        "/v1/deliveries/{delivery_id}",
+        "/v1/deliveries/{delivery_id}/attempts",
+        "/v1/deliveries/{delivery_id}/retry",
+        "/v1/events",
+        "/v1/events/{event_id}",
+        "/v1/subscriptions",
+        "/v1/subscriptions/{subscription_id}",
+      ].sort(),
+    );
+    const listParams = response.body.paths["/v1/deliveries"].get.parameters.map((p: { name: string }) => p.name).sort();
+    expect(listParams).toEqual(["ending_before", "event", "limit", "since", "starting_after", "status", "subscription_id", "until"]);
+    expect(response.body.components.securitySchemes.apiKey).toMatchObject({ type: "http", scheme: "bearer" });
+    expect(Object.keys(response.body.paths["/v1/subscriptions/{subscription_id}"].put.requestBody.content["application/json"].schema)).toBeDefined();
+
+    const docs = await api.call("GET", "/docs", { key: null });
+    expect(docs.body).toContain("/openapi.json");
+    const bundle = await request(`${api.baseUrl}/docs/assets/swagger-ui-bundle.js`);
+    expect(bundle.statusCode).toBe(200);
+    expect((await bundle.body.text()).length).toBeGreaterThan(100_000);
+  });
+
+  it("exposes Prometheus metrics", async () => {
+    await api.call("GET", "/v1/deliveries");
+    const response = await api.call("GET", "/metrics", { key: null });
+    expect(response.headers["content-type"]).toContain("text/plain");
+    expect(response.body).toMatch(/webhook_api_request_duration_seconds_count\{method="GET",route="\/v1\/deliveries",status="200"\} \d+/);
+    expect(response.body).toMatch(/webhook_queue_jobs\{state="waiting"\} \d+/);
+  });
+
+  it("guards Bull Board with basic auth", async () => {
+    const anonymous = await api.call("GET", "/admin/queues", { key: null });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers["www-authenticate"]).toContain("Basic");
+    const wrong = await api.call("GET", "/admin/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:nope").toString("base64")}` } });
+    expect(wrong.status).toBe(401);
+    const right = await api.call("GET", "/admin/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` } });
+    expect(right.status).toBe(200);
+    expect(String(right.body)).toContain("<html");
+    const queues = await api.call("GET", "/admin/queues/api/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` } });
+    expect(queues.status).toBe(200);
+    expect(JSON.stringify(queues.body)).toContain("deliveries");
+  });
+
+  it("has no Bull Board without admin credentials", async () => {
+    const plain = await startTestApi(testConfig(database.url));
+    try {
+      expect((await plain.call("GET", "/admin/queues", { key: null })).status).toBe(404);
+    } finally {
+      await plain.close();
+    }
+  });
+});
+
+describe("rate limiting", () => {
+  it("answers 429 with retry-after past the per-key rate", async () => {
+    const limited = await startTestApi(testConfig(database.url, { RATE_LIMIT_PER_SECOND: "5" }));
+    try {
+      const statuses: number[] = [];
+      let retryAfter: string | undefined;
+      for (let i = 0; i < 12; i++) {
+        const response = await limited.call("GET", "/v1/subscriptions");
+        statuses.push(response.status);
+        if (response.status === 429) {
+          retryAfter = response.headers["retry-after"];
+          expect(response.body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limited" });
+        }
+      }
+      expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(5);
+      expect(statuses).toContain(429);
+      expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      expect((await limited.call("GET", "/v1/subscriptions")).status).toBe(200);
+      // Health checks are not limited.
+      expect((await limited.call("GET", "/healthz", { key: null })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+});

@@ -1,0 +1,241 @@
+import { createTestDatabase, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+let database: TestDatabase;
+let api: TestApi;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  api = await startTestApi(testConfig(database.url));
+});
+afterAll(async () => {
+  await api.close();
+  await database.drop();
+});
+
+async function create(body: Record<string, unknown> = {}) {
+  const response = await api.call("POST", "/v1/subscriptions", {
+    json: { url: "https://example.com/hooks", events: ["invoice.paid"], ...body },
+  });
+  expect(response.status).toBe(201);
+  return response.body;
+}
+
+describe("POST /v1/subscriptions", () => {
+  it("creates a subscription and returns its signing secret once", async () => {
+    const created = await create({ description: "billing", events: ["invoice.paid", "invoice.refunded"] });
+    expect(created).toMatchObject({
+      object: "subscription",
+      url: "https://example.com/hooks",
+      events: ["invoice.paid", "invoice.refunded"],
+      description: "billing",
+      active: true,
+    });
+    expect(created.id).toMatch(/^sub_[0-9A-HJKMNP-TV-Z]{26}$/);
+    expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(created.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+    // No other response ever contains the secret.
+    const fetched = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    expect(fetched.status).toBe(200);
+    expect(fetched.body).not.toHaveProperty("secret");
+    expect(JSON.stringify(fetched.body)).not.toContain(created.secret);
+    const listed = await api.call("GET", "/v1/subscriptions");
+    expect(JSON.stringify(listed.body)).not.toContain(created.secret);
+    const updated = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
+    expect(JSON.stringify(updated.body)).not.toContain(created.secret);
+  });
+
+  it("gives each subscription its own secret", async () => {
+    const a = await create();
+    const b = await create();
+    expect(a.secret).not.toBe(b.secret);
+  });
+
+  it("accepts * for every event type, defaults description to empty and active to true", async () => {
+    const created = await create({ events: ["*"] });
+    expect(created.events).toEqual(["*"]);
+    expect(created.description).toBe("");
+    expect(created.active).toBe(true);
+    expect((await create({ active: false })).active).toBe(false);
+  });
+
+  it.each([
+    [{ events: ["invoice.paid"] }, "parameter_missing", "url"],
+    [{ url: "https://example.com" }, "parameter_missing", "events"],
+    [{ url: "https://example.com", events: [] }, "parameter_invalid", "events"],
+    [{ url: "https://example.com", events: "invoice.paid" }, "parameter_invalid", "events"],
+    [{ url: "https://example.com", events: ["has space"] }, "parameter_invalid", "events[0]"],
+    [{ url: "not a url", events: ["a"] }, "url_invalid", "url"],
+    [{ url: "ftp://example.com", events: ["a"] }, "url_invalid", "url"],
+    [{ url: "https://example.com", events: ["a"], active: "yes" }, "parameter_invalid", "active"],
+    [{ url: "https://example.com", events: ["a"], description: 5 }, "parameter_invalid", "description"],
+    [{ url: "https://example.com", events: ["a"], description: "x".repeat(1025) }, "parameter_invalid", "description"],
+    [{ url: "https://example.com", events: ["a"], description: "nul\u0000" }, "parameter_invalid", "description"],
+    [{ url: "https://example.com", events: ["a"], colour: "red" }, "parameter_unknown", "colour"],
+  ])("rejects %j with a 400 naming the parameter", async (body, code, param) => {
+    const response = await api.call("POST", "/v1/subscriptions", { json: body });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
+    expect(response.body.error.message).toEqual(expect.any(String));
+    expect(response.body.error.request_id).toBe(response.headers["request-id"]);
+  });
+});
+
+describe("GET /v1/subscriptions/{id}", () => {
+  it("returns 404 in the contract's shape for an unknown or malformed id", async () => {
+    for (const id of ["sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "nope", "sub_%00"]) {
+      const response = await api.call("GET", `/v1/subscriptions/${id}`);
+      expect(response.status).toBe(404);
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "resource_missing" });
+    }
+  });
+});
+
+describe("PUT /v1/subscriptions/{id}", () => {
+  it("changes only the url when only the url is sent", async () => {
+    const created = await create({ description: "keep me", events: ["invoice.paid", "invoice.refunded"] });
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { url: "https://example.org/new" } });
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({
+      id: created.id,
+      object: "subscription",
+      url: "https://example.org/new",
+      events: ["invoice.paid", "invoice.refunded"],
+      description: "keep me",
+      active: true,
+      created_at: created.created_at,
+    });
+  });
+
+  it("replaces the whole events list when events is sent", async () => {
+    const created = await create({ events: ["invoice.paid", "invoice.refunded"] });
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { events: ["invoice.payment_failed"] } });
+    expect(response.status).toBe(200);
+    expect(response.body.events).toEqual(["invoice.payment_failed"]);
+    expect(response.body.url).toBe(created.url);
+    expect(response.body.active).toBe(true);
+  });
+
+  it("pauses and resumes with active alone", async () => {
+    const created = await create();
+    const paused = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
+    expect(paused.body).toMatchObject({ active: false, url: created.url, events: created.events });
+    const resumed = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
+    expect(resumed.body.active).toBe(true);
+  });
+
+  it("applies all fields together", async () => {
+    const created = await create();
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, {
+      json: { url: "https://example.net/all", events: ["*"], active: false },
+    });
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ url: "https://example.net/all", events: ["*"], active: false, description: created.description });
+    const fetched = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    expect(fetched.body).toEqual(response.body);
+  });
+
+  it("treats an empty body, or {}, as no change", async () => {
+    const created = await create({ description: "same" });
+    const { secret: _secret, ...expected } = created;
+    for (const options of [{ body: "" }, { json: {} }, {}]) {
+      const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, options);
+      expect(response.status).toBe(200);
+      expect(response.body).toEqual(expected);
+    }
+  });
+
+  it.each([
+    ["description", { description: "new" }, "parameter_not_updatable"],
+    ["secret", { secret: "whsec_AAAA" }, "parameter_not_updatable"],
+    ["id", { id: "sub_x" }, "parameter_unknown"],
+    ["foo", { foo: 1 }, "parameter_unknown"],
+  ])("rejects %s with a 400 naming it", async (param, body, code) => {
+    const created = await create({ description: "untouched" });
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false, ...body } });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
+    expect(response.body.error.message).toContain(param);
+    // Nothing was applied.
+    const fetched = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    expect(fetched.body).toMatchObject({ active: true, description: "untouched" });
+  });
+
+  it.each([
+    [{ events: [] }, "events"],
+    [{ events: ["ok", "not ok"] }, "events[1]"],
+    [{ active: "false" }, "active"],
+    [{ active: null }, "active"],
+    [{ url: "https://" }, "url"],
+    [{ url: 42 }, "url"],
+  ])("rejects an invalid value %j", async (body, param) => {
+    const created = await create();
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: body });
+    expect(response.status).toBe(400);
+    expect(response.body.error.param).toBe(param);
+  });
+
+  it("returns 404 for an unknown id", async () => {
+    const response = await api.call("PUT", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", { json: { active: false } });
+    expect(response.status).toBe(404);
+    expect(response.body.error).toMatchObject({ code: "resource_missing", param: "subscription_id" });
+  });
+
+  it("returns 415 for a body that is not JSON, and 400 for malformed JSON", async () => {
+    const created = await create();
+    const text = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: "active=false", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    expect(text.status).toBe(415);
+    expect(text.body.error).toMatchObject({ type: "invalid_request_error", code: "unsupported_media_type" });
+    const noType = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: '{"active":false}' });
+    expect(noType.status).toBe(415);
+    const malformed = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: '{"active":', headers: { "content-type": "application/json" } });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error.code).toBe("invalid_json");
+    const array = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: "[]", headers: { "content-type": "application/json" } });
+    expect(array.status).toBe(400);
+    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body.active).toBe(true);
+  });
+});
+
+describe("GET /v1/subscriptions", () => {
+  it("lists newest first with cursor paging and no gaps", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 7; i++) ids.push((await create()).id);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (;;) {
+      const response = await api.call("GET", `/v1/subscriptions?limit=3${cursor ? `&starting_after=${cursor}` : ""}`);
+      expect(response.status).toBe(200);
+      expect(response.body).toMatchObject({ object: "list", url: "/v1/subscriptions" });
+      seen.push(...response.body.data.map((s: { id: string }) => s.id));
+      if (!response.body.has_more) break;
+      cursor = response.body.data.at(-1).id;
+    }
+    expect(new Set(seen).size).toBe(seen.length);
+    const newestFirst = [...ids].reverse();
+    expect(seen.filter((id) => ids.includes(id))).toEqual(newestFirst);
+  });
+
+  it("rejects bad limits", async () => {
+    for (const limit of ["0", "101", "1.5", "abc"]) {
+      const response = await api.call("GET", `/v1/subscriptions?limit=${limit}`);
+      expect(response.status).toBe(400);
+      expect(response.body.error.param).toBe("limit");
+    }
+  });
+});
+
+describe("DELETE /v1/subscriptions/{id}", () => {
+  it("soft-deletes: gone from reads, still 404 on a second delete", async () => {
+    const created = await create();
+    const deleted = await api.call("DELETE", `/v1/subscriptions/${created.id}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({ id: created.id, object: "subscription", deleted: true });
+    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).status).toBe(404);
+    expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } })).status).toBe(404);
+    expect((await api.call("DELETE", `/v1/subscriptions/${created.id}`)).status).toBe(404);
+    const listed = await api.call("GET", "/v1/subscriptions?limit=100");
+    expect(listed.body.data.map((s: { id: string }) => s.id)).not.toContain(created.id);
+  });
+});

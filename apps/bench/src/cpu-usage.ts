@@ -1,0 +1,80 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+/**
+ * Where the machine's CPU went during a measured window, read from /proc (Linux): per process
+ * group of each child we started, for PostgreSQL and Redis (all their processes), for this
+ * process (publisher + receiver), and for the whole machine. On a 2-core machine everything
+ * competes for the same cores, so this says who the cores were busy for.
+ */
+const TICKS_PER_SECOND = 100;
+
+export interface CpuTarget {
+  label: string;
+  /** A process group id (children we started) ... */
+  processGroup?: number;
+  /** ... or a command name (postgres, redis-server) ... */
+  command?: string;
+  /** ... or a single pid. */
+  pid?: number;
+}
+
+interface Snapshot {
+  at: number;
+  perPid: Map<number, { ticks: number; pgrp: number; comm: string }>;
+  machineBusy: number;
+  machineTotal: number;
+}
+
+function readSnapshot(): Snapshot {
+  const perPid = new Map<number, { ticks: number; pgrp: number; comm: string }>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const close = stat.lastIndexOf(")");
+      const comm = stat.slice(stat.indexOf("(") + 1, close);
+      const fields = stat.slice(close + 2).split(" ");
+      // After "pid (comm) ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+      perPid.set(Number(entry), { ticks: Number(fields[11]) + Number(fields[12]), pgrp: Number(fields[2]), comm });
+    } catch {
+      // The process exited while we were reading.
+    }
+  }
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = cpu;
+  const busy = user + nice + system + irq + softirq + steal;
+  return { at: performance.now(), perPid, machineBusy: busy, machineTotal: busy + idle + iowait };
+}
+
+export interface CpuUsage {
+  seconds: number;
+  /** Cores used on average over the window, per target (1.0 = one core fully busy). */
+  cores: { label: string; cores: number }[];
+  /** All cores of the machine, busy on average. */
+  machineCores: number;
+}
+
+export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
+  const before = readSnapshot();
+  return () => {
+    const after = readSnapshot();
+    const seconds = (after.at - before.at) / 1000;
+    const matches = (target: CpuTarget, pid: number, info: { pgrp: number; comm: string }) =>
+      target.pid === pid || (target.processGroup !== undefined && info.pgrp === target.processGroup) || (target.command !== undefined && info.comm === target.command);
+    const cores = targets.map((target) => {
+      let ticks = 0;
+      for (const [pid, info] of after.perPid) {
+        if (!matches(target, pid, info)) continue;
+        ticks += info.ticks - (before.perPid.get(pid)?.ticks ?? 0);
+      }
+      return { label: target.label, cores: ticks / TICKS_PER_SECOND / seconds };
+    });
+    const share = (after.machineBusy - before.machineBusy) / Math.max(1, after.machineTotal - before.machineTotal);
+    const coreCount = readFileSync("/proc/stat", "utf8").split("\n").filter((line) => /^cpu\d+ /.test(line)).length;
+    return { seconds, cores, machineCores: share * coreCount };
+  };
+}
+
+export function describeCpu(usage: CpuUsage): string {
+  return usage.cores.map((entry) => `${entry.label} ${entry.cores.toFixed(2)}`).join(", ") + `; machine ${usage.machineCores.toFixed(2)} cores busy`;
+}

@@ -1,0 +1,72 @@
+import { applyMigrations } from "@webhooks/db";
+import { Redis } from "ioredis";
+import pg from "pg";
+import { onCleanup } from "./cleanup.ts";
+import { ADMIN_DATABASE_URL, REDIS_URL, RUN_PREFIX } from "./settings.ts";
+
+export function databaseUrl(name: string): string {
+  const url = new URL(ADMIN_DATABASE_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function admin(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function dropDatabase(name: string): Promise<void> {
+  // FORCE: a child we killed may leave a connection behind for a moment.
+  await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+}
+
+const registered = new Set<string>();
+
+/**
+ * A fresh, empty database with the service's migrations applied, so every configuration starts
+ * from the same state (no table bloat or cached plans from an earlier phase). Dropped at the end.
+ */
+export async function freshDatabase(name: string): Promise<string> {
+  await dropDatabase(name);
+  await admin(`CREATE DATABASE "${name}"`);
+  if (!registered.has(name)) {
+    registered.add(name);
+    onCleanup(`drop database ${name}`, () => dropDatabase(name));
+  }
+  const url = databaseUrl(name);
+  await applyMigrations(url, { info: () => {}, warn: (message) => console.warn(message) });
+  return url;
+}
+
+/** Runs `work` with one pg client on `url`. */
+export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Deletes every Redis key of this run (all queue prefixes start with RUN_PREFIX). */
+export async function deleteRunKeys(): Promise<number> {
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  try {
+    let cursor = "0";
+    let deleted = 0;
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${RUN_PREFIX}*`, "COUNT", 1000);
+      cursor = next;
+      if (keys.length > 0) deleted += await redis.unlink(...keys);
+    } while (cursor !== "0");
+    return deleted;
+  } finally {
+    redis.disconnect();
+  }
+}

@@ -1,0 +1,64 @@
+import { randomBytes } from "node:crypto";
+
+/**
+ * Every figure the benchmark uses, in one place, so a reader can see what was measured and a
+ * reviewer can see that nothing is tuned per run.
+ */
+export const settings = {
+  /** Phase 1: 10 subscriptions x 2,000 events = 20,000 deliveries per configuration. */
+  throughput: {
+    subscriptions: 10,
+    events: 2_000,
+    /** Closed-loop publishers: enough to keep the API busy, few enough not to starve the worker. */
+    publishConcurrency: 16,
+    /** Configurations tried: worker processes x WORKER_CONCURRENCY. */
+    configurations: [
+      { workers: 1, concurrency: 50 },
+      { workers: 1, concurrency: 100 },
+      { workers: 2, concurrency: 25 },
+      { workers: 2, concurrency: 50 },
+    ],
+    /** A configuration that has not finished by then is reported as timed out. */
+    timeoutMs: 120_000,
+  },
+  /** Phase 2: open loop, one event every 2 ms for 10 s, after a 2 s warm-up that is not counted. */
+  latency: {
+    ratePerSecond: 500,
+    durationMs: 10_000,
+    warmupMs: 2_000,
+    /** Undici queues requests beyond this; their wait counts in the latency (open loop). */
+    connections: 64,
+    drainTimeoutMs: 30_000,
+  },
+  /** Phase 3: GET /v1/deliveries on 1,000,000 rows. */
+  list: {
+    subscriptions: 100,
+    events: 100_000,
+    deliveriesPerEvent: 10,
+    requestsPerCase: 300,
+    /** Rows skipped before the deep-page cursor, in newest-first order. */
+    deepOffset: 900_000,
+  },
+  /** Phase 4: the bare BullMQ + undici + pg loop. */
+  ceiling: {
+    jobs: 20_000,
+    timeoutMs: 120_000,
+  },
+  /** A short extra run of phase 1 with --cpu-prof on the children; not part of any figure. */
+  profile: {
+    events: 1_000,
+    timeoutMs: 90_000,
+  },
+} as const;
+
+/** A static key the API accepts through API_KEYS (contract §3). */
+export const BENCH_API_KEY = `bench_${randomBytes(24).toString("hex")}`;
+
+/** Unique per run, so our Redis keys never collide with anything else and are easy to delete. */
+export const RUN_PREFIX = `bench-${randomBytes(4).toString("hex")}`;
+
+export const ADMIN_DATABASE_URL = process.env.BENCH_ADMIN_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+export const REDIS_URL = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+/** The benchmark's own databases, dropped at the end (and at the start, if a run was killed). */
+export const DATABASES = { main: "webhooks_bench", list: "webhooks_bench_list" } as const;

@@ -1,0 +1,312 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../src/config.ts";
+
+const SECOND = 1_000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+
+const validKey = randomBytes(32).toString("base64");
+
+/** The ConfigError that loadConfig throws for `env`; fails the test when it does not throw one. */
+function configError(env: Record<string, string | undefined>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
+}
+
+describe("loadConfig defaults", () => {
+  const config = loadConfig({});
+
+  it("reads development settings from an empty environment", () => {
+    expect(config.env).toBe("development");
+    expect(config.host).toBe("0.0.0.0");
+    expect(config.port).toBe(3000);
+    expect(config.logLevel).toBe("info");
+    expect(config.apiKeys).toEqual([]);
+    expect(config.admin).toBeUndefined();
+  });
+
+  it("points at local PostgreSQL and Redis", () => {
+    const database = new URL(config.databaseUrl);
+    expect(database.protocol).toBe("postgresql:");
+    expect(database.hostname).toBe("127.0.0.1");
+    expect(database.port).toBe("5432");
+    expect(config.databasePoolSize).toBe(10);
+    expect(config.redisUrl).toBe("redis://127.0.0.1:6379");
+    expect(config.queuePrefix).toBe("webhooks");
+  });
+
+  it("uses the worker defaults of contract §5", () => {
+    expect(config.worker.concurrency).toBe(50);
+    expect(config.worker.deliveryTimeoutMs).toBe(15_000);
+    expect(config.worker.retryScheduleMs).toEqual([5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR]);
+    expect(config.worker.metricsPort).toBe(3001);
+    expect(config.worker.reconcileIntervalMs).toBe(10_000);
+    expect(config.worker.jobLockMs).toBe(30_000);
+    expect(config.worker.shutdownTimeoutMs).toBe(30_000);
+  });
+
+  it("uses the API limits of contract §2", () => {
+    expect(config.bodyLimitBytes).toBe(256 * 1024);
+    expect(config.rateLimitPerSecond).toBe(0);
+  });
+
+  it("allows plain HTTP and private destinations outside production", () => {
+    expect(config.destinationPolicy).toEqual({ allowHttp: true, allowPrivateNetworks: true });
+    expect(loadConfig({ NODE_ENV: "test" }).destinationPolicy).toEqual({ allowHttp: true, allowPrivateNetworks: true });
+  });
+
+  it("has a 32-byte development encryption key", () => {
+    expect(config.secretEncryptionKey).toHaveLength(32);
+  });
+
+  it("ignores variables it does not know", () => {
+    expect(loadConfig({ PATH: "/usr/bin", HOME: "/root", SOMETHING_ELSE: "x" }).port).toBe(3000);
+  });
+});
+
+describe("loadConfig values", () => {
+  it("reads every variable", () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      HOST: "127.0.0.1",
+      PORT: "8080",
+      DATABASE_URL: "postgres://app:pw@db.internal:6543/hooks",
+      DATABASE_POOL_SIZE: "25",
+      REDIS_URL: "rediss://cache.internal:6380/2",
+      QUEUE_PREFIX: "test_run-7",
+      API_KEYS: "alpha",
+      SECRET_ENCRYPTION_KEY: validKey,
+      LOG_LEVEL: "debug",
+      BODY_LIMIT_BYTES: "1024",
+      RATE_LIMIT_PER_SECOND: "100",
+      ALLOW_HTTP_URLS: "false",
+      ALLOW_PRIVATE_DESTINATIONS: "0",
+      ADMIN_USERNAME: "admin",
+      ADMIN_PASSWORD: "s3cret",
+      WORKER_CONCURRENCY: "4",
+      WORKER_METRICS_PORT: "0",
+      DELIVERY_TIMEOUT: "500ms",
+      RETRY_SCHEDULE: "100ms,1s,2m",
+      RECONCILE_INTERVAL: "1s",
+      JOB_LOCK_DURATION: "2m",
+      SHUTDOWN_TIMEOUT: "5s",
+    });
+    expect(config).toEqual({
+      env: "test",
+      host: "127.0.0.1",
+      port: 8080,
+      databaseUrl: "postgres://app:pw@db.internal:6543/hooks",
+      databasePoolSize: 25,
+      redisUrl: "rediss://cache.internal:6380/2",
+      queuePrefix: "test_run-7",
+      apiKeys: ["alpha"],
+      secretEncryptionKey: Buffer.from(validKey, "base64"),
+      logLevel: "debug",
+      bodyLimitBytes: 1024,
+      rateLimitPerSecond: 100,
+      destinationPolicy: { allowHttp: false, allowPrivateNetworks: false },
+      admin: { username: "admin", password: "s3cret" },
+      worker: {
+        concurrency: 4,
+        metricsPort: 0,
+        deliveryTimeoutMs: 500,
+        retryScheduleMs: [100, 1_000, 120_000],
+        reconcileIntervalMs: 1_000,
+        jobLockMs: 120_000,
+        shutdownTimeoutMs: 5_000,
+      },
+    });
+  });
+
+  it.each([
+    ["true", true],
+    ["1", true],
+    ["false", false],
+    ["0", false],
+  ])("reads the boolean %j as %s", (text, value) => {
+    const config = loadConfig({ ALLOW_HTTP_URLS: text, ALLOW_PRIVATE_DESTINATIONS: text });
+    expect(config.destinationPolicy).toEqual({ allowHttp: value, allowPrivateNetworks: value });
+  });
+
+  it("reads PORT at both ends of its range", () => {
+    expect(loadConfig({ PORT: "0" }).port).toBe(0);
+    expect(loadConfig({ PORT: "65535" }).port).toBe(65535);
+  });
+
+  it("accepts a retry schedule with spaces after the commas", () => {
+    expect(loadConfig({ RETRY_SCHEDULE: "1s, 2s ,3s" }).worker.retryScheduleMs).toEqual([1_000, 2_000, 3_000]);
+  });
+
+  it("accepts a retry schedule of up to 50 steps", () => {
+    expect(loadConfig({ RETRY_SCHEDULE: Array(50).fill("1s").join(",") }).worker.retryScheduleMs).toHaveLength(50);
+    expect(configError({ RETRY_SCHEDULE: Array(51).fill("1s").join(",") }).message).toContain("RETRY_SCHEDULE");
+  });
+
+  it("accepts both postgres: and postgresql: URLs, and rediss:", () => {
+    expect(loadConfig({ DATABASE_URL: "postgres://localhost/x" }).databaseUrl).toBe("postgres://localhost/x");
+    expect(loadConfig({ DATABASE_URL: "postgresql://localhost/x" }).databaseUrl).toBe("postgresql://localhost/x");
+    expect(loadConfig({ REDIS_URL: "rediss://localhost:6380" }).redisUrl).toBe("rediss://localhost:6380");
+  });
+});
+
+describe("loadConfig errors", () => {
+  it.each([
+    ["PORT", "abc"],
+    ["PORT", "70000"],
+    ["PORT", "65536"],
+    ["PORT", "-1"],
+    ["PORT", "80.5"],
+    ["PORT", "1e3"],
+    ["PORT", " 3000"],
+    ["REDIS_URL", "http://x"],
+    ["REDIS_URL", "not a url"],
+    ["DATABASE_URL", "mysql://x"],
+    ["DATABASE_URL", "127.0.0.1:5432"],
+    ["DATABASE_POOL_SIZE", "0"],
+    ["QUEUE_PREFIX", "bad prefix"],
+    ["QUEUE_PREFIX", "a:b"],
+    ["RETRY_SCHEDULE", "5x"],
+    ["RETRY_SCHEDULE", "5s,,5m"],
+    ["RETRY_SCHEDULE", "5s,"],
+    ["RETRY_SCHEDULE", "5"],
+    ["DELIVERY_TIMEOUT", "15"],
+    ["DELIVERY_TIMEOUT", "1.5s"],
+    ["RECONCILE_INTERVAL", "soon"],
+    ["JOB_LOCK_DURATION", "-1s"],
+    ["SHUTDOWN_TIMEOUT", "30 s"],
+    ["ALLOW_HTTP_URLS", "yes"],
+    ["ALLOW_HTTP_URLS", "TRUE"],
+    ["ALLOW_PRIVATE_DESTINATIONS", "no"],
+    ["LOG_LEVEL", "loud"],
+    ["LOG_LEVEL", "INFO"],
+    ["NODE_ENV", "staging"],
+    ["WORKER_CONCURRENCY", "0"],
+    ["BODY_LIMIT_BYTES", "10"],
+  ])("refuses %s=%j with a ConfigError naming it", (name, value) => {
+    const error = configError({ [name]: value });
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error).toBeInstanceOf(Error);
+    expect(error.name).toBe("ConfigError");
+    expect(error.message).toContain(name);
+  });
+
+  it("names every bad variable at once", () => {
+    const error = configError({ PORT: "abc", REDIS_URL: "http://x", LOG_LEVEL: "loud" });
+    expect(error.message).toContain("PORT");
+    expect(error.message).toContain("REDIS_URL");
+    expect(error.message).toContain("LOG_LEVEL");
+  });
+
+  it("does not name variables that are fine", () => {
+    const error = configError({ PORT: "abc", REDIS_URL: "redis://localhost:6379" });
+    expect(error.message).not.toContain("REDIS_URL");
+  });
+
+  it("says what a good value looks like", () => {
+    expect(configError({ PORT: "70000" }).message).toMatch(/PORT must be an integer between 0 and 65535/);
+    expect(configError({ DELIVERY_TIMEOUT: "15" }).message).toMatch(/DELIVERY_TIMEOUT must be a duration/);
+    expect(configError({ ALLOW_HTTP_URLS: "yes" }).message).toMatch(/ALLOW_HTTP_URLS must be true or false/);
+    expect(configError({ REDIS_URL: "http://x" }).message).toMatch(/REDIS_URL must be a URL starting with redis:\/\/ or rediss:\/\//);
+  });
+
+  it.each(["short", "c2hvcnQ=", randomBytes(16).toString("base64"), randomBytes(33).toString("base64"), randomBytes(32).toString("hex")])(
+    "refuses SECRET_ENCRYPTION_KEY=%j without echoing it",
+    (key) => {
+      const error = configError({ SECRET_ENCRYPTION_KEY: key });
+      expect(error.message).toContain("SECRET_ENCRYPTION_KEY");
+      expect(error.message).not.toContain(key);
+    },
+  );
+
+  // KNOWN BUG (see report): only variables named *KEY* or *PASSWORD* are masked, so a malformed
+  // DATABASE_URL or REDIS_URL is echoed with its password (STYLE 8: no secrets in logs).
+  it.fails("does not echo the password of a malformed DATABASE_URL", () => {
+    const error = configError({ DATABASE_URL: "postgres://app:hunter2@db.internal:99999/hooks" });
+    expect(error.message).toContain("DATABASE_URL");
+    expect(error.message).not.toContain("hunter2");
+  });
+});
+
+describe("loadConfig in production", () => {
+  it("requires SECRET_ENCRYPTION_KEY", () => {
+    const error = configError({ NODE_ENV: "production" });
+    expect(error.message).toContain("SECRET_ENCRYPTION_KEY");
+    expect(configError({ NODE_ENV: "production", SECRET_ENCRYPTION_KEY: "" }).message).toContain("SECRET_ENCRYPTION_KEY");
+  });
+
+  it("uses the given key and refuses plain HTTP and private destinations by default", () => {
+    const config = loadConfig({ NODE_ENV: "production", SECRET_ENCRYPTION_KEY: validKey });
+    expect(config.env).toBe("production");
+    expect(config.secretEncryptionKey.equals(Buffer.from(validKey, "base64"))).toBe(true);
+    expect(config.destinationPolicy).toEqual({ allowHttp: false, allowPrivateNetworks: false });
+  });
+
+  it("lets explicit values override the production defaults", () => {
+    const base = { NODE_ENV: "production", SECRET_ENCRYPTION_KEY: validKey };
+    expect(loadConfig({ ...base, ALLOW_HTTP_URLS: "true" }).destinationPolicy).toEqual({ allowHttp: true, allowPrivateNetworks: false });
+    expect(loadConfig({ ...base, ALLOW_PRIVATE_DESTINATIONS: "1" }).destinationPolicy).toEqual({ allowHttp: false, allowPrivateNetworks: true });
+  });
+
+  it("lets explicit values override the development defaults", () => {
+    expect(loadConfig({ ALLOW_HTTP_URLS: "false" }).destinationPolicy).toEqual({ allowHttp: false, allowPrivateNetworks: true });
+    expect(loadConfig({ ALLOW_PRIVATE_DESTINATIONS: "false" }).destinationPolicy).toEqual({ allowHttp: true, allowPrivateNetworks: false });
+  });
+
+  it("never uses the development key when a key is given", () => {
+    const development = loadConfig({}).secretEncryptionKey;
+    expect(loadConfig({ SECRET_ENCRYPTION_KEY: validKey }).secretEncryptionKey.equals(development)).toBe(false);
+  });
+});
+
+describe("loadConfig admin credentials", () => {
+  it("reads them together", () => {
+    expect(loadConfig({ ADMIN_USERNAME: "ops", ADMIN_PASSWORD: "pw" }).admin).toEqual({ username: "ops", password: "pw" });
+  });
+
+  it("refuses a username without a password and the reverse", () => {
+    expect(configError({ ADMIN_USERNAME: "ops" }).message).toMatch(/ADMIN_USERNAME and ADMIN_PASSWORD/);
+    expect(configError({ ADMIN_PASSWORD: "pw" }).message).toMatch(/ADMIN_USERNAME and ADMIN_PASSWORD/);
+    expect(configError({ ADMIN_USERNAME: "ops", ADMIN_PASSWORD: "" }).message).toMatch(/ADMIN_USERNAME and ADMIN_PASSWORD/);
+  });
+});
+
+describe("loadConfig empty variables", () => {
+  it("treats an empty string as unset", () => {
+    const config = loadConfig({
+      PORT: "",
+      DATABASE_URL: "",
+      REDIS_URL: "",
+      LOG_LEVEL: "",
+      RETRY_SCHEDULE: "",
+      DELIVERY_TIMEOUT: "",
+      ALLOW_HTTP_URLS: "",
+      SECRET_ENCRYPTION_KEY: "",
+      ADMIN_USERNAME: "",
+      ADMIN_PASSWORD: "",
+      NODE_ENV: "",
+    });
+    expect(config).toEqual(loadConfig({}));
+  });
+
+  it("treats undefined as unset", () => {
+    expect(loadConfig({ PORT: undefined, NODE_ENV: undefined })).toEqual(loadConfig({}));
+  });
+});
+
+describe("loadConfig API_KEYS", () => {
+  it.each([
+    ["one", ["one"]],
+    ["one,two", ["one", "two"]],
+    [" one , two ,three ", ["one", "two", "three"]],
+    ["one,,two,", ["one", "two"]],
+    [" , ", []],
+  ])("reads %j as %j", (text, keys) => {
+    expect(loadConfig({ API_KEYS: text }).apiKeys).toEqual(keys);
+  });
+});

@@ -1,0 +1,71 @@
+import { describe, expect, it } from "vitest";
+import { formatDuration, parseDuration } from "../src/durations.ts";
+
+describe("parseDuration", () => {
+  it.each([
+    ["250ms", 250],
+    ["0ms", 0],
+    ["1s", 1_000],
+    ["15s", 15_000],
+    ["5m", 300_000],
+    ["30m", 1_800_000],
+    ["2h", 7_200_000],
+    ["10h", 36_000_000],
+    ["1d", 86_400_000],
+    ["7d", 604_800_000],
+    ["0s", 0],
+    ["007s", 7_000],
+    [" 5s ", 5_000],
+  ])("reads %j as %i ms", (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each([
+    ["a bare number", "5"],
+    ["a fraction", "1.5s"],
+    ["a negative", "-1s"],
+    ["an explicit plus", "+1s"],
+    ["a space before the unit", "5 s"],
+    ["an upper-case unit", "5S"],
+    ["a long unit name", "5sec"],
+    ["minutes spelt out", "5min"],
+    ["an unknown unit", "5w"],
+    ["microseconds", "5us"],
+    ["two parts", "1h30m"],
+    ["exponent notation", "1e3ms"],
+    ["the unit alone", "s"],
+    ["an empty string", ""],
+    ["whitespace", "   "],
+    ["ISO 8601", "PT5S"],
+  ])("rejects %s (%j)", (_case, text) => {
+    expect(parseDuration(text)).toBeUndefined();
+  });
+});
+
+describe("formatDuration", () => {
+  it.each([
+    [0, "0ms"],
+    [1, "1ms"],
+    [250, "250ms"],
+    [1_500, "1500ms"],
+    [1_000, "1s"],
+    [15_000, "15s"],
+    [90_000, "90s"],
+    [60_000, "1m"],
+    [300_000, "5m"],
+    [5_400_000, "90m"],
+    [3_600_000, "1h"],
+    [36_000_000, "10h"],
+    [86_400_000, "1d"],
+    [90_000_000, "25h"],
+    [172_800_000, "2d"],
+  ])("writes %i ms as %j", (ms, text) => {
+    expect(formatDuration(ms)).toBe(text);
+  });
+
+  it("writes what parseDuration reads back to the same value", () => {
+    for (const ms of [0, 1, 999, 1_000, 1_001, 59_000, 61_000, 3_600_000, 3_660_000, 86_400_000, 86_401_000, 123_456_789]) {
+      expect(parseDuration(formatDuration(ms))).toBe(ms);
+    }
+  });
+});

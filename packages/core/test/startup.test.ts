@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { postgresUnreachableMessage, redactUrl, redisUnreachableMessage } from "../src/startup.ts";
+
+describe("redactUrl", () => {
+  it.each([
+    ["postgresql://app:hunter2@db.internal:5432/hooks", "postgresql://app:***@db.internal:5432/hooks"],
+    ["redis://:hunter2@cache.internal:6379/0", "redis://:***@cache.internal:6379/0"],
+    ["rediss://default:p%40ss@cache:6380", "rediss://default:***@cache:6380"],
+  ])("hides the password in %s", (url, redacted) => {
+    expect(redactUrl(url)).toBe(redacted);
+    expect(redactUrl(url)).not.toContain("hunter2");
+  });
+
+  it.each(["postgresql://postgres@127.0.0.1:5432/webhooks", "redis://127.0.0.1:6379"])("leaves %s without a password as it is", (url) => {
+    expect(redactUrl(url)).toBe(url);
+  });
+
+  it("does not echo what it cannot parse, which may hold a password", () => {
+    expect(redactUrl("postgres://app:hunter2@db:99999/x")).toBe("(unparseable URL)");
+    expect(redactUrl("")).toBe("(unparseable URL)");
+  });
+});
+
+describe("start-up messages", () => {
+  it("name the service, the redacted URL, the reason and the variable to change", () => {
+    const postgres = postgresUnreachableMessage("postgresql://app:hunter2@db:5432/hooks", "ECONNREFUSED");
+    expect(postgres).toContain("PostgreSQL");
+    expect(postgres).toContain("postgresql://app:***@db:5432/hooks");
+    expect(postgres).toContain("ECONNREFUSED");
+    expect(postgres).toContain("DATABASE_URL");
+    expect(postgres).not.toContain("hunter2");
+
+    const redis = redisUnreachableMessage("redis://:hunter2@cache:6379", "ETIMEDOUT");
+    expect(redis).toContain("Redis");
+    expect(redis).toContain("redis://:***@cache:6379");
+    expect(redis).toContain("ETIMEDOUT");
+    expect(redis).toContain("REDIS_URL");
+    expect(redis).not.toContain("hunter2");
+  });
+});

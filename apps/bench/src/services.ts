@@ -53,11 +53,14 @@ export async function startProcess(
   script: string,
   env: Record<string, string>,
   healthUrl: string,
-  options: { timeoutMs?: number } = {},
+  options: { timeoutMs?: number; nodeArgs?: string[] } = {},
 ): Promise<Service> {
+  // Node 20 refuses --cpu-prof in NODE_OPTIONS, so a profiled child runs as `node <flags> --import
+  // tsx <script>`, which is what the tsx launcher does, minus the launcher.
+  const [command, args] = options.nodeArgs ? [process.execPath, [...options.nodeArgs, "--import", "tsx", script]] : [TSX, [script]];
   // detached: its own process group, so stop() reaches tsx's node child too, and a Ctrl-C in the
   // terminal reaches only us: we stop the children ourselves, in order.
-  const child: ChildProcess = spawn(TSX, [script], {
+  const child: ChildProcess = spawn(command, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -115,18 +118,24 @@ export interface Api extends Service {
   baseUrl: string;
 }
 
-export async function startApi(databaseUrl: string, queuePrefix: string, extra: Record<string, string> = {}): Promise<Api> {
+export async function startApi(databaseUrl: string, queuePrefix: string, extra: Record<string, string> = {}, nodeArgs?: string[]): Promise<Api> {
   const port = await freePort();
   const env = serviceEnv(databaseUrl, queuePrefix, { PORT: String(port), ...extra });
   const baseUrl = `http://127.0.0.1:${port}`;
-  const service = await startProcess("api", `${ROOT}apps/api/src/main.ts`, env, `${baseUrl}/healthz`);
+  const service = await startProcess("api", `${ROOT}apps/api/src/main.ts`, env, `${baseUrl}/healthz`, nodeArgs ? { nodeArgs } : {});
   return { ...service, baseUrl };
 }
 
-export async function startWorker(name: string, databaseUrl: string, queuePrefix: string, extra: Record<string, string>): Promise<Service> {
+export async function startWorker(
+  name: string,
+  databaseUrl: string,
+  queuePrefix: string,
+  extra: Record<string, string>,
+  nodeArgs?: string[],
+): Promise<Service> {
   const port = await freePort();
   const env = serviceEnv(databaseUrl, queuePrefix, { WORKER_METRICS_PORT: String(port), ...extra });
-  return startProcess(name, `${ROOT}apps/worker/src/main.ts`, env, `http://127.0.0.1:${port}/healthz`);
+  return startProcess(name, `${ROOT}apps/worker/src/main.ts`, env, `http://127.0.0.1:${port}/healthz`, nodeArgs ? { nodeArgs } : {});
 }
 
 export function sleep(ms: number): Promise<void> {

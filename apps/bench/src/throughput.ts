@@ -43,21 +43,17 @@ let runNumber = 0;
 export async function measureThroughput(
   receiver: Receiver,
   setup: WorkerSetup,
-  options: { events?: number; nodeOptions?: { api?: string; worker?: string }; quiet?: boolean } = {},
+  options: { events?: number; nodeArgs?: { api: string[]; worker: (index: number) => string[] }; quiet?: boolean } = {},
 ): Promise<ThroughputResult> {
   const run = ++runNumber;
   const events = options.events ?? settings.throughput.events;
   const expected = events * settings.throughput.subscriptions;
   const databaseUrl = await freshDatabase(DATABASES.main);
   const prefix = `${RUN_PREFIX}-t${run}`;
-  const apiExtra = options.nodeOptions?.api ? { NODE_OPTIONS: options.nodeOptions.api } : {};
-  const api = await startApi(databaseUrl, prefix, apiExtra);
+  const api = await startApi(databaseUrl, prefix, {}, options.nodeArgs?.api);
   const workers = await Promise.all(
     Array.from({ length: setup.workers }, (_, i) =>
-      startWorker(`worker-${i + 1}`, databaseUrl, prefix, {
-        WORKER_CONCURRENCY: String(setup.concurrency),
-        ...(options.nodeOptions?.worker ? { NODE_OPTIONS: options.nodeOptions.worker } : {}),
-      }),
+      startWorker(`worker-${i + 1}`, databaseUrl, prefix, { WORKER_CONCURRENCY: String(setup.concurrency) }, options.nodeArgs?.worker(i)),
     ),
   );
   const client = new ApiClient(api.baseUrl, settings.throughput.publishConcurrency);

@@ -19,7 +19,7 @@ export interface AttemptDeps {
 export type NextStep = { kind: "done" } | { kind: "wait"; delayMs: number };
 
 /** The lease outlives the attempt's timeout by this much, to cover the database writes. */
-const LEASE_MARGIN_MS = 15_000;
+const LEASE_MARGIN_MS = 5_000;
 
 /**
  * One attempt of one delivery: claim it, POST the signed webhook to the delivery's own snapshot

@@ -1,4 +1,5 @@
 import { ipLiteralHost, isPublicAddress, type DestinationPolicy } from "@webhooks/core";
+import { StringDecoder } from "node:string_decoder";
 import { Agent, request } from "undici";
 import { createSafeLookup, DestinationNotAllowedError, type Resolver } from "./safe-lookup.ts";
 
@@ -109,8 +110,9 @@ async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): P
     }
   }
   if (keptBytes === 0) return null;
-  // PostgreSQL text cannot hold NUL; invalid UTF-8 becomes U+FFFD.
-  return Buffer.concat(kept).toString("utf8").replaceAll("\u0000", "\uFFFD");
+  // The decoder holds back a character cut in half at the 4 KiB mark instead of mangling it;
+  // PostgreSQL text cannot hold NUL, so NULs are dropped.
+  return new StringDecoder("utf8").write(Buffer.concat(kept)).replaceAll("\u0000", "");
 }
 
 function describeError(error: unknown, timeoutMs: number): string {

@@ -1,0 +1,54 @@
+import { createLogger, loadConfig } from "@webhooks/core";
+import { startTestApi, testEnv, type TestApi } from "@webhooks/testing";
+import { startWorker, type RunningWorker } from "../src/index.ts";
+
+export interface Stack {
+  api: TestApi;
+  worker: RunningWorker;
+  env: Record<string, string>;
+  close(): Promise<void>;
+}
+
+/** The API and an in-process worker sharing one environment (database, Redis, queue prefix). */
+export async function startStack(databaseUrl: string, overrides: Record<string, string> = {}): Promise<Stack> {
+  const env = testEnv(databaseUrl, overrides);
+  const config = loadConfig(env);
+  const api = await startTestApi(config);
+  const worker = await startWorker(config, createLogger({ level: config.logLevel, name: "worker" }), { metrics: false });
+  let workerClosed = false;
+  return {
+    api,
+    worker: {
+      ...worker,
+      async close() {
+        if (workerClosed) return;
+        workerClosed = true;
+        await worker.close();
+      },
+    },
+    env,
+    async close() {
+      if (!workerClosed) await worker.close();
+      workerClosed = true;
+      await api.close();
+    },
+  };
+}
+
+export async function subscribe(api: TestApi, url: string, events: string[] = ["*"]): Promise<{ id: string; secret: string }> {
+  const response = await api.call("POST", "/v1/subscriptions", { json: { url, events } });
+  if (response.status !== 201) throw new Error(`subscribe failed: ${JSON.stringify(response.body)}`);
+  return { id: response.body.id, secret: response.body.secret };
+}
+
+export async function publish(api: TestApi, type: string, data: Record<string, unknown> = {}): Promise<string> {
+  const response = await api.call("POST", "/v1/events", { json: { type, data } });
+  if (response.status !== 202) throw new Error(`publish failed: ${JSON.stringify(response.body)}`);
+  return response.body.id;
+}
+
+/** The deliveries of one event (the test's subscriptions only ever see their own events). */
+export async function deliveriesOf(api: TestApi, eventId: string): Promise<Record<string, any>[]> {
+  const response = await api.call("GET", "/v1/deliveries?limit=100");
+  return response.body.data.filter((d: { event_id: string }) => d.event_id === eventId);
+}

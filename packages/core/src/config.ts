@@ -10,10 +10,13 @@ import { DEFAULT_RETRY_SCHEDULE } from "./retry-schedule.ts";
 /** Used only outside production so that a fresh clone runs without setup. Never use it for real. */
 const DEVELOPMENT_SECRET_ENCRYPTION_KEY = Buffer.alloc(32, "development-only-key").toString("base64");
 
+/** Node's timers cannot wait longer than 2^31-1 ms (about 24.8 days). */
+const MAX_TIMER_MS = 2_147_483_647;
+
 const duration = z.string().transform((text, ctx) => {
   const ms = parseDuration(text);
-  if (ms === undefined) {
-    ctx.addIssue({ code: "custom", message: "must be a duration such as 500ms, 15s, 5m or 2h" });
+  if (ms === undefined || ms > MAX_TIMER_MS) {
+    ctx.addIssue({ code: "custom", message: "must be a duration such as 500ms, 15s, 5m or 2h, at most 24d" });
     return z.NEVER;
   }
   return ms;
@@ -48,7 +51,7 @@ const envSchema = z.object({
   API_KEYS: z.string().default(""),
   SECRET_ENCRYPTION_KEY: z
     .string()
-    .refine((v) => Buffer.from(v, "base64").length === 32, "must be 32 bytes encoded in base64 (openssl rand -base64 32)")
+    .regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes encoded in base64 (openssl rand -base64 32)")
     .optional(),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   BODY_LIMIT_BYTES: integer(1024, 100 * 1024 * 1024).default(256 * 1024),
@@ -65,7 +68,7 @@ const envSchema = z.object({
     .default(DEFAULT_RETRY_SCHEDULE)
     .transform((text, ctx) => {
       const steps = text.split(",").map((step) => parseDuration(step));
-      if (steps.length > 50 || steps.some((step) => step === undefined)) {
+      if (steps.length > 50 || steps.some((step) => step === undefined || !Number.isSafeInteger(step))) {
         ctx.addIssue({ code: "custom", message: "must be up to 50 comma-separated durations such as 5s,5m,30m" });
         return z.NEVER;
       }
@@ -116,7 +119,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
       const name = String(issue.path[0]);
-      const got = env[name] === undefined ? "" : ` (got ${JSON.stringify(name.includes("KEY") || name.includes("PASSWORD") ? "…" : env[name])})`;
+      // Echo the value to help fix it, except where it may hold a credential.
+      const sensitive = /KEY|PASSWORD|URL/.test(name);
+      const got = env[name] === undefined || sensitive ? "" : ` (got ${JSON.stringify(env[name])})`;
       return `${name} ${issue.message}${got}`;
     });
     throw new ConfigError(`Invalid configuration: ${problems.join("; ")}`);

@@ -29,6 +29,9 @@ export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
   const parsed = ipaddr.parse(address);
   if (parsed.range() !== "unicast") return false;
+  // The deprecated IPv4-compatible form (::a.b.c.d, e.g. ::7f00:1) counts as unicast to
+  // ipaddr.js, but it embeds an IPv4 address just like the mapped form.
+  if (parsed.kind() === "ipv6" && parsed.toByteArray().slice(0, 12).every((byte) => byte === 0)) return false;
   return !deniedPublicAddresses.has(parsed.toString());
 }
 
@@ -62,7 +65,9 @@ export function checkDestinationUrl(text: string, policy: DestinationPolicy): Ur
     if (literal !== undefined && !isPublicAddress(literal)) {
       return { ok: false, reason: "must not point to a private, loopback or link-local address" };
     }
-    if (url.hostname === "localhost" || url.hostname.endsWith(".localhost")) {
+    // A fully qualified name may end in a dot: `localhost.` is localhost too.
+    const host = url.hostname.endsWith(".") ? url.hostname.slice(0, -1) : url.hostname;
+    if (host === "localhost" || host.endsWith(".localhost")) {
       return { ok: false, reason: "must not point to a private, loopback or link-local address" };
     }
   }

@@ -6,7 +6,8 @@ export function parseDuration(text: string): number | undefined {
   const match = durationPattern.exec(text.trim());
   if (!match) return undefined;
   const [, amount, unit] = match as unknown as [string, string, keyof typeof units];
-  return Number(amount) * units[unit];
+  const ms = Number(amount) * units[unit];
+  return Number.isSafeInteger(ms) ? ms : undefined;
 }
 
 /** The shortest exact spelling of a millisecond duration, for logs and docs. */

@@ -22,7 +22,8 @@ export function newId(kind: IdKind): string {
   return `${idPrefixes[kind]}_${nextUlid()}`;
 }
 
-const ulidBody = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+/** 26 Crockford base32 characters; the first is at most 7, or the timestamp would overflow. */
+const ulidBody = /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/;
 
 /** True when `value` is a well-formed id of the given kind. */
 export function isId(kind: IdKind, value: string): boolean {

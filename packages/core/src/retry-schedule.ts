@@ -48,11 +48,17 @@ export function decideRetry(
   return { retry: true, delayMs };
 }
 
-/** Retry-After is either delay-seconds or an HTTP date (RFC 9110 §10.2.3). */
+/** The three date formats of RFC 9110 §5.6.7: IMF-fixdate, RFC 850 and asctime. */
+const httpDate =
+  /^(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
+
+/** Retry-After is either delay-seconds or an HTTP date (RFC 9110 §10.2.3); anything else is ignored. */
 export function parseRetryAfter(value: string | null | undefined, now: Date): number | undefined {
   if (!value) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // Date.parse alone is lenient: it reads "1.5" or "Retry in 5" as dates in 2001.
+  if (!httpDate.test(text)) return undefined;
   const at = Date.parse(text);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - now.getTime());

@@ -26,10 +26,12 @@ export class SecretBox {
 
   open(sealed: Uint8Array): string {
     const bytes = Buffer.from(sealed);
+    if (bytes.length < 1 + IV_BYTES + TAG_BYTES) throw new Error("sealed secret is too short");
     if (bytes[0] !== VERSION) throw new Error("unknown sealed secret version");
     const iv = bytes.subarray(1, 1 + IV_BYTES);
     const tag = bytes.subarray(1 + IV_BYTES, 1 + IV_BYTES + TAG_BYTES);
-    const decipher = createDecipheriv("aes-256-gcm", this.#key, iv);
+    // Without authTagLength Node would accept a tag cut down to 4 bytes.
+    const decipher = createDecipheriv("aes-256-gcm", this.#key, iv, { authTagLength: TAG_BYTES });
     decipher.setAuthTag(tag);
     return Buffer.concat([decipher.update(bytes.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString("utf8");
   }

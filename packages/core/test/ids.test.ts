@@ -104,6 +104,7 @@ describe("isId", () => {
     ["the letter O", "subscription", `sub_${body.slice(0, 25)}O`],
     ["the letter U", "subscription", `sub_${body.slice(0, 25)}U`],
     ["an empty string", "subscription", ""],
+    ["a timestamp past the ULID range (first character above 7)", "subscription", `sub_8${body.slice(1)}`],
     ["only the prefix", "subscription", "sub_"],
     ["a UUID body", "event", "evt_0191f3a0-7c1e-7b8a-9c3d-2e4f5a6b7c8d"],
   ] as const)("rejects %s", (_case, kind, value) => {

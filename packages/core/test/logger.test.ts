@@ -36,13 +36,16 @@ describe("createLogger", () => {
         req: { headers: { authorization: "Bearer REQ" } },
         password: "pw_TOP",
         admin: { username: "ops", password: "pw_NESTED" },
+        config: { apiKeys: ["static_KEYS"], secretEncryptionKey: "enc_KEY" },
+        signingSecret: "whsec_SIGNING",
+        upstream: { headers: { Authorization: "Bearer CAPITAL" } },
         deliveryId: "dlv_1",
       }, "delivered");`,
     );
     expect(lines).toHaveLength(1);
     const line = lines[0];
     const text = JSON.stringify(line);
-    for (const secret of ["whsec_TOP", "whsec_NESTED", "key_TOP", "key_NESTED", "Bearer TOP", "Bearer HEADERS", "Bearer REQ", "pw_TOP", "pw_NESTED"]) {
+    for (const secret of ["whsec_TOP", "whsec_NESTED", "key_TOP", "key_NESTED", "Bearer TOP", "Bearer HEADERS", "Bearer REQ", "pw_TOP", "pw_NESTED", "static_KEYS", "enc_KEY", "whsec_SIGNING", "Bearer CAPITAL"]) {
       expect(text).not.toContain(secret);
     }
     expect(line).toMatchObject({

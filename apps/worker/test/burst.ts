@@ -1,0 +1,40 @@
+import { sql, type TestApi } from "@webhooks/testing";
+
+/** Publishes `count` events of `type` through the API, `concurrency` requests at a time. */
+export async function publishBurst(
+  api: TestApi,
+  count: number,
+  options: { type?: string; concurrency?: number; onProgress?: (published: number) => Promise<void> | void } = {},
+): Promise<string[]> {
+  const ids: string[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const index = next++;
+      const response = await api.call("POST", "/v1/events", { json: { type: options.type ?? "burst.event", data: { index } } });
+      if (response.status !== 202) throw new Error(`publish ${index} answered ${response.status}: ${JSON.stringify(response.body)}`);
+      ids.push(response.body.id);
+      await options.onProgress?.(ids.length);
+    }
+  };
+  await Promise.all(Array.from({ length: options.concurrency ?? 20 }, worker));
+  return ids;
+}
+
+export async function countByStatus(databaseUrl: string): Promise<Record<string, number>> {
+  const rows = await sql<{ status: string; n: string }>(databaseUrl, "SELECT status::text AS status, count(*) AS n FROM deliveries GROUP BY 1");
+  return Object.fromEntries(rows.map((row) => [row.status, Number(row.n)]));
+}
+
+/** How many event ids the receiver got more than once, and how many extra requests that made. */
+export function duplicates(counts: Map<string, number>): { ids: number; extra: number } {
+  let ids = 0;
+  let extra = 0;
+  for (const n of counts.values()) {
+    if (n > 1) {
+      ids++;
+      extra += n - 1;
+    }
+  }
+  return { ids, extra };
+}

@@ -52,6 +52,8 @@ export interface CpuUsage {
   cores: { label: string; cores: number }[];
   /** All cores of the machine, busy on average. */
   machineCores: number;
+  /** The busiest other commands (other users of the machine, kernel threads), for context. */
+  others: { command: string; cores: number }[];
 }
 
 export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
@@ -61,6 +63,16 @@ export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
     const seconds = (after.at - before.at) / 1000;
     const matches = (target: CpuTarget, pid: number, info: { pgrp: number; comm: string }) =>
       target.pid === pid || (target.processGroup !== undefined && info.pgrp === target.processGroup) || (target.command !== undefined && info.comm === target.command);
+    const otherTicks = new Map<string, number>();
+    for (const [pid, info] of after.perPid) {
+      if (targets.some((target) => matches(target, pid, info))) continue;
+      const ticks = info.ticks - (before.perPid.get(pid)?.ticks ?? 0);
+      if (ticks > 0) otherTicks.set(info.comm, (otherTicks.get(info.comm) ?? 0) + ticks);
+    }
+    const others = [...otherTicks]
+      .map(([command, ticks]) => ({ command, cores: ticks / TICKS_PER_SECOND / seconds }))
+      .sort((a, b) => b.cores - a.cores)
+      .slice(0, 5);
     const cores = targets.map((target) => {
       let ticks = 0;
       for (const [pid, info] of after.perPid) {
@@ -71,10 +83,11 @@ export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
     });
     const share = (after.machineBusy - before.machineBusy) / Math.max(1, after.machineTotal - before.machineTotal);
     const coreCount = readFileSync("/proc/stat", "utf8").split("\n").filter((line) => /^cpu\d+ /.test(line)).length;
-    return { seconds, cores, machineCores: share * coreCount };
+    return { seconds, cores, machineCores: share * coreCount, others };
   };
 }
 
 export function describeCpu(usage: CpuUsage): string {
-  return usage.cores.map((entry) => `${entry.label} ${entry.cores.toFixed(2)}`).join(", ") + `; machine ${usage.machineCores.toFixed(2)} cores busy`;
+  const others = usage.others.map((entry) => `${entry.command} ${entry.cores.toFixed(2)}`).join(", ");
+  return usage.cores.map((entry) => `${entry.label} ${entry.cores.toFixed(2)}`).join(", ") + `; machine ${usage.machineCores.toFixed(2)} cores busy; others: ${others}`;
 }

@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
-const TSX = `${ROOT}node_modules/.bin/tsx`;
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -22,7 +21,9 @@ export async function spawnService(
   env: Record<string, string>,
   options: { ready?: string; timeoutMs?: number } = {},
 ): Promise<ServiceProcess> {
-  const child = spawn(TSX, [`${ROOT}apps/${name}/src/main.ts`], {
+  // node --import tsx, not the tsx CLI: the CLI runs the app in a child process of its own, so a
+  // SIGKILL would kill the wrapper and leave the app running.
+  const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}apps/${name}/src/main.ts`], {
     cwd: `${ROOT}apps/${name}`,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],

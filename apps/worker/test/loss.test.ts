@@ -1,0 +1,144 @@
+import { createLogger, loadConfig } from "@webhooks/core";
+import {
+  createTestDatabase,
+  spawnService,
+  startPrivateRedis,
+  startReceiver,
+  startTestApi,
+  testEnv,
+  waitFor,
+  type PrivateRedis,
+  type ServiceProcess,
+  type TestApi,
+  type TestDatabase,
+  type TestReceiver,
+} from "@webhooks/testing";
+import { Redis } from "ioredis";
+import { afterEach, describe, expect, it } from "vitest";
+import { startWorker, type RunningWorker } from "../src/index.ts";
+import { countByStatus, duplicates, publishBurst } from "./burst.ts";
+import { subscribe } from "./stack.ts";
+
+/**
+ * "No accepted event is ever lost": Redis loses its data, a worker dies, Redis is down while
+ * events are published. In every case each accepted event must end up delivered. Delivery is
+ * at least once, so a receiver may see an event twice; the tests count and report that.
+ * Each test gets a redis-server of its own, since flushing or stopping the shared one would
+ * break the tests running beside it.
+ */
+const cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const close of cleanup.splice(0).reverse()) await close().catch(() => {});
+});
+
+interface Setup {
+  database: TestDatabase;
+  redis: PrivateRedis;
+  env: Record<string, string>;
+  api: TestApi;
+  rx: TestReceiver;
+}
+
+async function setup(overrides: Record<string, string> = {}, reply?: TestReceiver["reply"]): Promise<Setup> {
+  const database = await createTestDatabase();
+  cleanup.push(() => database.drop());
+  const redis = await startPrivateRedis();
+  cleanup.push(() => redis.stop());
+  const env = testEnv(database.url, { REDIS_URL: redis.url, RECONCILE_INTERVAL: "500ms", ...overrides });
+  const api = await startTestApi(loadConfig(env));
+  cleanup.push(() => api.close());
+  const rx = await startReceiver(reply);
+  cleanup.push(() => rx.close());
+  const sub = await subscribe(api, rx.url);
+  rx.secrets.push(sub.secret);
+  return { database, redis, env, api, rx };
+}
+
+async function inProcessWorker(env: Record<string, string>): Promise<RunningWorker> {
+  const worker = await startWorker(loadConfig(env), createLogger({ level: "silent", name: "worker" }), { metrics: false });
+  cleanup.push(() => worker.close());
+  return worker;
+}
+
+async function workerProcess(env: Record<string, string>): Promise<ServiceProcess> {
+  const worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
+  cleanup.push(async () => {
+    worker.kill("SIGKILL");
+    await worker.exited;
+  });
+  return worker;
+}
+
+async function expectAllDelivered(s: Setup, eventIds: string[], label: string) {
+  await waitFor(async () => (await countByStatus(s.database.url)).delivered === eventIds.length, {
+    timeoutMs: 120_000,
+    what: `${eventIds.length} deliveries delivered`,
+  });
+  const counts = s.rx.countsById();
+  const dup = duplicates(counts);
+  console.log(`[${label}] ${counts.size}/${eventIds.length} events received, duplicates: ${dup.ids} ids (${dup.extra} extra requests)`);
+  expect(await countByStatus(s.database.url)).toEqual({ delivered: eventIds.length });
+  expect([...counts.keys()].sort()).toEqual([...eventIds].sort());
+  expect(s.rx.received.every((webhook) => webhook.signatureValid)).toBe(true);
+  return dup;
+}
+
+describe("no accepted event is ever lost", () => {
+  it("when Redis is flushed in the middle of a 2,000-event burst", async () => {
+    const s = await setup({ WORKER_CONCURRENCY: "50" });
+    await inProcessWorker(s.env);
+    const admin = new Redis(s.redis.url);
+    cleanup.push(async () => admin.disconnect());
+    let flushed = false;
+    const eventIds = await publishBurst(s.api, 2_000, {
+      onProgress: async (published) => {
+        if (published >= 700 && !flushed) {
+          flushed = true;
+          await admin.flushall();
+        }
+      },
+    });
+    expect(flushed).toBe(true);
+    await expectAllDelivered(s, eventIds, "FLUSHALL mid-burst");
+  });
+
+  it("when a worker process is killed with SIGKILL in the middle of a burst", async () => {
+    const s = await setup({ WORKER_CONCURRENCY: "20", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "2s" }, () => ({ status: 200, delayMs: 10 }));
+    const doomed = await workerProcess(s.env);
+    let killed = false;
+    const eventIds = await publishBurst(s.api, 1_000, {
+      onProgress: async () => {
+        if (!killed && s.rx.received.length >= 150) {
+          killed = true;
+          doomed.kill("SIGKILL");
+          await doomed.exited;
+        }
+      },
+    });
+    await waitFor(() => killed || s.rx.received.length >= 150, { what: "the kill" });
+    if (!killed) {
+      doomed.kill("SIGKILL");
+      await doomed.exited;
+    }
+    expect(await doomed.exited).toBe("SIGKILL");
+    const delivered = (await countByStatus(s.database.url)).delivered ?? 0;
+    expect(delivered).toBeLessThan(1_000);
+    await workerProcess(s.env);
+    await expectAllDelivered(s, eventIds, "SIGKILL mid-burst");
+  });
+
+  it("when events are published while Redis is down", async () => {
+    const s = await setup();
+    await inProcessWorker(s.env);
+    await s.redis.stop();
+    const started = Date.now();
+    const eventIds = await publishBurst(s.api, 100, { concurrency: 10 });
+    // Accepted without waiting on Redis.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(await countByStatus(s.database.url)).toEqual({ queued: 100 });
+    expect(s.rx.received).toHaveLength(0);
+
+    await s.redis.start();
+    await expectAllDelivered(s, eventIds, "Redis down");
+  });
+});

@@ -1,6 +1,6 @@
 // `npm run keys -- create --name <name> | list | revoke <key id>`: manages stored API keys.
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig, postgresUnreachableMessage } from "@webhooks/core";
+import { loadConfigOrExit, postgresUnreachableMessage } from "@webhooks/core";
 import { applyMigrations, checkPostgres, createApiKey, createPrismaClient, listApiKeys, revokeApiKey } from "@webhooks/db";
 
 const usage = `Usage:
@@ -23,13 +23,7 @@ const { positionals, values } = (() => {
 const [command, ...rest] = positionals;
 if (values.help || command === undefined) fail(usage);
 
-let config;
-try {
-  config = loadConfig();
-} catch (error) {
-  if (error instanceof ConfigError) fail(error.message);
-  throw error;
-}
+const config = loadConfigOrExit();
 const problem = await checkPostgres(config.databaseUrl);
 if (problem) fail(postgresUnreachableMessage(config.databaseUrl, problem));
 await applyMigrations(config.databaseUrl, { info: () => {}, warn: (message) => console.warn(`warning: ${message}`) });

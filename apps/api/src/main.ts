@@ -1,9 +1,8 @@
 // Starts the API: checks configuration and services, applies migrations, serves HTTP.
 import { serve } from "@hono/node-server";
 import {
-  ConfigError,
   createLogger,
-  loadConfig,
+  loadConfigOrExit,
   postgresUnreachableMessage,
   redisUnreachableMessage,
   SecretBox,
@@ -13,14 +12,7 @@ import { checkEvictionPolicy, checkRedis, createRedisConnection, DeliveryQueue, 
 import { createApp } from "./app.ts";
 import { ApiKeyAuthenticator } from "./http/auth.ts";
 
-let config;
-try {
-  config = loadConfig();
-} catch (error) {
-  if (!(error instanceof ConfigError)) throw error;
-  console.error(error.message);
-  process.exit(1);
-}
+const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "api" });
 
 const postgresProblem = await checkPostgres(config.databaseUrl);

@@ -130,7 +130,7 @@ describe("GET /v1/deliveries", () => {
     const names = Object.keys(filters);
     for (let mask = 1; mask < 1 << names.length; mask++) {
       const chosen = names.filter((_, i) => mask & (1 << i));
-      const query = new URLSearchParams(chosen.map((name) => [name, values[name]!]));
+      const query = new URLSearchParams(chosen.map((name): [string, string] => [name, values[name]!]));
       const expected = rows.filter((r) => chosen.every((name) => filters[name]!(r))).map((r) => r.id);
       expect(await listAll(query, 25), chosen.join("+")).toEqual(expected);
     }

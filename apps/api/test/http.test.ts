@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { createTestDatabase, startTestApi, testConfig, testEnv, TEST_API_KEY, type TestApi, type TestDatabase } from "@webhooks/testing";
@@ -28,7 +29,8 @@ function expectErrorShape(body: { error: Record<string, unknown> }, headers: Rec
 
 describe("authentication", () => {
   it("answers 401 without a key, with a wrong key and with a malformed header", async () => {
-    for (const headers of [{}, { authorization: "Bearer wrong-key" }, { authorization: `Basic ${TEST_API_KEY}` }, { authorization: "Bearer" }]) {
+    const attempts: Record<string, string>[] = [{}, { authorization: "Bearer wrong-key" }, { authorization: `Basic ${TEST_API_KEY}` }, { authorization: "Bearer" }];
+    for (const headers of attempts) {
       const response = await api.call("GET", "/v1/deliveries", { key: null, headers });
       expect(response.status).toBe(401);
       expect(response.body.error.type).toBe("authentication_error");
@@ -116,7 +118,7 @@ describe("request bodies", () => {
     const response = await request(`${api.baseUrl}/v1/events`, {
       method: "POST",
       headers: { authorization: `Bearer ${TEST_API_KEY}`, "content-type": "application/json" },
-      body: chunks(),
+      body: Readable.from(chunks()),
     });
     const body = (await response.body.json()) as { error: { code: string } };
     expect(response.statusCode).toBe(413);
@@ -131,7 +133,7 @@ describe("request bodies", () => {
     const response = await request(`${api.baseUrl}/v1/events`, {
       method: "POST",
       headers: { authorization: `Bearer ${TEST_API_KEY}`, "content-type": "application/json" },
-      body: chunks(),
+      body: Readable.from(chunks()),
     });
     expect(response.statusCode).toBe(202);
     await response.body.dump();

@@ -1,6 +1,6 @@
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
 import { freshDatabase, withClient } from "./databases.ts";
 import type { Receiver } from "./receiver.ts";
 import { freePort, ROOT, serviceEnv, startProcess, type Service } from "./services.ts";
@@ -66,7 +66,7 @@ export async function measureCeiling(receiver: Receiver, setup: WorkerSetup): Pr
 
     const endCpuWindow = startCpuWindow([
       ...workers.map((worker) => ({ label: worker.name, processGroup: worker.processGroup })),
-      { label: "postgres", command: "postgres" },
+      postgresTarget(Object.values(DATABASES)),
       { label: "redis", command: "redis-server" },
       { label: "bench (receiver)", pid: process.pid },
     ]);

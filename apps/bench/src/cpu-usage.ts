@@ -12,21 +12,29 @@ export interface CpuTarget {
   label: string;
   /** A process group id (children we started) ... */
   processGroup?: number;
-  /** ... or a command name (postgres, redis-server) ... */
+  /** ... or a command name (postgres, redis-server), optionally narrowed by its command line ... */
   command?: string;
+  commandLine?: (cmdline: string) => boolean;
   /** ... or a single pid. */
   pid?: number;
 }
 
+interface ProcessTicks {
+  ticks: number;
+  pgrp: number;
+  comm: string;
+  cmdline: string;
+}
+
 interface Snapshot {
   at: number;
-  perPid: Map<number, { ticks: number; pgrp: number; comm: string }>;
+  perPid: Map<number, ProcessTicks>;
   machineBusy: number;
   machineTotal: number;
 }
 
 function readSnapshot(): Snapshot {
-  const perPid = new Map<number, { ticks: number; pgrp: number; comm: string }>();
+  const perPid = new Map<number, ProcessTicks>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
@@ -35,7 +43,9 @@ function readSnapshot(): Snapshot {
       const comm = stat.slice(stat.indexOf("(") + 1, close);
       const fields = stat.slice(close + 2).split(" ");
       // After "pid (comm) ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-      perPid.set(Number(entry), { ticks: Number(fields[11]) + Number(fields[12]), pgrp: Number(fields[2]), comm });
+      // PostgreSQL names each backend's database in its title, which tells ours from others'.
+      const cmdline = comm === "postgres" ? readFileSync(`/proc/${entry}/cmdline`, "utf8") : "";
+      perPid.set(Number(entry), { ticks: Number(fields[11]) + Number(fields[12]), pgrp: Number(fields[2]), comm, cmdline });
     } catch {
       // The process exited while we were reading.
     }
@@ -61,13 +71,16 @@ export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
   return () => {
     const after = readSnapshot();
     const seconds = (after.at - before.at) / 1000;
-    const matches = (target: CpuTarget, pid: number, info: { pgrp: number; comm: string }) =>
-      target.pid === pid || (target.processGroup !== undefined && info.pgrp === target.processGroup) || (target.command !== undefined && info.comm === target.command);
+    const matches = (target: CpuTarget, pid: number, info: ProcessTicks) =>
+      target.pid === pid ||
+      (target.processGroup !== undefined && info.pgrp === target.processGroup) ||
+      (target.command !== undefined && info.comm === target.command && (target.commandLine?.(info.cmdline) ?? true));
     const otherTicks = new Map<string, number>();
     for (const [pid, info] of after.perPid) {
       if (targets.some((target) => matches(target, pid, info))) continue;
       const ticks = info.ticks - (before.perPid.get(pid)?.ticks ?? 0);
-      if (ticks > 0) otherTicks.set(info.comm, (otherTicks.get(info.comm) ?? 0) + ticks);
+      const command = info.comm === "postgres" ? "postgres (other databases)" : info.comm;
+      if (ticks > 0) otherTicks.set(command, (otherTicks.get(command) ?? 0) + ticks);
     }
     const others = [...otherTicks]
       .map(([command, ticks]) => ({ command, cores: ticks / TICKS_PER_SECOND / seconds }))
@@ -90,4 +103,18 @@ export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
 export function describeCpu(usage: CpuUsage): string {
   const others = usage.others.map((entry) => `${entry.command} ${entry.cores.toFixed(2)}`).join(", ");
   return usage.cores.map((entry) => `${entry.label} ${entry.cores.toFixed(2)}`).join(", ") + `; machine ${usage.machineCores.toFixed(2)} cores busy; others: ${others}`;
+}
+
+/**
+ * PostgreSQL's CPU on our behalf: backends connected to our databases, plus the shared background
+ * processes (WAL writer, checkpointer, ...). Backends of other databases (other users of this
+ * server) are not ours.
+ */
+export function postgresTarget(databases: readonly string[]): CpuTarget {
+  const clientBackend = /\d+\.\d+\.\d+\.\d+\(\d+\)|\[local\]/;
+  return {
+    label: "postgres",
+    command: "postgres",
+    commandLine: (cmdline) => !clientBackend.test(cmdline) || databases.some((name) => cmdline.includes(` ${name} `)),
+  };
 }

@@ -25,7 +25,7 @@ interface CpuProfile {
 
 export interface ProfileSummary {
   file: string;
-  /** CPU time sampled, excluding idle. */
+  /** Samples taken while not idle, times the sampling interval: roughly CPU time. */
   busyMs: number;
   byOwner: { owner: string; ms: number; share: number }[];
   topFunctions: { name: string; owner: string; ms: number; share: number }[];
@@ -52,14 +52,13 @@ export function summarizeProfile(file: string): ProfileSummary {
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
 
-  // Time per sample: the delta to the next sample (the last one gets the average).
+  // Count samples rather than summing the time between them: on a busy 2-core machine a process
+  // is often descheduled (typically inside a socket write that wakes its peer), and the time
+  // until the next sample would then be charged to that write although no CPU was used. A
+  // sample is taken only while the thread runs, so counts approximate CPU time.
+  const interval = median(profile.timeDeltas);
   const selfUs = new Map<number, number>();
-  const total = profile.endTime - profile.startTime;
-  for (let i = 0; i < profile.samples.length; i++) {
-    const id = profile.samples[i]!;
-    const delta = profile.timeDeltas[i + 1] ?? total / profile.samples.length;
-    selfUs.set(id, (selfUs.get(id) ?? 0) + delta);
-  }
+  for (const id of profile.samples) selfUs.set(id, (selfUs.get(id) ?? 0) + interval);
 
   const ownerOfNode = new Map<number, string>();
   const chargeTo = (id: number): string => {
@@ -109,4 +108,9 @@ export function summarizeProfile(file: string): ProfileSummary {
 export function mainProfileIn(dir: string): string | undefined {
   const files = readdirSync(dir).filter((name) => name.endsWith(".cpuprofile")).map((name) => join(dir, name));
   return files.sort((a, b) => statSync(b).size - statSync(a).size)[0];
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[sorted.length >> 1] ?? 1_000;
 }

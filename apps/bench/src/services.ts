@@ -87,7 +87,9 @@ export async function startProcess(
   };
   const stop = onCleanup(`stop ${name}`, async () => {
     signalGroup("SIGTERM");
-    const graceful = await Promise.race([exited.then(() => true), sleep(15_000).then(() => false)]);
+    let timer: NodeJS.Timeout | undefined;
+    const graceful = await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 15_000)))]);
+    clearTimeout(timer);
     if (!graceful) console.error(`${name} did not stop within 15 s; killing it`);
     // Also after a graceful exit: nothing of the group may outlive the benchmark.
     signalGroup("SIGKILL");

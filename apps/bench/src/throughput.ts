@@ -1,5 +1,5 @@
 import { ApiClient } from "./api-client.ts";
-import { startCpuWindow, type CpuTarget, type CpuUsage } from "./cpu-usage.ts";
+import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "./cpu-usage.ts";
 import { freshDatabase, withClient } from "./databases.ts";
 import type { Receiver } from "./receiver.ts";
 import { startApi, startWorker } from "./services.ts";
@@ -68,7 +68,7 @@ export async function measureThroughput(
     const cpuTargets: CpuTarget[] = [
       { label: "api", processGroup: api.processGroup },
       ...workers.map((worker) => ({ label: worker.name, processGroup: worker.processGroup })),
-      { label: "postgres", command: "postgres" },
+      postgresTarget(Object.values(DATABASES)),
       { label: "redis", command: "redis-server" },
       { label: "bench (publisher+receiver)", pid: process.pid },
     ];

@@ -44,6 +44,12 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
     deps.metrics.jobErrors.inc();
     deps.logger.error({ err: error, jobId: job?.id, attemptsMade: job?.attemptsMade }, "delivery job failed");
   });
-  worker.on("error", (error) => deps.logger.error({ err: error }, "worker error"));
+  // While Redis is unreachable this fires on every reconnection attempt: log it every 10 s at most.
+  let lastErrorLog = 0;
+  worker.on("error", (error) => {
+    if (Date.now() - lastErrorLog < 10_000) return;
+    lastErrorLog = Date.now();
+    deps.logger.error({ err: error }, "worker error (Redis unreachable?)");
+  });
   return worker;
 }

@@ -1,17 +1,10 @@
 // Starts a worker process: checks configuration and services, applies migrations, takes jobs.
-import { ConfigError, createLogger, loadConfig, postgresUnreachableMessage, redisUnreachableMessage } from "@webhooks/core";
+import { createLogger, loadConfigOrExit, postgresUnreachableMessage, redisUnreachableMessage } from "@webhooks/core";
 import { applyMigrations, checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
 import { startWorker } from "./start-worker.ts";
 
-let config;
-try {
-  config = loadConfig();
-} catch (error) {
-  if (!(error instanceof ConfigError)) throw error;
-  console.error(error.message);
-  process.exit(1);
-}
+const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "worker" });
 
 const postgresProblem = await checkPostgres(config.databaseUrl);
@@ -34,6 +27,11 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, "shutting down: finishing jobs in flight");
+  // Whatever happens below, this process exits: an orchestrator waiting on it must not hang.
+  setTimeout(() => {
+    logger.warn("shutdown did not finish in time; exiting anyway");
+    process.exit(0);
+  }, config.worker.shutdownTimeoutMs + 10_000).unref();
   await worker.close();
   logger.info("worker stopped");
   process.exit(0);

@@ -9,6 +9,23 @@ import { Reconciler } from "./reconciler.ts";
 import type { Resolver } from "./safe-lookup.ts";
 import { SecretKeys } from "./secret-keys.ts";
 
+const FORCED_CLOSE_MS = 2_000;
+
+/** Whether `work` settled within `ms`; it is left to finish (or not) on its own after that. */
+async function withinDeadline(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = work.then(
+    () => true,
+    () => true,
+  );
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const result = await Promise.race([settled, late]);
+  clearTimeout(timer);
+  return result;
+}
+
 export interface RunningWorker {
   /** The metrics server's port (0 when it is off). */
   metricsPort: number;
@@ -81,20 +98,18 @@ export async function startWorker(config: Config, logger: Logger, options: { res
     reconciler,
     async close() {
       await reconciler.stop();
-      let timer: NodeJS.Timeout | undefined;
-      const drained = await Promise.race([
-        worker.close().then(() => true),
-        new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(false), config.worker.shutdownTimeoutMs);
-        }),
-      ]);
-      clearTimeout(timer);
+      // close() stops taking jobs at once and resolves when the jobs in flight are done.
+      const drained = await withinDeadline(worker.close(), config.worker.shutdownTimeoutMs);
       if (!drained) {
         logger.warn({ timeoutMs: config.worker.shutdownTimeoutMs }, "jobs still in flight at the shutdown deadline; leaving them to another worker");
-        await worker.close(true);
+        // BullMQ also waits here for a Redis that may be gone; stop reconnecting so it cannot.
+        workerRedis.disconnect();
+        await withinDeadline(worker.close(true), FORCED_CLOSE_MS);
       }
       await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-      await sender.close().catch(() => {});
+      // Closing the connection pool waits for requests in flight; after the deadline, do not.
+      if (drained) await sender.close().catch(() => {});
+      else void sender.close().catch(() => {});
       await queue.close().catch(() => {});
       workerRedis.disconnect();
       producerRedis.disconnect();

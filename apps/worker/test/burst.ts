@@ -26,6 +26,16 @@ export async function countByStatus(databaseUrl: string): Promise<Record<string,
   return Object.fromEntries(rows.map((row) => [row.status, Number(row.n)]));
 }
 
+/**
+ * Attempts beyond the first that the database recorded: retries after a failed or timed-out
+ * attempt. An extra request the receiver saw that is not among these was an attempt whose
+ * outcome was never recorded (e.g. its worker was killed mid-request).
+ */
+export async function recordedRetries(databaseUrl: string): Promise<number> {
+  const [row] = await sql<{ n: string }>(databaseUrl, "SELECT coalesce(sum(attempts - 1), 0) AS n FROM deliveries");
+  return Number(row?.n ?? 0);
+}
+
 /** How many event ids the receiver got more than once, and how many extra requests that made. */
 export function duplicates(counts: Map<string, number>): { ids: number; extra: number } {
   let ids = 0;

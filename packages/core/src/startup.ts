@@ -1,3 +1,5 @@
+import { ConfigError, loadConfig, type Config } from "./config.ts";
+
 /**
  * The one-line messages printed when a dependency is missing at start-up, so a newcomer knows
  * what to do rather than reading a stack trace.
@@ -26,4 +28,15 @@ export function redisUnreachableMessage(url: string, reason: string): string {
     "(e.g. `redis-server --daemonize yes`, `brew services start redis` or `docker run -d -p 6379:6379 redis:7`) " +
     "or point REDIS_URL at a running server."
   );
+}
+
+/** Reads the configuration, or prints the one-line reason it is invalid and exits with 1. */
+export function loadConfigOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(error.message);
+    process.exit(1);
+  }
 }

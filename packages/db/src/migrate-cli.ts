@@ -1,9 +1,9 @@
 // `npm run migrate`: applies pending migrations and exits. The API and the worker also do this
 // at start-up; this is for deploy pipelines that migrate as a separate step.
-import { loadConfig } from "@webhooks/core";
+import { loadConfigOrExit } from "@webhooks/core";
 import { applyMigrations } from "./migrate.ts";
 
-const config = loadConfig();
+const config = loadConfigOrExit();
 const result = await applyMigrations(config.databaseUrl, {
   info: (message) => console.log(message),
   warn: (message) => console.warn(`warning: ${message}`),

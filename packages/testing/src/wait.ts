@@ -1,6 +1,6 @@
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
 export async function waitFor<T>(check: () => Promise<T> | T, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<NonNullable<T>> {
-  const deadline = Date.now() + (options.timeoutMs ?? 20_000);
+  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
   let last: unknown;
   for (;;) {
     try {

@@ -1,0 +1,115 @@
+import { ApiClient } from "./api-client.ts";
+import { freshDatabase } from "./databases.ts";
+import type { Receiver } from "./receiver.ts";
+import { sleep, startApi, startWorker } from "./services.ts";
+import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
+import { summarize, type Summary } from "./stats.ts";
+import { EVENT_TYPE, type WorkerSetup } from "./throughput.ts";
+
+export interface LatencyResult extends WorkerSetup {
+  targetRate: number;
+  /** Events sent in the measured window, per second of that window (after the warm-up). */
+  achievedSendRate: number;
+  /** Verified deliveries of measured events, per second from the window's start to the last one. */
+  achievedDeliveryRate: number;
+  /** Scheduled send time to the receiver's verified receipt, for the measured events. */
+  endToEnd: Summary;
+  /** Scheduled send time to the API's 202, for the same events. */
+  publish: Summary;
+  /** Measured events never received within the drain timeout. */
+  missing: number;
+  rejected: number;
+  invalidSignatures: number;
+}
+
+/**
+ * Phase 2: publish -> receive latency at a steady rate, open loop. Event i is due at
+ * t0 + i * (1000 / rate) ms and is sent then whatever happened to the previous ones, so a slow
+ * response cannot slow the sender down and hide the delay (coordinated omission); latency is
+ * measured from that scheduled time, so any lateness of the sender counts against us, never for
+ * us. The scheduled time travels in the event's data; publisher and receiver share this process
+ * and its clock. The first `warmupMs` are sent at the same rate but not counted.
+ */
+export async function measureLatency(receiver: Receiver, setup: WorkerSetup): Promise<LatencyResult> {
+  const { ratePerSecond, durationMs, warmupMs, connections, drainTimeoutMs } = settings.latency;
+  const databaseUrl = await freshDatabase(DATABASES.main);
+  const prefix = `${RUN_PREFIX}-latency`;
+  const api = await startApi(databaseUrl, prefix);
+  const workers = await Promise.all(
+    Array.from({ length: setup.workers }, (_, i) => startWorker(`worker-${i + 1}`, databaseUrl, prefix, { WORKER_CONCURRENCY: String(setup.concurrency) })),
+  );
+  const client = new ApiClient(api.baseUrl, connections);
+  try {
+    const path = "/latency";
+    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE]);
+    receiver.expect(path, subscription.secret);
+    receiver.reset();
+
+    const intervalMs = 1000 / ratePerSecond;
+    const warmupEvents = Math.round((warmupMs / 1000) * ratePerSecond);
+    const total = warmupEvents + Math.round((durationMs / 1000) * ratePerSecond);
+    const endToEnd: number[] = [];
+    const publish: number[] = [];
+    let lastReceivedAt = 0;
+    receiver.onVerified = (webhook) => {
+      const { data } = JSON.parse(webhook.body) as { data: { seq: number; scheduled_at: number } };
+      if (data.seq < warmupEvents) return;
+      endToEnd.push(webhook.receivedAt - data.scheduled_at);
+      lastReceivedAt = Math.max(lastReceivedAt, webhook.receivedAt);
+    };
+
+    let rejected = 0;
+    let firstMeasuredSentAt = 0;
+    let lastSentAt = 0;
+    const inFlight: Promise<void>[] = [];
+    const t0 = performance.now() + 20;
+    for (let seq = 0; seq < total; seq++) {
+      const due = t0 + seq * intervalMs;
+      const wait = due - performance.now();
+      // setTimeout has ~1 ms granularity: sleep while more than that remains, then send.
+      if (wait > 1) await sleep(wait - 1);
+      while (performance.now() < due) await new Promise<void>((resolve) => setImmediate(resolve));
+      const sentAt = performance.now();
+      if (seq === warmupEvents) firstMeasuredSentAt = sentAt;
+      lastSentAt = sentAt;
+      inFlight.push(
+        client.publish(EVENT_TYPE, { seq, scheduled_at: due }).then(
+          (status) => {
+            if (status !== 202) rejected++;
+            else if (seq >= warmupEvents) publish.push(performance.now() - due);
+          },
+          () => void rejected++,
+        ),
+      );
+    }
+    await Promise.all(inFlight);
+    const measured = total - warmupEvents;
+    const deadline = performance.now() + drainTimeoutMs;
+    while (endToEnd.length < measured - rejected && performance.now() < deadline) await sleep(10);
+    receiver.onVerified = undefined;
+
+    const windowStart = t0 + warmupEvents * intervalMs;
+    const result: LatencyResult = {
+      ...setup,
+      targetRate: ratePerSecond,
+      achievedSendRate: (measured - 1) / ((lastSentAt - firstMeasuredSentAt) / 1000),
+      achievedDeliveryRate: endToEnd.length / ((lastReceivedAt - windowStart) / 1000),
+      endToEnd: summarize(endToEnd),
+      publish: summarize(publish),
+      missing: measured - endToEnd.length,
+      rejected,
+      invalidSignatures: receiver.invalid,
+    };
+    console.log(
+      `  ${ratePerSecond} events/s for ${durationMs / 1000} s: publish->receive p50 ${result.endToEnd.p50.toFixed(1)} ms, ` +
+        `p99 ${result.endToEnd.p99.toFixed(1)} ms, max ${result.endToEnd.max.toFixed(1)} ms; sent ${result.achievedSendRate.toFixed(0)}/s, ` +
+        `delivered ${result.achievedDeliveryRate.toFixed(0)}/s; missing ${result.missing}, rejected ${rejected}, invalid signatures ${receiver.invalid}`,
+    );
+    return result;
+  } finally {
+    receiver.onVerified = undefined;
+    await client.close();
+    await Promise.all(workers.map((worker) => worker.stop()));
+    await api.stop();
+  }
+}

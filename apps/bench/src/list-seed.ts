@@ -1,7 +1,8 @@
 import type pg from "pg";
 import { settings } from "./settings.ts";
 
-const CROCKFORD_TERMS = Array.from({ length: 10 }, (_, i) => `substr(a, ((value >> ${5 * (9 - i)}) & 31)::int + 1, 1)`).join(" || ");
+const CROCKFORD = "'0123456789ABCDEFGHJKMNPQRSTVWXYZ'";
+const CROCKFORD_TERMS = Array.from({ length: 10 }, (_, i) => `substr(${CROCKFORD}, ((value >> ${5 * (9 - i)}) & 31)::int + 1, 1)`).join(" || ");
 
 export const EVENT_TYPES = ["invoice.paid", "invoice.created", "customer.updated", "charge.refunded", "payout.failed"] as const;
 
@@ -25,11 +26,9 @@ export async function seedDeliveryLog(db: pg.Client): Promise<{ deliveries: numb
   const { subscriptions, events, deliveriesPerEvent } = settings.list;
   await timed(db,"SET maintenance_work_mem = '256MB'");
   await timed(db,"SET session_replication_role = replica");
-  // Crockford base32 of the low 50 bits of a bigint, 10 characters; written out rather than
-  // looped so that PostgreSQL inlines it (10x faster on a million rows).
-  await timed(db,`
-    CREATE FUNCTION pg_temp.crockford10(value bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$
-      SELECT ${CROCKFORD_TERMS} FROM (SELECT '0123456789ABCDEFGHJKMNPQRSTVWXYZ'::text AS a) AS alphabet $$`);
+  // Crockford base32 of the low 50 bits of a bigint, 10 characters. A single expression, with no
+  // FROM and no loop, so that PostgreSQL inlines it: a function it has to call costs ~100 us a row.
+  await timed(db,`CREATE FUNCTION pg_temp.crockford10(value bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT ${CROCKFORD_TERMS} $$`);
   await timed(db,`
     CREATE FUNCTION pg_temp.ulid(at timestamptz, n bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$
       SELECT pg_temp.crockford10((extract(epoch FROM at) * 1000)::bigint) || '000000' || pg_temp.crockford10(n) $$`);

@@ -150,11 +150,23 @@ describe("POST /v1/events", () => {
     [{ type: "bad type", data: {} }, "parameter_invalid", "type"],
     [{ type: "a.b", data: { text: "nul\u0000inside" } }, "parameter_invalid", "data"],
     [{ type: "a.b", data: { "k\u0000": 1 } }, "parameter_invalid", "data"],
+    [{ type: "a.b", data: { text: "lone \ud800 surrogate" } }, "parameter_invalid", "data"],
+    [{ type: "a.b", data: { "\udc00": 1 } }, "parameter_invalid", "data"],
     [{ type: "a.b", data: {}, extra: true }, "parameter_unknown", "extra"],
   ])("rejects %j with a 400", async (body, code, param) => {
     const response = await api.call("POST", "/v1/events", { json: body });
     expect(response.status).toBe(400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
+  });
+
+  it("keeps every key of data, __proto__ included, and paired surrogates", async () => {
+    const response = await api.call("POST", "/v1/events", {
+      body: '{"type":"keys.kept","data":{"__proto__":{"x":1},"emoji":"\\ud83d\\ude00","constructor":2}}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(response.status).toBe(202);
+    const fetched = await api.call("GET", `/v1/events/${response.body.id}`);
+    expect(JSON.stringify(fetched.body.data)).toBe('{"emoji":"😀","__proto__":{"x":1},"constructor":2}');
   });
 
   it("rejects data nested deeper than PostgreSQL should store", async () => {

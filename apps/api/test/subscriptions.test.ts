@@ -72,6 +72,8 @@ describe("POST /v1/subscriptions", () => {
     [{ url: "https://example.com", events: ["a"], description: 5 }, "parameter_invalid", "description"],
     [{ url: "https://example.com", events: ["a"], description: "x".repeat(1025) }, "parameter_invalid", "description"],
     [{ url: "https://example.com", events: ["a"], description: "nul\u0000" }, "parameter_invalid", "description"],
+    [{ url: "https://example.com", events: ["a"], description: "lone \ud800" }, "parameter_invalid", "description"],
+    [{ url: "https://example.com/\udfff", events: ["a"] }, "parameter_invalid", "url"],
     [{ url: "https://example.com", events: ["a"], colour: "red" }, "parameter_unknown", "colour"],
   ])("rejects %j with a 400 naming the parameter", async (body, code, param) => {
     const response = await api.call("POST", "/v1/subscriptions", { json: body });

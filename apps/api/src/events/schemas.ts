@@ -1,14 +1,14 @@
 import { z } from "@hono/zod-openapi";
 import { eventTypeSchema } from "@webhooks/core";
 import type { EventRecord } from "@webhooks/db";
-import { isoTimestamp, text } from "../http/schemas.ts";
+import { isoTimestamp, text, unstorableText } from "../http/schemas.ts";
 
 /** Deeper than this is almost certainly a mistake, and PostgreSQL's jsonb has a nesting limit. */
 const MAX_DATA_DEPTH = 32;
 
 function jsonProblem(value: unknown, depth: number): string | undefined {
   if (depth > MAX_DATA_DEPTH) return `must not be nested more than ${MAX_DATA_DEPTH} levels deep`;
-  if (typeof value === "string") return value.includes("\u0000") ? "must not contain NUL characters" : undefined;
+  if (typeof value === "string") return unstorableText(value);
   if (Array.isArray(value)) {
     for (const item of value) {
       const problem = jsonProblem(item, depth + 1);
@@ -18,20 +18,25 @@ function jsonProblem(value: unknown, depth: number): string | undefined {
   }
   if (value !== null && typeof value === "object") {
     for (const [key, item] of Object.entries(value)) {
-      const problem = key.includes("\u0000") ? "must not contain NUL characters" : jsonProblem(item, depth + 1);
+      const problem = unstorableText(key) ?? jsonProblem(item, depth + 1);
       if (problem) return problem;
     }
   }
   return undefined;
 }
 
+const isJsonObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+// z.custom passes the object through as parsed; z.record would copy it key by key, and a key
+// named "__proto__" would be lost in the copy.
 const eventData = z
-  .record(z.string(), z.unknown(), { error: "data must be a JSON object" })
+  .custom<Record<string, unknown>>(isJsonObject, { error: "data must be a JSON object" })
   .superRefine((data, ctx) => {
     const problem = jsonProblem(data, 1);
     if (problem) ctx.addIssue({ code: "custom", message: `data ${problem}` });
   })
-  .openapi({ description: "The event's payload: any JSON object.", example: { invoice_id: "in_123", amount_due: 4200 } });
+  .openapi({ type: "object", additionalProperties: true, description: "The event's payload: any JSON object.", example: { invoice_id: "in_123", amount_due: 4200 } });
 
 export const publishEventBody = z
   .strictObject({

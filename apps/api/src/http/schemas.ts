@@ -2,19 +2,36 @@ import { z } from "@hono/zod-openapi";
 
 /**
  * Building blocks shared by the resources' schemas. Every string a client sends is checked for
- * NUL characters, which PostgreSQL cannot store: such input must be a 400, not a database error.
+ * what PostgreSQL cannot store: NUL characters, and UTF-16 surrogates without their pair (JSON
+ * can spell them as "\ud800"). Such input must be a 400, not a database error.
  */
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Why PostgreSQL could not store this string, or undefined when it can. */
+export function unstorableText(value: string): string | undefined {
+  if (value.includes("\u0000")) return "must not contain NUL characters";
+  if (loneSurrogate.test(value)) return "must be valid Unicode (an unpaired surrogate was found)";
+  return undefined;
+}
+
 export const text = (max: number) =>
   z
     .string()
     .max(max)
-    .refine((value) => !value.includes("\u0000"), "must not contain NUL characters");
+    .superRefine((value, ctx) => {
+      const problem = unstorableText(value);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    });
 
 /** Contract §1: any ISO 8601 date-time with `Z` or an offset. */
 export const timestampQuery = (name: string, description: string) =>
   z
     .string()
-    .refine((value) => z.iso.datetime({ offset: true }).safeParse(value).success, `${name} must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z`)
+    .refine(
+      // Year 0 does not exist for PostgreSQL; keep to years 1-9999 once in UTC.
+      (value) => z.iso.datetime({ offset: true }).safeParse(value).success && new Date(value).getUTCFullYear() >= 1,
+      `${name} must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z`,
+    )
     .transform((value) => new Date(value))
     .optional()
     .openapi({ type: "string", format: "date-time", description });

@@ -33,7 +33,7 @@ export function validationError(error: z.ZodError, input: unknown, wording: { no
   }
 
   const param = paramName(issue.path);
-  if (issue.code === "invalid_type" && valueAt(input, issue.path) === undefined) {
+  if (issue.path.length > 0 && valueAt(input, issue.path) === undefined) {
     return new ApiError(400, "invalid_request_error", "parameter_missing", `${param} is required`, param);
   }
   const message = issue.message.startsWith(param) ? issue.message : `${param}: ${issue.message}`;

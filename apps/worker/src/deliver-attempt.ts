@@ -1,12 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { decideRetry, signWebhook, type Logger } from "@webhooks/core";
-import { claimDelivery, recordAttempt, type AttemptOutcome, type ClaimedDelivery, type PrismaClient } from "@webhooks/db";
+import { whyNotClaimed, type AttemptOutcome, type ClaimedDelivery, type PrismaClient } from "@webhooks/db";
+import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 import type { SecretKeys } from "./secret-keys.ts";
 
 export interface AttemptDeps {
   db: PrismaClient;
+  batches: AttemptBatches;
   sender: HttpSender;
   secretKeys: SecretKeys;
   metrics: WorkerMetrics;
@@ -18,24 +20,21 @@ export interface AttemptDeps {
 /** What the queue should do with the job after an attempt. */
 export type NextStep = { kind: "done" } | { kind: "wait"; delayMs: number };
 
-/** The lease outlives the attempt's timeout by this much, to cover the database writes. */
-const LEASE_MARGIN_MS = 5_000;
-
 /**
  * One attempt of one delivery: claim it, POST the signed webhook to the delivery's own snapshot
  * of url and secret (contract §8), then record the attempt and the new state together.
  */
 export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Promise<NextStep> {
   const leaseToken = randomUUID();
-  const claim = await claimDelivery({ db: deps.db }, { deliveryId, leaseToken, leaseMs: deps.deliveryTimeoutMs + LEASE_MARGIN_MS });
-  if (!claim.claimed) {
+  const delivery = await deps.batches.claim(deliveryId, leaseToken);
+  if (!delivery) {
+    const why = await whyNotClaimed({ db: deps.db }, deliveryId);
     // Woken early, or another worker holds the delivery: come back when it may be ours.
-    if (claim.reason === "not_due" || claim.reason === "leased") return { kind: "wait", delayMs: claim.retryInMs + 100 };
+    if (why.reason === "not_due" || why.reason === "leased") return { kind: "wait", delayMs: why.retryInMs + 100 };
     // Nothing left to do: already delivered, or failed for good.
     return { kind: "done" };
   }
 
-  const delivery = claim.delivery;
   const startedAt = new Date();
   const body = webhookBody(delivery);
   const headers = signWebhook({
@@ -47,7 +46,7 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Pro
   const result = await deps.sender.send(delivery.url, { ...headers }, body);
   const outcome = decideOutcome(result, startedAt, delivery.attemptsMade + 1, deps.retryScheduleMs);
 
-  const recorded = await recordAttempt({ db: deps.db }, { deliveryId, leaseToken, outcome });
+  const recorded = await deps.batches.record({ deliveryId, leaseToken, outcome });
   deps.metrics.attemptDuration.observe(result.durationMs / 1000);
   if (!recorded) {
     // Our lease expired and another worker took over; its record stands.

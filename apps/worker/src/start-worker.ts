@@ -2,6 +2,7 @@ import { createServer, type Server } from "node:http";
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
 import { createPrismaClient } from "@webhooks/db";
 import { checkEvictionPolicy, createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
+import { createAttemptBatches } from "./attempt-batches.ts";
 import { createDeliveryWorker } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
 import { createWorkerMetrics } from "./metrics.ts";
@@ -10,6 +11,8 @@ import type { Resolver } from "./safe-lookup.ts";
 import { SecretKeys } from "./secret-keys.ts";
 
 const FORCED_CLOSE_MS = 2_000;
+/** A delivery's lease outlives the attempt's timeout by this much, to cover the database writes. */
+const LEASE_MARGIN_MS = 5_000;
 
 /** Whether `work` settled within `ms`; it is left to finish (or not) on its own after that. */
 async function withinDeadline(work: Promise<unknown>, ms: number): Promise<boolean> {
@@ -58,6 +61,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const worker = createDeliveryWorker(
     {
       db,
+      batches: createAttemptBatches(db, config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS),
       sender,
       secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
       metrics,

@@ -1,3 +1,4 @@
+import { randomFillSync } from "node:crypto";
 import { monotonicFactory } from "ulid";
 
 /**
@@ -16,7 +17,22 @@ export const idPrefixes = {
 
 export type IdKind = keyof typeof idPrefixes;
 
-const nextUlid = monotonicFactory();
+/**
+ * Random bytes for ulid, drawn from a pool refilled 4 KiB at a time. ulid's default asks the OS
+ * for one byte per character, which showed up at 4% of CPU on the publish and delivery paths.
+ * A byte / 256 picks one of the 32 characters uniformly, as ulid's own source does.
+ */
+const pool = Buffer.alloc(4096);
+let poolOffset = pool.length;
+function pooledRandom(): number {
+  if (poolOffset === pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  return pool[poolOffset++]! / 256;
+}
+
+const nextUlid = monotonicFactory(pooledRandom);
 
 export function newId(kind: IdKind): string {
   return `${idPrefixes[kind]}_${nextUlid()}`;

@@ -8,6 +8,9 @@ import type { PrismaClientOrTransaction } from "./client.ts";
  * worker that loses Redis or stalls past its job lock can see its job handed to another worker
  * while its own request is still in flight; the lease makes that second worker wait instead of
  * sending the same delivery twice at once. The lease outlives the attempt's timeout.
+ *
+ * Both verbs take many deliveries at once: a busy worker batches the claims, and the records,
+ * of the jobs it runs concurrently into one statement each, saving round trips and commits.
  */
 
 /** Wake-ups a little early (clock skew between Redis, worker and database) still count as due. */
@@ -15,6 +18,7 @@ const DUE_TOLERANCE_MS = 500;
 
 export interface ClaimedDelivery {
   deliveryId: string;
+  leaseToken: string;
   /** The snapshot taken at creation (contract §8). */
   url: string;
   secretId: string;
@@ -28,17 +32,19 @@ export interface ClaimedDelivery {
   attemptsMade: number;
 }
 
-export type ClaimResult =
-  | { claimed: true; delivery: ClaimedDelivery }
-  | { claimed: false; reason: "missing" | "finished" }
-  | { claimed: false; reason: "not_due" | "leased"; retryInMs: number };
-
-export async function claimDelivery(
+/**
+ * Takes a lease on each delivery that is due and not leased, and returns the snapshot of those
+ * it claimed, by delivery id. Deliveries missing from the result were not claimable; see
+ * `whyNotClaimed`.
+ */
+export async function claimDeliveries(
   ctx: { db: PrismaClientOrTransaction },
-  input: { deliveryId: string; leaseToken: string; leaseMs: number },
-): Promise<ClaimResult> {
-  const [row] = await ctx.db.$queryRaw<
+  input: { claims: { deliveryId: string; leaseToken: string }[]; leaseMs: number },
+): Promise<Map<string, ClaimedDelivery>> {
+  const rows = await ctx.db.$queryRaw<
     {
+      id: string;
+      lease_token: string;
       url: string;
       secret_id: string;
       ciphertext: Uint8Array;
@@ -50,18 +56,20 @@ export async function claimDelivery(
     }[]
   >`
     UPDATE deliveries d
-    SET lease_token = ${input.leaseToken}, leased_until = now() + ${input.leaseMs} * interval '1 millisecond'
-    FROM events e, signing_secrets s
-    WHERE d.id = ${input.deliveryId} AND e.id = d.event_id AND s.id = d.secret_id
-      AND d.next_attempt_at <= now() + ${DUE_TOLERANCE_MS} * interval '1 millisecond'
+    SET lease_token = c.lease_token, leased_until = now() + ${input.leaseMs}::int * interval '1 millisecond'
+    FROM unnest(${input.claims.map((c) => c.deliveryId)}::text[], ${input.claims.map((c) => c.leaseToken)}::text[]) AS c(id, lease_token),
+         events e, signing_secrets s
+    WHERE d.id = c.id AND e.id = d.event_id AND s.id = d.secret_id
+      AND d.next_attempt_at <= now() + ${DUE_TOLERANCE_MS}::int * interval '1 millisecond'
       AND (d.leased_until IS NULL OR d.leased_until < now())
-    RETURNING d.url, d.secret_id, s.ciphertext, d.event_id, e.type, e.data::text AS data,
+    RETURNING d.id, d.lease_token, d.url, d.secret_id, s.ciphertext, d.event_id, e.type, e.data::text AS data,
               e.created_at AS event_created_at, d.attempts`;
-  if (row) {
-    return {
-      claimed: true,
-      delivery: {
-        deliveryId: input.deliveryId,
+  return new Map(
+    rows.map((row) => [
+      row.id,
+      {
+        deliveryId: row.id,
+        leaseToken: row.lease_token,
         url: row.url,
         secretId: row.secret_id,
         secretCiphertext: row.ciphertext,
@@ -71,20 +79,24 @@ export async function claimDelivery(
         eventCreatedAt: row.event_created_at,
         attemptsMade: row.attempts,
       },
-    };
-  }
+    ]),
+  );
+}
 
-  // Not claimable: find out why, measuring time on the database's clock.
+export type NotClaimed =
+  | { reason: "missing" | "finished" }
+  | { reason: "not_due" | "leased"; retryInMs: number };
+
+/** Why a delivery could not be claimed, measuring time on the database's clock. */
+export async function whyNotClaimed(ctx: { db: PrismaClientOrTransaction }, deliveryId: string): Promise<NotClaimed> {
   const [state] = await ctx.db.$queryRaw<{ due_in_ms: number | null; leased_for_ms: number | null }[]>`
     SELECT (extract(epoch FROM next_attempt_at - now()) * 1000)::float8 AS due_in_ms,
            (extract(epoch FROM leased_until - now()) * 1000)::float8 AS leased_for_ms
-    FROM deliveries WHERE id = ${input.deliveryId}`;
-  if (!state) return { claimed: false, reason: "missing" };
-  if (state.due_in_ms === null) return { claimed: false, reason: "finished" };
-  if (state.leased_for_ms !== null && state.leased_for_ms > 0) {
-    return { claimed: false, reason: "leased", retryInMs: Math.ceil(state.leased_for_ms) };
-  }
-  return { claimed: false, reason: "not_due", retryInMs: Math.max(0, Math.ceil(state.due_in_ms)) };
+    FROM deliveries WHERE id = ${deliveryId}`;
+  if (!state) return { reason: "missing" };
+  if (state.due_in_ms === null) return { reason: "finished" };
+  if (state.leased_for_ms !== null && state.leased_for_ms > 0) return { reason: "leased", retryInMs: Math.ceil(state.leased_for_ms) };
+  return { reason: "not_due", retryInMs: Math.max(0, Math.ceil(state.due_in_ms)) };
 }
 
 export interface AttemptOutcome {
@@ -99,38 +111,49 @@ export interface AttemptOutcome {
   retryInMs: number | null;
 }
 
-/**
- * Writes the attempt and the delivery's new state in one statement, so they commit together.
- * Only the holder of the lease can record: if the lease expired and another worker took the
- * delivery over, this writes nothing and returns false.
- */
-export async function recordAttempt(
-  ctx: { db: PrismaClientOrTransaction },
-  input: { deliveryId: string; leaseToken: string; outcome: AttemptOutcome },
-): Promise<boolean> {
-  const o = input.outcome;
-  const [row] = await ctx.db.$queryRaw<{ attempts: number }[]>`
-    WITH attempt AS (
-      INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body, error)
-      SELECT ${newId("attempt")}, d.id, d.attempts + 1, d.url, ${o.startedAt}, ${o.durationMs}, ${o.responseCode}, ${o.responseBody}, ${o.error}
-      FROM deliveries d WHERE d.id = ${input.deliveryId} AND d.lease_token = ${input.leaseToken}
-    )
-    UPDATE deliveries SET
-      status = ${o.status}::delivery_status,
-      attempts = attempts + 1,
-      response_code = ${o.responseCode},
-      next_attempt_at = CASE WHEN ${o.retryInMs}::int IS NULL THEN NULL ELSE now() + ${o.retryInMs}::int * interval '1 millisecond' END,
-      lease_token = NULL,
-      leased_until = NULL,
-      updated_at = now()
-    WHERE id = ${input.deliveryId} AND lease_token = ${input.leaseToken}
-    RETURNING attempts`;
-  return row !== undefined;
+export interface AttemptToRecord {
+  deliveryId: string;
+  leaseToken: string;
+  outcome: AttemptOutcome;
 }
 
-/** Gives the lease back without recording an attempt, e.g. when a worker shuts down mid-claim. */
-export async function releaseLease(ctx: { db: PrismaClientOrTransaction }, input: { deliveryId: string; leaseToken: string }): Promise<void> {
-  await ctx.db.$executeRaw`
-    UPDATE deliveries SET lease_token = NULL, leased_until = NULL
-    WHERE id = ${input.deliveryId} AND lease_token = ${input.leaseToken}`;
+/**
+ * Writes each attempt and its delivery's new state in one statement, so they commit together.
+ * Only the holder of a lease can record: if it expired and another worker took the delivery
+ * over, nothing is written for it. Returns the ids of the deliveries recorded.
+ */
+export async function recordAttempts(ctx: { db: PrismaClientOrTransaction }, records: AttemptToRecord[]): Promise<Set<string>> {
+  const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
+  const rows = await ctx.db.$queryRaw<{ delivery_id: string }[]>`
+    WITH input AS (
+      SELECT * FROM unnest(
+        ${column((r) => r.deliveryId)}::text[],
+        ${column((r) => r.leaseToken)}::text[],
+        ${column(() => newId("attempt"))}::text[],
+        ${column((r) => r.outcome.startedAt.toISOString())}::timestamptz[],
+        ${column((r) => r.outcome.durationMs)}::int[],
+        ${column((r) => r.outcome.responseCode)}::int[],
+        ${column((r) => r.outcome.responseBody)}::text[],
+        ${column((r) => r.outcome.error)}::text[],
+        ${column((r) => r.outcome.status)}::delivery_status[],
+        ${column((r) => r.outcome.retryInMs)}::int[]
+      ) AS i(delivery_id, lease_token, attempt_id, started_at, duration_ms, response_code, response_body, error, status, retry_in_ms)
+    ), updated AS (
+      UPDATE deliveries d SET
+        status = i.status,
+        attempts = d.attempts + 1,
+        response_code = i.response_code,
+        next_attempt_at = now() + i.retry_in_ms * interval '1 millisecond',
+        lease_token = NULL,
+        leased_until = NULL,
+        updated_at = now()
+      FROM input i
+      WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token
+      RETURNING d.id, d.attempts, d.url
+    )
+    INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body, error)
+    SELECT i.attempt_id, u.id, u.attempts, u.url, i.started_at, i.duration_ms, i.response_code, i.response_body, i.error
+    FROM updated u JOIN input i ON i.delivery_id = u.id
+    RETURNING delivery_id`;
+  return new Set(rows.map((row) => row.delivery_id));
 }

@@ -19,7 +19,8 @@ export class ApiClient {
 
   constructor(baseUrl: string, connections: number) {
     this.#pool = new Pool(baseUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
-    this.close = onCleanup("close the API client", () => this.#pool.close());
+    // destroy, not close: close() would wait for requests still queued (e.g. after a timeout).
+    this.close = onCleanup("close the API client", () => this.#pool.destroy());
   }
 
   async request<T>(method: "GET" | "POST", path: string, json?: unknown): Promise<ApiReply<T>> {

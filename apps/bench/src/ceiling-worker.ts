@@ -21,6 +21,7 @@ const key = Buffer.from(env("CEILING_SECRET").replace(/^whsec_/, ""), "base64");
 
 // The same pool size rule as apps/worker/src/start-worker.ts, so both hold as many connections.
 const db = new pg.Pool({ connectionString: env("DATABASE_URL"), max: Math.max(10, Math.min(concurrency, 50)) });
+db.on("error", (error) => console.error(`ceiling worker: idle connection lost: ${error.message}`));
 const agent = new Agent({ keepAliveTimeout: 30_000 });
 const connection = new Redis(env("REDIS_URL"), { maxRetriesPerRequest: null });
 

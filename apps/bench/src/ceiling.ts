@@ -39,6 +39,7 @@ export async function measureCeiling(receiver: Receiver, setup: WorkerSetup): Pr
 
   const prefix = `${RUN_PREFIX}-ceiling`;
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  redis.on("error", () => {}); // failures surface through the commands' own errors
   // The product's job options: removed from Redis on completion, like a delivery job.
   const queue = new Queue("deliveries", { connection: redis, prefix, defaultJobOptions: { removeOnComplete: true, removeOnFail: true } });
   const workers: Service[] = [];

@@ -34,13 +34,26 @@ export function runCleanup(): Promise<void> {
   return running;
 }
 
-/** On a signal, clean up and exit; a second signal exits at once. */
+/**
+ * On a signal, clean up and exit. `npm run` forwards the terminal's Ctrl-C to us although we got it
+ * already, so a repeated signal is ignored while the cleanup runs; one that comes more than 5 s
+ * after the first (a cleanup that hangs) exits at once. A stray error also cleans up.
+ */
 export function cleanUpOnSignals(): void {
-  let interrupted = false;
+  const fail = (what: string) => (reason: unknown) => {
+    console.error(`${what}: ${reason instanceof Error ? (reason.stack ?? reason.message) : String(reason)}`);
+    void runCleanup().finally(() => process.exit(1));
+  };
+  process.on("unhandledRejection", fail("unhandled rejection"));
+  process.on("uncaughtException", fail("uncaught exception"));
+  let firstSignalAt: number | undefined;
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     process.on(signal, () => {
-      if (interrupted) process.exit(130);
-      interrupted = true;
+      if (firstSignalAt !== undefined) {
+        if (Date.now() - firstSignalAt > 5_000) process.exit(130);
+        return;
+      }
+      firstSignalAt = Date.now();
       console.error(`\n${signal}: stopping the services and cleaning up...`);
       void runCleanup().finally(() => process.exit(130));
     });

@@ -11,13 +11,7 @@ export function databaseUrl(name: string): string {
 }
 
 async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
+  await withClient(ADMIN_DATABASE_URL, (client) => client.query(sql));
 }
 
 export async function dropDatabase(name: string): Promise<void> {
@@ -46,6 +40,9 @@ export async function freshDatabase(name: string): Promise<string> {
 /** Runs `work` with one pg client on `url`. */
 export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
+  // A connection ended by the server (DROP DATABASE ... WITH (FORCE) during cleanup) must fail
+  // the query in progress, not crash the process through an unhandled 'error' event.
+  client.on("error", () => {});
   await client.connect();
   try {
     return await work(client);
@@ -57,6 +54,7 @@ export async function withClient<T>(url: string, work: (client: pg.Client) => Pr
 /** Deletes every Redis key of this run (all queue prefixes start with RUN_PREFIX). */
 export async function deleteRunKeys(): Promise<number> {
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  redis.on("error", () => {}); // failures surface through the commands' own errors
   try {
     let cursor = "0";
     let deleted = 0;

@@ -4,18 +4,22 @@ import type { Receiver } from "./receiver.ts";
 import { sleep, startApi, startWorker } from "./services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
 import { summarize, type Summary } from "./stats.ts";
-import { EVENT_TYPE, type WorkerSetup } from "./throughput.ts";
+import { EVENT_TYPE, reportServiceOutput, type WorkerSetup } from "./throughput.ts";
 
 export interface LatencyResult extends WorkerSetup {
   targetRate: number;
   /** Events sent in the measured window, per second of that window (after the warm-up). */
   achievedSendRate: number;
+  /** Events of the measured window the API answered 202 for, per second until the last answer. */
+  acceptedRate: number;
   /** Verified deliveries of measured events, per second from the window's start to the last one. */
   achievedDeliveryRate: number;
   /** Scheduled send time to the receiver's verified receipt, for the measured events. */
   endToEnd: Summary;
   /** Scheduled send time to the API's 202, for the same events. */
   publish: Summary;
+  /** The API's 202 to the receiver's verified receipt, per event: queue, worker, HTTP (may be < 0). */
+  afterAccept: Summary;
   /** Measured events never received within the drain timeout. */
   missing: number;
   rejected: number;
@@ -30,10 +34,10 @@ export interface LatencyResult extends WorkerSetup {
  * us. The scheduled time travels in the event's data; publisher and receiver share this process
  * and its clock. The first `warmupMs` are sent at the same rate but not counted.
  */
-export async function measureLatency(receiver: Receiver, setup: WorkerSetup): Promise<LatencyResult> {
-  const { ratePerSecond, durationMs, warmupMs, connections, drainTimeoutMs } = settings.latency;
+export async function measureLatency(receiver: Receiver, setup: WorkerSetup, ratePerSecond: number): Promise<LatencyResult> {
+  const { durationMs, warmupMs, connections, drainTimeoutMs } = settings.latency;
   const databaseUrl = await freshDatabase(DATABASES.main);
-  const prefix = `${RUN_PREFIX}-latency`;
+  const prefix = `${RUN_PREFIX}-latency-${ratePerSecond}`;
   const api = await startApi(databaseUrl, prefix);
   const workers = await Promise.all(
     Array.from({ length: setup.workers }, (_, i) => startWorker(`worker-${i + 1}`, databaseUrl, prefix, { WORKER_CONCURRENCY: String(setup.concurrency) })),
@@ -50,42 +54,51 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup): Pr
     const total = warmupEvents + Math.round((durationMs / 1000) * ratePerSecond);
     const endToEnd: number[] = [];
     const publish: number[] = [];
+    const acceptedAt = new Map<number, number>();
+    const receivedAt = new Map<number, number>();
     let lastReceivedAt = 0;
     receiver.onVerified = (webhook) => {
       const { data } = JSON.parse(webhook.body) as { data: { seq: number; scheduled_at: number } };
       if (data.seq < warmupEvents) return;
       endToEnd.push(webhook.receivedAt - data.scheduled_at);
+      receivedAt.set(data.seq, webhook.receivedAt);
       lastReceivedAt = Math.max(lastReceivedAt, webhook.receivedAt);
     };
 
     let rejected = 0;
+    let settled = 0;
     let firstMeasuredSentAt = 0;
     let lastSentAt = 0;
-    const inFlight: Promise<void>[] = [];
+    let lastAcceptedAt = 0;
     const t0 = performance.now() + 20;
     for (let seq = 0; seq < total; seq++) {
       const due = t0 + seq * intervalMs;
       const wait = due - performance.now();
-      // setTimeout has ~1 ms granularity: sleep while more than that remains, then send.
+      // setTimeout has ~1 ms granularity: sleep while more than that remains, then spin to the due time.
       if (wait > 1) await sleep(wait - 1);
       while (performance.now() < due) await new Promise<void>((resolve) => setImmediate(resolve));
       const sentAt = performance.now();
       if (seq === warmupEvents) firstMeasuredSentAt = sentAt;
       lastSentAt = sentAt;
-      inFlight.push(
-        client.publish(EVENT_TYPE, { seq, scheduled_at: due }).then(
+      client
+        .publish(EVENT_TYPE, { seq, scheduled_at: due })
+        .then(
           (status) => {
             if (status !== 202) rejected++;
-            else if (seq >= warmupEvents) publish.push(performance.now() - due);
+            else if (seq >= warmupEvents) {
+              lastAcceptedAt = performance.now();
+              publish.push(lastAcceptedAt - due);
+              acceptedAt.set(seq, lastAcceptedAt);
+            }
           },
           () => void rejected++,
-        ),
-      );
+        )
+        .finally(() => settled++);
     }
-    await Promise.all(inFlight);
+    // Wait for the answers and the deliveries still on their way, for a bounded time.
     const measured = total - warmupEvents;
     const deadline = performance.now() + drainTimeoutMs;
-    while (endToEnd.length < measured - rejected && performance.now() < deadline) await sleep(10);
+    while ((settled < total || endToEnd.length < measured - rejected) && performance.now() < deadline) await sleep(10);
     receiver.onVerified = undefined;
 
     const windowStart = t0 + warmupEvents * intervalMs;
@@ -93,16 +106,19 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup): Pr
       ...setup,
       targetRate: ratePerSecond,
       achievedSendRate: (measured - 1) / ((lastSentAt - firstMeasuredSentAt) / 1000),
+      acceptedRate: publish.length / ((lastAcceptedAt - windowStart) / 1000),
       achievedDeliveryRate: endToEnd.length / ((lastReceivedAt - windowStart) / 1000),
       endToEnd: summarize(endToEnd),
       publish: summarize(publish),
+      afterAccept: summarize([...acceptedAt].flatMap(([seq, at]) => (receivedAt.has(seq) ? [receivedAt.get(seq)! - at] : []))),
       missing: measured - endToEnd.length,
       rejected,
       invalidSignatures: receiver.invalid,
     };
     console.log(
       `  ${ratePerSecond} events/s for ${durationMs / 1000} s: publish->receive p50 ${result.endToEnd.p50.toFixed(1)} ms, ` +
-        `p99 ${result.endToEnd.p99.toFixed(1)} ms, max ${result.endToEnd.max.toFixed(1)} ms; sent ${result.achievedSendRate.toFixed(0)}/s, ` +
+        `p99 ${result.endToEnd.p99.toFixed(1)} ms, max ${result.endToEnd.max.toFixed(1)} ms (202 p50 ${result.publish.p50.toFixed(1)} ms, ` +
+        `p99 ${result.publish.p99.toFixed(1)} ms); sent ${result.achievedSendRate.toFixed(0)}/s, accepted ${result.acceptedRate.toFixed(0)}/s, ` +
         `delivered ${result.achievedDeliveryRate.toFixed(0)}/s; missing ${result.missing}, rejected ${rejected}, invalid signatures ${receiver.invalid}`,
     );
     return result;
@@ -111,5 +127,6 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup): Pr
     await client.close();
     await Promise.all(workers.map((worker) => worker.stop()));
     await api.stop();
+    reportServiceOutput([api, ...workers]);
   }
 }

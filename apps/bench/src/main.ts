@@ -1,1 +1,88 @@
-console.log("bench: not written yet");
+// `npm run bench`: end-to-end throughput, publish -> receive latency, list latency on 1M rows, and
+// the bare ceiling, against local PostgreSQL and Redis. Writes BENCHMARKS.md at the repository
+// root. Everything it starts or creates is stopped or deleted at the end, also on error or Ctrl-C.
+import { checkPostgres } from "@webhooks/db";
+import { checkRedis } from "@webhooks/queue";
+import { measureCeiling } from "./ceiling.ts";
+import { cleanUpOnSignals, onCleanup, runCleanup } from "./cleanup.ts";
+import { deleteRunKeys, dropDatabase } from "./databases.ts";
+import { measureLatency } from "./latency.ts";
+import { measureListLatency } from "./list-latency.ts";
+import { profileThroughput } from "./profiling.ts";
+import { Receiver } from "./receiver.ts";
+import { describeMachine } from "./machine.ts";
+import { verdicts, writeReport, type SkippedSetup } from "./report.ts";
+import { ROOT } from "./services.ts";
+import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
+import { connectionShortfall, measureThroughput, type ThroughputResult } from "./throughput.ts";
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  for (const [name, problem] of [
+    ["PostgreSQL", await checkPostgres(ADMIN_DATABASE_URL)],
+    ["Redis", await checkRedis(REDIS_URL)],
+  ] as const) {
+    if (problem) throw new Error(`${name} is not reachable (${problem}); the benchmark needs local PostgreSQL and Redis.`);
+  }
+  const host = await describeMachine();
+  console.log(`bench ${RUN_PREFIX}: ${host.cores} cores, Node ${host.node}, ${host.postgres}, Redis ${host.redis}, ${startedAt.toISOString()}`);
+
+  // Registered first, so that it runs last: after every process that could add keys has stopped.
+  onCleanup("delete this run's Redis keys", async () => void (await deleteRunKeys()));
+  // A run that was killed may have left its databases behind.
+  for (const name of Object.values(DATABASES)) await dropDatabase(name);
+
+  const receiver = await new Receiver().start();
+
+  console.log("1. end-to-end throughput");
+  const throughput: ThroughputResult[] = [];
+  const skipped: SkippedSetup[] = [];
+  for (const setup of settings.throughput.configurations) {
+    const problem = await connectionShortfall(setup);
+    if (problem) {
+      console.log(`  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: skipped: ${problem}`);
+      skipped.push({ ...setup, reason: problem });
+      continue;
+    }
+    throughput.push(await measureThroughput(receiver, setup));
+  }
+  const best = throughput.filter((t) => !t.timedOut).sort((a, b) => b.perSecond - a.perSecond)[0] ?? throughput[0];
+  if (!best) throw new Error("no throughput setup could be run");
+  const setup = { workers: best.workers, concurrency: best.concurrency };
+
+  console.log(`4. bare ceiling (${setup.workers} x ${setup.concurrency}, like the best setup)`);
+  const ceiling = await measureCeiling(receiver, setup);
+
+  console.log("2. publish -> receive latency");
+  const latency = await measureLatency(receiver, setup, settings.latency.ratePerSecond);
+  const latencyBelowCapacity = await measureLatency(receiver, setup, settings.latency.diagnosticRatePerSecond);
+
+  console.log("   profiling a shorter run of phase 1 (not a result)");
+  const profiles = await profileThroughput(receiver, setup);
+
+  console.log("3. GET /v1/deliveries on 1,000,000 rows");
+  const list = await measureListLatency();
+
+  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, ceiling, latency, latencyBelowCapacity, list, profiles };
+  const path = `${ROOT}BENCHMARKS.md`;
+  writeReport(path, results);
+  console.log("\nResults against the targets:");
+  for (const verdict of verdicts(results)) {
+    console.log(`  ${verdict.met ? "met    " : "MISSED "} ${verdict.figure}: ${verdict.measured} (target ${verdict.target})`);
+  }
+  console.log(`\nWritten to ${path}`);
+}
+
+cleanUpOnSignals();
+let exitCode = 0;
+try {
+  await main();
+} catch (error) {
+  console.error(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  exitCode = 1;
+} finally {
+  console.log("cleaning up: stopping services, dropping databases, deleting Redis keys");
+  await runCleanup();
+}
+// Nothing should be left running, but a stray handle must not keep `npm run bench` from ending.
+process.exit(exitCode);

@@ -1,22 +1,22 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
+import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { onCleanup } from "./cleanup.ts";
 import { BENCH_API_KEY, REDIS_URL } from "./settings.ts";
 
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
-const TSX = `${ROOT}node_modules/.bin/tsx`;
 
 /**
- * A child process started the way production starts it (`tsx <main.ts>`, as `npm start` does).
- * Unlike packages/testing's spawnService, which waits for an info-level log line, readiness is
- * polled over HTTP: the services run with LOG_LEVEL=warn here, so that per-request log lines do
- * not cost CPU the benchmark is measuring, and print nothing when they are ready.
+ * A child process started the way production starts it. Unlike packages/testing's spawnService,
+ * which waits for an info-level log line, readiness is polled over HTTP: the services run with
+ * LOG_LEVEL=warn here, so that per-request log lines do not cost CPU the benchmark is measuring,
+ * and they print nothing when they are ready.
  */
 export interface Service {
   name: string;
   pid: number;
-  /** The tsx launcher and the node process it starts share this process group. */
+  /** Its own process group (the same number as its pid). */
   processGroup: number;
   output(): string;
   stop(): Promise<void>;
@@ -55,13 +55,12 @@ export async function startProcess(
   healthUrl: string,
   options: { timeoutMs?: number; nodeArgs?: string[] } = {},
 ): Promise<Service> {
-  // Node 20 refuses --cpu-prof in NODE_OPTIONS, so a profiled child runs as `node <flags> --import
-  // tsx <script>`, which is what the tsx launcher does, minus the launcher.
-  const [command, args] = options.nodeArgs ? [process.execPath, [...options.nodeArgs, "--import", "tsx", script]] : [TSX, [script]];
-  // detached: its own process group, so stop() reaches tsx's node child too, and a Ctrl-C in the
-  // terminal reaches only us: we stop the children ourselves, in order.
-  const child: ChildProcess = spawn(command, args, {
-    cwd: ROOT,
+  // As production starts the apps (their `npm start`: node --import tsx src/main.ts, from the
+  // app's directory), with profiling flags in front when asked.
+  // detached: its own process group, so that stop() reaches everything it runs, and a Ctrl-C in
+  // the terminal reaches only us: we stop the children ourselves, in order.
+  const child: ChildProcess = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", script], {
+    cwd: dirname(dirname(script)),
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
@@ -76,7 +75,7 @@ export async function startProcess(
   let hasExited = false;
   void exited.then(() => (hasExited = true));
   const pid = child.pid;
-  if (pid === undefined) throw new Error(`${name}: could not spawn ${TSX}`);
+  if (pid === undefined) throw new Error(`${name}: could not spawn ${script}`);
 
   const signalGroup = (signal: NodeJS.Signals) => {
     try {

@@ -2,12 +2,25 @@ import { ApiClient } from "./api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "./cpu-usage.ts";
 import { freshDatabase, withClient } from "./databases.ts";
 import type { Receiver } from "./receiver.ts";
-import { startApi, startWorker } from "./services.ts";
-import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
+import { startApi, startWorker, type Service } from "./services.ts";
+import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "./settings.ts";
 
 export interface WorkerSetup {
   workers: number;
   concurrency: number;
+}
+
+/** What PostgreSQL did for the run, from its statistics views (the database is fresh per run). */
+export interface DatabaseWork {
+  transactions: number;
+  rowsInserted: number;
+  rowsUpdated: number;
+  /** Updates of deliveries rows that were HOT (no index entry written), out of all updates. */
+  deliveryUpdates: number;
+  deliveryHotUpdates: number;
+  deliveryIndexes: number;
+  /** The deliveries table's fillfactor (100, PostgreSQL's default, unless the schema sets one). */
+  deliveryFillfactor: number;
 }
 
 export interface ThroughputResult extends WorkerSetup {
@@ -26,9 +39,18 @@ export interface ThroughputResult extends WorkerSetup {
   recordedSeconds: number | undefined;
   /** GET /v1/deliveries?status=queued after the run: must be empty. */
   queuedListedByApi: number;
+  /** The most connections to the database seen at once (sampled every 250 ms). */
+  peakConnections: number;
   timedOut: boolean;
   cpu: CpuUsage;
+  database: DatabaseWork;
+  /** The measured window in microseconds of CLOCK_MONOTONIC, to cut CPU profiles to it. */
+  windowUs: { fromUs: number; toUs: number };
+  /** Process ids of the children (for a profiled run: the node processes themselves). */
+  pids: { api: number; workers: number[] };
 }
+
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 
 export const EVENT_TYPE = "invoice.paid";
 let runNumber = 0;
@@ -43,7 +65,16 @@ let runNumber = 0;
 export async function measureThroughput(
   receiver: Receiver,
   setup: WorkerSetup,
-  options: { events?: number; nodeArgs?: { api: string[]; worker: (index: number) => string[] }; quiet?: boolean } = {},
+  options: {
+    events?: number;
+    timeoutMs?: number;
+    nodeArgs?: { api: string[]; worker: (index: number) => string[] };
+    /** Called once the services run, with their pids (the profiling run cleans up after them). */
+    onStarted?: (pids: { api: number; workers: number[] }) => void;
+    /** Called at the first publish and at the end of the measured window (the profiling run records between). */
+    onMeasuring?: () => void;
+    onMeasured?: () => Promise<void>;
+  } = {},
 ): Promise<ThroughputResult> {
   const run = ++runNumber;
   const events = options.events ?? settings.throughput.events;
@@ -56,7 +87,9 @@ export async function measureThroughput(
       startWorker(`worker-${i + 1}`, databaseUrl, prefix, { WORKER_CONCURRENCY: String(setup.concurrency) }, options.nodeArgs?.worker(i)),
     ),
   );
+  options.onStarted?.({ api: api.pid, workers: workers.map((worker) => worker.pid) });
   const client = new ApiClient(api.baseUrl, settings.throughput.publishConcurrency);
+  let measured: Omit<ThroughputResult, "database" | "pids">;
   try {
     for (let i = 0; i < settings.throughput.subscriptions; i++) {
       const path = `/t${run}/s${i}`;
@@ -72,8 +105,11 @@ export async function measureThroughput(
       { label: "redis", command: "redis-server" },
       { label: "bench (publisher+receiver)", pid: process.pid },
     ];
+    const connections = watchConnections(databaseUrl);
     const endCpuWindow = startCpuWindow(cpuTargets);
     const started = performance.now();
+    const fromUs = monotonicUs();
+    options.onMeasuring?.();
     const allReceived = receiver.whenVerified(expected);
 
     let next = 0;
@@ -86,15 +122,17 @@ export async function measureThroughput(
       }
     };
     const publishing = Promise.all(Array.from({ length: settings.throughput.publishConcurrency }, publisher)).then(() => performance.now());
+    // A publishing error (the API went away) ends the wait at once instead of at the timeout.
+    const publishFailed = publishing.then(() => new Promise<never>(() => {}));
 
     let timer: NodeJS.Timeout | undefined;
-    const timeoutMs = options.events ? settings.profile.timeoutMs : settings.throughput.timeoutMs;
-    const finishedAt = await Promise.race([
-      allReceived,
-      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs))),
-    ]);
+    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), options.timeoutMs ?? settings.throughput.timeoutMs)));
+    const finishedAt = await Promise.race([allReceived, timeout, publishFailed]);
     clearTimeout(timer);
     const cpu = endCpuWindow();
+    const toUs = monotonicUs();
+    await options.onMeasured?.();
+    const peakConnections = await connections.stop();
     const publishedAt = await publishing;
     const timedOut = finishedAt === undefined;
     const seconds = ((finishedAt ?? performance.now()) - started) / 1000;
@@ -104,7 +142,7 @@ export async function measureThroughput(
     const { statuses, recordedAt } = await waitForRecorded(databaseUrl, expected);
     const queued = await client.request<{ data: unknown[] }>("GET", "/v1/deliveries?status=queued&limit=100");
 
-    const result: ThroughputResult = {
+    measured = {
       ...setup,
       deliveries: delivered,
       seconds,
@@ -116,23 +154,84 @@ export async function measureThroughput(
       databaseStatuses: statuses,
       recordedSeconds: recordedAt === undefined ? undefined : (recordedAt - started) / 1000,
       queuedListedByApi: queued.body.data.length,
+      peakConnections,
       timedOut,
       cpu,
+      windowUs: { fromUs, toUs },
     };
-    if (!options.quiet) {
-      console.log(
-        `  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: ${delivered} deliveries in ${seconds.toFixed(2)} s = ` +
-          `${Math.round(result.perSecond)}/s${timedOut ? " (TIMED OUT)" : ""}; published in ${result.publishSeconds.toFixed(2)} s; ` +
-          `invalid signatures ${receiver.invalid}, duplicates ${receiver.duplicates}; db ${JSON.stringify(statuses)}`,
-      );
-    }
-    return result;
   } finally {
     await client.close();
     // Workers first, so that none is mid-attempt when the API and the database go away.
     await Promise.all(workers.map((worker) => worker.stop()));
     await api.stop();
+    reportServiceOutput([api, ...workers]);
   }
+  // Read after the services stopped: their backends flush their statistics when they exit.
+  const result: ThroughputResult = {
+    ...measured,
+    database: await databaseWork(databaseUrl),
+    pids: { api: api.pid, workers: workers.map((worker) => worker.pid) },
+  };
+  console.log(
+    `  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: ${result.deliveries} deliveries in ${result.seconds.toFixed(2)} s = ` +
+      `${Math.round(result.perSecond)}/s${result.timedOut ? " (TIMED OUT)" : ""}; published in ${result.publishSeconds.toFixed(2)} s; ` +
+      `invalid signatures ${result.invalidSignatures}, duplicates ${result.duplicates}; in PostgreSQL ${JSON.stringify(result.databaseStatuses)}, ` +
+      `queued listed by the API ${result.queuedListedByApi}`,
+  );
+  return result;
+}
+
+/**
+ * Why a setup cannot run on this server, if it cannot. A worker's pool holds up to
+ * max(DATABASE_POOL_SIZE, min(WORKER_CONCURRENCY, 50)) connections (apps/worker/src/start-worker.ts),
+ * whatever DATABASE_POOL_SIZE says, and the API up to DATABASE_POOL_SIZE (10). A setup that could
+ * exhaust max_connections would fail with "too many clients", and would take connections from
+ * anyone else using this server, so it is skipped and reported instead.
+ */
+export async function connectionShortfall(setup: WorkerSetup): Promise<string | undefined> {
+  const perWorker = Math.max(10, Math.min(setup.concurrency, 50));
+  const needed = setup.workers * perWorker + 10 + 5;
+  const { max, used } = await withClient(ADMIN_DATABASE_URL, async (db) => {
+    const { rows } = await db.query<{ max: number; used: number }>(
+      "SELECT current_setting('max_connections')::int AS max, (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend') AS used",
+    );
+    return rows[0]!;
+  });
+  if (needed <= max - used) return undefined;
+  return (
+    `its pools may open ${setup.workers} x ${perWorker} (worker) + 10 (API) + 5 (benchmark) = ${needed} connections, ` +
+    `and the server allows ${max} (max_connections) with ${used} in use`
+  );
+}
+
+/** The services log at warn level: anything they printed is worth a look, so show its start. */
+export function reportServiceOutput(services: Service[]): void {
+  for (const service of services) {
+    const lines = service.output().split("\n").filter((line) => line.trim() !== "");
+    if (lines.length === 0) continue;
+    console.log(`    ${service.name} printed ${lines.length} line(s), e.g.: ${lines.slice(0, 2).map((line) => line.slice(0, 300)).join(" | ")}`);
+  }
+}
+
+/** Samples how many backends are connected to the database, until stopped; returns the peak. */
+function watchConnections(databaseUrl: string): { stop(): Promise<number> } {
+  let peak = 0;
+  let stopped = false;
+  const watching = withClient(databaseUrl, async (db) => {
+    while (!stopped) {
+      const { rows } = await db.query<{ count: number }>("SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = current_database()");
+      // Minus this watcher's own connection.
+      peak = Math.max(peak, (rows[0]?.count ?? 1) - 1);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }).catch(() => undefined); // The figure is informative; losing the watcher must not end the run.
+  return {
+    async stop() {
+      stopped = true;
+      await watching;
+      return peak;
+    },
+  };
 }
 
 async function waitForRecorded(databaseUrl: string, expected: number): Promise<{ statuses: Record<string, number>; recordedAt: number | undefined }> {
@@ -145,5 +244,28 @@ async function waitForRecorded(databaseUrl: string, expected: number): Promise<{
       if (performance.now() > deadline) return { statuses, recordedAt: undefined };
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
+  });
+}
+
+async function databaseWork(databaseUrl: string): Promise<DatabaseWork> {
+  return withClient(databaseUrl, async (db) => {
+    const { rows: [database] } = await db.query<{ xact_commit: string; tup_inserted: string; tup_updated: string }>(
+      "SELECT xact_commit, tup_inserted, tup_updated FROM pg_stat_database WHERE datname = current_database()",
+    );
+    const { rows: [deliveries] } = await db.query<{ n_tup_upd: string; n_tup_hot_upd: string; indexes: number; fillfactor: number | null }>(
+      `SELECT n_tup_upd, n_tup_hot_upd, (SELECT count(*)::int FROM pg_indexes WHERE tablename = 'deliveries') AS indexes,
+              (SELECT substring(option FROM 'fillfactor=(\\d+)')::int FROM pg_class, unnest(reloptions) AS option
+               WHERE relname = 'deliveries' AND option LIKE 'fillfactor=%') AS fillfactor
+       FROM pg_stat_user_tables WHERE relname = 'deliveries'`,
+    );
+    return {
+      transactions: Number(database?.xact_commit ?? 0),
+      rowsInserted: Number(database?.tup_inserted ?? 0),
+      rowsUpdated: Number(database?.tup_updated ?? 0),
+      deliveryUpdates: Number(deliveries?.n_tup_upd ?? 0),
+      deliveryHotUpdates: Number(deliveries?.n_tup_hot_upd ?? 0),
+      deliveryIndexes: deliveries?.indexes ?? 0,
+      deliveryFillfactor: deliveries?.fillfactor ?? 100,
+    };
   });
 }

@@ -1,0 +1,529 @@
+import { writeFileSync } from "node:fs";
+import type { CeilingResult } from "./ceiling.ts";
+import type { CpuUsage } from "./cpu-usage.ts";
+import type { LatencyResult } from "./latency.ts";
+import type { ListResult } from "./list-latency.ts";
+import type { Machine } from "./machine.ts";
+import type { ProfileSummary } from "./profile.ts";
+import type { Profiles } from "./profiling.ts";
+import { settings } from "./settings.ts";
+import { ms, round } from "./stats.ts";
+import type { ThroughputResult } from "./throughput.ts";
+
+export interface SkippedSetup {
+  workers: number;
+  concurrency: number;
+  reason: string;
+}
+
+export interface BenchResults {
+  startedAt: Date;
+  finishedAt: Date;
+  machine: Machine;
+  throughput: ThroughputResult[];
+  skipped: SkippedSetup[];
+  best: ThroughputResult;
+  ceiling: CeilingResult;
+  latency: LatencyResult;
+  latencyBelowCapacity: LatencyResult;
+  list: ListResult;
+  profiles: Profiles;
+}
+
+export const TARGETS = {
+  deliveriesPerSecond: 3_000,
+  shareOfCeiling: 0.5,
+  latencyP50Ms: 10,
+  latencyP99Ms: 50,
+  listP99Ms: 10,
+} as const;
+
+interface Verdict {
+  figure: string;
+  measured: string;
+  target: string;
+  met: boolean;
+}
+
+export function verdicts(r: BenchResults): Verdict[] {
+  const share = r.best.perSecond / r.ceiling.perSecond;
+  const listCases = r.list.cases.filter((c) => !c.reference);
+  const worstList = listCases.reduce((worst, c) => (c.latency.p99 > worst.latency.p99 ? c : worst));
+  const latencyComplete = r.latency.missing === 0;
+  return [
+    {
+      figure: "End-to-end deliveries/s (best setup)",
+      measured: `${round(r.best.perSecond)}/s`,
+      target: `>= ${round(TARGETS.deliveriesPerSecond)}/s`,
+      met: r.best.perSecond >= TARGETS.deliveriesPerSecond && !r.best.timedOut,
+    },
+    {
+      figure: "... as a share of the bare ceiling",
+      measured: `${(share * 100).toFixed(0)}% of ${round(r.ceiling.perSecond)}/s`,
+      target: `>= ${TARGETS.shareOfCeiling * 100}%`,
+      met: share >= TARGETS.shareOfCeiling,
+    },
+    {
+      figure: `Publish -> receive p50 at ${r.latency.targetRate} events/s`,
+      measured: ms(r.latency.endToEnd.p50),
+      target: `<= ${TARGETS.latencyP50Ms} ms`,
+      met: r.latency.endToEnd.p50 <= TARGETS.latencyP50Ms && latencyComplete,
+    },
+    {
+      figure: `Publish -> receive p99 at ${r.latency.targetRate} events/s`,
+      measured: ms(r.latency.endToEnd.p99),
+      target: `<= ${TARGETS.latencyP99Ms} ms`,
+      met: r.latency.endToEnd.p99 <= TARGETS.latencyP99Ms && latencyComplete,
+    },
+    {
+      figure: "GET /v1/deliveries p99 on 1M rows (worst case)",
+      measured: `${ms(worstList.latency.p99)} (${worstList.name})`,
+      target: `<= ${TARGETS.listP99Ms} ms`,
+      met: worstList.latency.p99 <= TARGETS.listP99Ms,
+    },
+  ];
+}
+
+const yesNo = (met: boolean) => (met ? "yes" : "**no**");
+const pct = (share: number | undefined) => (share === undefined ? "n/a" : `${(share * 100).toFixed(1)}%`);
+
+function table(header: string[], rows: string[][]): string {
+  return [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`, ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+}
+
+/** Milliseconds of CPU per item (delivery, job), per process, over a measured window. */
+function cpuPerItem(cpu: CpuUsage, items: number): Map<string, number> {
+  const perItem = new Map<string, number>();
+  for (const entry of cpu.cores) {
+    // worker-1, worker-2, ceiling-worker-1 ...: one row for all the workers.
+    const label = /worker-\d+$/.test(entry.label) ? "worker process(es)" : entry.label.replace(/^bench.*/, "benchmark (publisher, receiver)");
+    perItem.set(label, (perItem.get(label) ?? 0) + (entry.cores * cpu.seconds * 1000) / items);
+  }
+  return perItem;
+}
+
+function cpuCell(cpu: CpuUsage): string {
+  return cpu.cores.map((c) => `${c.label} ${c.cores.toFixed(2)}`).join(", ") + `; machine ${cpu.machineCores.toFixed(2)}`;
+}
+
+function otherLoad(cpu: CpuUsage, cores: number): string {
+  const ours = cpu.cores.reduce((sum, entry) => sum + entry.cores, 0);
+  const others = cpu.others.filter((entry) => entry.cores >= 0.02).map((entry) => `${entry.command} ${entry.cores.toFixed(2)}`);
+  return (
+    `${cpu.machineCores.toFixed(2)} of the machine's ${cores} cores were busy on average, ${ours.toFixed(2)} of them for the processes listed` +
+    (others.length ? `; other processes on the machine: ${others.join(", ")}` : "")
+  );
+}
+
+const layerShare = (profile: ProfileSummary | undefined, name: RegExp) =>
+  profile?.byLayer.filter((l) => name.test(l.layer)).reduce((sum, l) => sum + l.share, 0);
+
+function layersTable(profile: ProfileSummary | undefined): string {
+  if (!profile) return "_(no profile was written)_";
+  const shown = profile.byLayer.filter((layer) => layer.share >= 0.005);
+  const rest = profile.byLayer.filter((layer) => layer.share < 0.005).reduce((sum, layer) => sum + layer.share, 0);
+  const rows = shown.map((layer) => [layer.layer, pct(layer.share)]);
+  if (rest > 0) rows.push(["other packages", pct(rest)]);
+  return table(["layer (each CPU sample charged to the nearest package, or our code, on its stack)", "share of samples"], rows);
+}
+
+function hottest(profile: ProfileSummary | undefined, method: "perf" | "v8"): string {
+  if (!profile) return "";
+  const functions = profile.topFunctions
+    .slice(0, 8)
+    .map((f) => `\`${f.name.replace(/\|/g, "\\|")}\` (${f.owner}) ${pct(f.share)}`)
+    .join("; ");
+  return method === "perf"
+    ? `Hottest JS functions (a sample in native code or in the kernel counts for the nearest JS frame above it): ${functions}.`
+    : `Hottest functions by self time: ${functions}.`;
+}
+
+/** The share of samples in functions whose name matches, e.g. the ioredis Pipeline constructor. */
+function functionShare(profile: ProfileSummary | undefined, name: RegExp): number {
+  return profile?.topFunctions.filter((f) => name.test(f.name)).reduce((sum, f) => sum + f.share, 0) ?? 0;
+}
+
+export function renderReport(r: BenchResults): string {
+  const v = verdicts(r);
+  const { best, ceiling, latency, latencyBelowCapacity: lowRate, list, profiles } = r;
+  const share = best.perSecond / ceiling.perSecond;
+  const productCpu = cpuPerItem(best.cpu, best.deliveries);
+  const ceilingCpu = cpuPerItem(ceiling.cpu, ceiling.jobs);
+  const productTotal = [...productCpu.values()].reduce((sum, value) => sum + value, 0);
+  const ceilingTotal = [...ceilingCpu.values()].reduce((sum, value) => sum + value, 0);
+  const apiCpuPerEvent = (productCpu.get("api") ?? 0) * settings.throughput.subscriptions;
+  const db = best.database;
+  const hotShare = db.deliveryUpdates ? db.deliveryHotUpdates / db.deliveryUpdates : 0;
+  const seconds = (r.finishedAt.getTime() - r.startedAt.getTime()) / 1000;
+  const listCases = list.cases.filter((c) => !c.reference);
+  const reference = list.cases.find((c) => c.reference);
+  const pg = profiles.postgres;
+  const parsePlan = pg?.stages.filter((s) => /parse|analyze|plan/.test(s.label)).reduce((sum, s) => sum + s.share, 0);
+  const overhead = profiles.queryOverhead;
+
+  const blocks: string[] = [];
+  const add = (...parts: string[]) => blocks.push(...parts.filter((part) => part !== ""));
+
+  add(
+    "# Benchmarks",
+    `Written by \`npm run bench\` (apps/bench/src) on ${r.startedAt.toISOString()}; the run took ${Math.round(seconds)} s. ` +
+      `Machine: **${r.machine.cores} cores** (os.availableParallelism()), ${r.machine.cpuModel}, ${r.machine.memoryGb} GB RAM, ${r.machine.platform}; ` +
+      `**Node ${r.machine.node}**, ${r.machine.postgres}, Redis ${r.machine.redis}. Code measured: commit ${r.machine.commit.replace(/\|/g, "/")}.`,
+    "Everything runs on this one machine over loopback: PostgreSQL, Redis, the API and worker processes (started as in production, " +
+      "`node --import tsx src/main.ts` in the app's directory, with LOG_LEVEL=warn and NODE_ENV=development), and the benchmark process, which publishes through the " +
+      "HTTP API and runs the receiver. The receiver verifies the Standard Webhooks signature of every delivery (HMAC-SHA256 with node:crypto) " +
+      "and counts invalid ones and duplicates. The machine may be shared with other work; the CPU it used is shown beside each measurement.",
+  );
+
+  add(
+    "## Results against the targets",
+    table(["figure", "measured", "target", "met"], v.map((x) => [x.figure, x.measured, x.target, yesNo(x.met)])),
+    `In short: a delivery costs ${productTotal.toFixed(2)} ms of CPU across all processes, ${(productTotal / ceilingTotal).toFixed(1)}x the bare ` +
+      `ceiling's, and on ${r.machine.cores} cores that, not I/O, sets the throughput` +
+      (latency.acceptedRate < latency.targetRate * 0.95 ? `; the API accepts fewer than the ${latency.targetRate} events/s of the latency test` : "") +
+      "; the list queries themselves run in well under a millisecond in PostgreSQL. " +
+      (ceiling.perSecond < TARGETS.deliveriesPerSecond
+        ? `The bare ceiling itself (${round(ceiling.perSecond)}/s) is below ${round(TARGETS.deliveriesPerSecond)}/s on this machine, so the ` +
+          "absolute throughput target cannot be met here with these parts; the share of the ceiling is the telling figure. "
+        : "") +
+      "The section *Where the time goes* has the breakdown and the fixes.",
+  );
+
+  add(
+    "## 1. End-to-end throughput",
+    `Method: for each setup, a fresh database and fresh API and worker processes; ${settings.throughput.subscriptions} active subscriptions, all ` +
+      `matching \`invoice.paid\`, point at the receiver; ${round(settings.throughput.events)} events are published through \`POST /v1/events\` by ` +
+      `${settings.throughput.publishConcurrency} closed-loop clients (one undici Pool with keep-alive), i.e. ` +
+      `${round(settings.throughput.events * settings.throughput.subscriptions)} deliveries. The clock runs from the first publish until the ` +
+      "receiver has verified the last delivery. Then PostgreSQL must hold every delivery as `delivered` and `GET /v1/deliveries?status=queued` " +
+      "must return nothing. Setups (worker processes x WORKER_CONCURRENCY):",
+    table(
+      ["setup", "deliveries/s", "seconds", "publishing took", "all `delivered` in PostgreSQL after", "invalid signatures", "duplicates", "queued listed by API", "peak DB connections", "CPU (cores) by process"],
+      r.throughput.map((t) => [
+        `${t.workers} x ${t.concurrency}${t === best ? " (best)" : ""}`,
+        `${round(t.perSecond)}${t.timedOut ? " (timed out)" : ""}`,
+        t.seconds.toFixed(1),
+        `${t.publishSeconds.toFixed(1)} s${t.publishRejected ? ` (${t.publishRejected} rejected)` : ""}`,
+        t.recordedSeconds === undefined ? `not reached: ${JSON.stringify(t.databaseStatuses)}` : `${t.recordedSeconds.toFixed(1)} s`,
+        String(t.invalidSignatures),
+        String(t.duplicates),
+        String(t.queuedListedByApi),
+        String(t.peakConnections),
+        cpuCell(t.cpu),
+      ]),
+    ),
+    r.skipped.map((s) => `Not run: ${s.workers} x ${s.concurrency}, because ${s.reason}.`).join(" "),
+    `Best: **${round(best.perSecond)} deliveries/s** with ${best.workers} worker process(es) at concurrency ${best.concurrency} ` +
+      `(target ${round(TARGETS.deliveriesPerSecond)}/s: ${yesNo(v[0]!.met)}). During that run ${otherLoad(best.cpu, r.machine.cores)}.`,
+  );
+
+  add(
+    "## 2. Publish -> receive latency",
+    `Method: one subscription; events are published open loop at ${latency.targetRate}/s: event i is sent at t0 + i x ${(1000 / latency.targetRate).toFixed(0)} ms ` +
+      `whatever happened to the earlier ones, through an undici Pool of ${settings.latency.connections} connections, for ${settings.latency.durationMs / 1000} s after a ` +
+      `${settings.latency.warmupMs / 1000} s warm-up that is not counted. Latency is the time the receiver had verified the delivery minus the ` +
+      "*scheduled* send time, which travels in the event's data, so a late sender or requests queued in the client count against the " +
+      `service (no coordinated omission). Worker setup: the best of phase 1 (${best.workers} x ${best.concurrency}). The ${lowRate.targetRate}/s row ` +
+      "is the same measurement well below capacity, for reference; it is not the target.",
+    table(
+      ["rate", "p50", "p99", "max", "until the 202: p50 / p99", "from the 202 to receipt: p50 / p99", "sent/s", "accepted/s", "delivered/s", "missing", "invalid signatures"],
+      [latency, lowRate].map((l) => [
+        `${l.targetRate}/s${l === latency ? " (target)" : ""}`,
+        ms(l.endToEnd.p50),
+        ms(l.endToEnd.p99),
+        ms(l.endToEnd.max),
+        `${ms(l.publish.p50)} / ${ms(l.publish.p99)}`,
+        `${ms(l.afterAccept.p50)} / ${ms(l.afterAccept.p99)}`,
+        round(l.achievedSendRate),
+        round(l.acceptedRate),
+        round(l.achievedDeliveryRate),
+        String(l.missing),
+        String(l.invalidSignatures),
+      ]),
+    ),
+    `Targets: p50 <= ${TARGETS.latencyP50Ms} ms: ${yesNo(v[2]!.met)}; p99 <= ${TARGETS.latencyP99Ms} ms: ${yesNo(v[3]!.met)}.` +
+      (latency.acceptedRate < latency.targetRate * 0.95
+        ? ` The API accepted only ${round(latency.acceptedRate)} events/s of the ${latency.targetRate} offered, so requests queued in the client ` +
+          "and waited longer the longer the test ran: at this rate the figure measures that queue, and nearly all of it passes before the 202."
+        : "") +
+      ` At ${lowRate.targetRate}/s the API answers 202 in ${ms(lowRate.publish.p50)} at p50, and the queue, the worker and the webhook's HTTP ` +
+      `request take another ${ms(lowRate.afterAccept.p50)}` +
+      (lowRate.endToEnd.p50 <= TARGETS.latencyP50Ms && lowRate.endToEnd.p99 <= TARGETS.latencyP99Ms && lowRate.missing === 0
+        ? `; at that rate both latency targets hold (p50 ${ms(lowRate.endToEnd.p50)}, p99 ${ms(lowRate.endToEnd.p99)}), so what misses them at ` +
+          `${latency.targetRate}/s is capacity, not the path itself.`
+        : "."),
+  );
+
+  add(
+    "## 3. `GET /v1/deliveries` on 1,000,000 deliveries",
+    `Method: a separate database seeded with SQL in ${list.seedSeconds.toFixed(0)} s: ${settings.list.subscriptions} subscriptions, ` +
+      `${round(settings.list.events)} events over 30 days with ${settings.list.deliveriesPerEvent} deliveries each, 40 rows sharing each created_at ` +
+      "millisecond, 80% delivered / 15% failed / 5% queued, 5 event types, ids `dlv_` + a valid ULID; then VACUUM ANALYZE, and an API process on " +
+      `it. Each case is requested ${settings.list.requestsPerCase} times, one request at a time, the cases taking turns, after 10 warm-up rounds; ` +
+      "default page size (20). Latency is measured at the client, over HTTP on loopback. The plan and the time spent inside PostgreSQL come from " +
+      "EXPLAIN ANALYZE of the SQL that packages/db builds for the case, planned for its values and again as a generic plan (which " +
+      "PostgreSQL may switch a prepared statement to); the generic plan is shown only where it differs. `GET /healthz`, which uses neither the database nor the API key, takes " +
+      "its turn as a reference for the noise of the machine and the HTTP stack.",
+    table(
+      ["case", "p50", "p99", "max", "rows", "in PostgreSQL (EXPLAIN ANALYZE)", "plan", "index scan"],
+      list.cases.map((c) => [
+        c.name,
+        ms(c.latency.p50),
+        ms(c.latency.p99),
+        ms(c.latency.max),
+        c.reference ? "-" : String(c.rows),
+        c.reference ? "-" : ms(c.executionMs),
+        c.plan,
+        c.reference ? "-" : c.indexScan ? "yes" : "**no**",
+      ]),
+    ),
+    `Target: p99 <= ${TARGETS.listP99Ms} ms in every case: ${yesNo(v[4]!.met)}. ` +
+      (listCases.every((c) => c.indexScan)
+        ? "Every query shape is an index scan in list order: no sort, no sequential scan, however deep the cursor. "
+        : `Not index scans: ${listCases.filter((c) => !c.indexScan).map((c) => c.name).join(", ")}. `) +
+      `Each request cost the API process ${list.apiCpuMsPerRequest.toFixed(2)} ms of CPU and PostgreSQL ${list.postgresCpuMsPerRequest.toFixed(2)} ms ` +
+      "(from /proc, over the measurement). A CPU profile of the API serving the same requests (separate pass):",
+    layersTable(list.apiProfile),
+  );
+
+  add(
+    "## 4. The bare ceiling",
+    `Method: the least a delivery worker can do with the same parts, in ${ceiling.workers} process(es) at concurrency ${ceiling.concurrency} ` +
+      "(the best setup of phase 1): a BullMQ Worker whose handler signs the body (HMAC-SHA256), POSTs it with undici (keep-alive) to the same " +
+      "verifying receiver, and runs one `UPDATE ... WHERE id = $1` with node-postgres on a table of its own " +
+      `(${round(settings.ceiling.jobs)} rows, one per job). The ${round(settings.ceiling.jobs)} jobs are enqueued with addBulk first ` +
+      "(removeOnComplete, like the product's jobs); the worker processes are started, then told to begin, and the clock runs until the " +
+      "receiver has verified the last webhook.",
+    table(
+      ["jobs", "seconds", "jobs/s", "invalid signatures", "rows updated", "CPU (cores) by process"],
+      [
+        [
+          round(ceiling.jobs),
+          ceiling.seconds.toFixed(1),
+          `**${round(ceiling.perSecond)}**${ceiling.timedOut ? " (timed out)" : ""}`,
+          String(ceiling.invalidSignatures),
+          round(ceiling.rowsUpdated),
+          cpuCell(ceiling.cpu),
+        ],
+      ],
+    ),
+    `End to end, the product reaches **${(share * 100).toFixed(0)}%** of this ceiling (target >= ${TARGETS.shareOfCeiling * 100}%: ${yesNo(v[1]!.met)}). ` +
+      `During the ceiling run ${otherLoad(ceiling.cpu, r.machine.cores)}.`,
+  );
+
+  const labels = [...new Set([...productCpu.keys(), ...ceilingCpu.keys()])];
+  add(
+    "## Where the time goes",
+    "On 2 cores every process competes for the same CPU, so the unit that matters is CPU time per delivery, summed over every process that " +
+      "works for it (read from /proc over the measured windows of phases 1 and 4):",
+    table(
+      ["process", "product, best setup: ms of CPU per delivery", "bare ceiling: ms of CPU per job"],
+      [
+        ...labels.map((label) => [label, (productCpu.get(label) ?? 0).toFixed(3), (ceilingCpu.get(label) ?? 0).toFixed(3)]),
+        ["**total**", `**${productTotal.toFixed(2)}**`, `**${ceilingTotal.toFixed(2)}**`],
+      ],
+    ),
+    `At ${productTotal.toFixed(2)} ms per delivery, ${r.machine.cores} fully busy cores allow about ${round((r.machine.cores * 1000) / productTotal)} ` +
+      `deliveries/s; ${round(TARGETS.deliveriesPerSecond)}/s needs ${((r.machine.cores * 1000) / TARGETS.deliveriesPerSecond).toFixed(2)} ms or less ` +
+      `(the bare loop costs ${ceilingTotal.toFixed(2)} ms). The API's part is publishing: ${apiCpuPerEvent.toFixed(2)} ms of CPU per ` +
+      `\`POST /v1/events\` (${settings.throughput.subscriptions} deliveries each). ` +
+      (setupSpread(r.throughput) < 0.15
+        ? "More concurrency or a second worker process changed little (phase 1): the cores were already busy."
+        : `The setups of phase 1 differ by ${(setupSpread(r.throughput) * 100).toFixed(0)}% (best ${best.workers} x ${best.concurrency}), so ` +
+          "the setup matters on this machine: see their table."),
+  );
+
+  const method =
+    profiles.method === "perf"
+      ? "Linux `perf record` sampled the whole machine (cpu-clock, 499 Hz, with call graphs) during a separate, shorter run of phase 1 " +
+        `(${round(settings.profile.events)} events, ${round(profiles.run.deliveries)} deliveries, ${round(profiles.run.perSecond)}/s while ` +
+        `profiled), from ${settings.profile.perfDelayMs / 1000} s after the first publish to the last delivery; the API and the first worker ran ` +
+        "with `--perf-basic-prof` so that their JS frames have names (where V8 reused code memory, the newest name is kept). Each sample of a process's " +
+        "main thread is charged to the nearest package, or our code, on its call chain, so time in native code and in the kernel goes to " +
+        "whoever called it. perf samples a thread only while it is on a CPU; V8's own profiler, on a machine this busy, piles samples onto " +
+        "the socket writes where the thread gets preempted."
+      : "A CPU profile (`node --cpu-prof`, perf being unavailable) of the first worker during a shorter run of phase 1 " +
+        `(${round(settings.profile.events)} events, ${round(profiles.run.deliveries)} deliveries, ${round(profiles.run.perSecond)}/s while profiled), ` +
+        "cut to the measured window. Caveat: on a busy machine V8's samples pile up on socket writes (`writev`), where the thread is " +
+        "preempted, so those shares overstate CPU.";
+  add(
+    "### Worker process",
+    method +
+      (profiles.kernelShare.worker !== undefined
+        ? ` ${pct(profiles.kernelShare.worker)} of the worker's samples were in the kernel, mostly the loopback TCP path of its socket writes.`
+        : ""),
+    layersTable(profiles.worker),
+    hottest(profiles.worker, profiles.method),
+    `Every query the product makes goes through Prisma's \`$queryRaw\`. Measured in the benchmark process on \`SELECT 1\`, one query at a ` +
+      `time: ${overhead.prisma.cpuUs.toFixed(0)} us of CPU and ${ms(overhead.prisma.meanMs)} per query through Prisma, against ` +
+      `${overhead.pg.cpuUs.toFixed(0)} us and ${ms(overhead.pg.meanMs)} with node-postgres alone.`,
+  );
+  add(
+    "### API process (publishing)",
+    "Same run, the API process" +
+      (profiles.kernelShare.api !== undefined ? ` (${pct(profiles.kernelShare.api)} of its samples in the kernel)` : "") +
+      ":",
+    layersTable(profiles.api),
+    hottest(profiles.api, profiles.method),
+  );
+
+  add(
+    "### PostgreSQL",
+    `Per delivery the best run committed ${(db.transactions / best.deliveries).toFixed(2)} transactions and updated ` +
+      `${(db.deliveryUpdates / best.deliveries).toFixed(2)} \`deliveries\` rows (besides one insert each into \`deliveries\` and ` +
+      `\`delivery_attempts\`); ${pct(hotShare)} of those updates were HOT, the others wrote new entries into the table's indexes ` +
+      `(${db.deliveryIndexes} of them; fillfactor ${db.deliveryFillfactor}).` +
+      (pg
+        ? ` A machine-wide \`perf record\` during the profiled run found PostgreSQL's backends in ${pct(pg.backendShareOfMachine)} of all samples, ` +
+          "divided as follows (share of backend samples under each PostgreSQL function):"
+        : " perf was not available, so PostgreSQL's own time is not broken down."),
+    pg ? table(["stage", "share of backend CPU"], pg.stages.map((s) => [s.label, pct(s.share)])) : "",
+  );
+
+  add("### What this means, and what would fix it", findings(r).join("\n"));
+  return `${blocks.join("\n\n")}\n`;
+}
+
+/**
+ * The reading of the figures, as bullet points. Each one is computed from this run's data and
+ * says only what the data shows; the fixes name the code the profiles point at.
+ */
+function findings(r: BenchResults): string[] {
+  const { best, ceiling, latency, latencyBelowCapacity: lowRate, list, profiles } = r;
+  const db = best.database;
+  const product = cpuPerItem(best.cpu, best.deliveries);
+  const bare = cpuPerItem(ceiling.cpu, ceiling.jobs);
+  const productTotal = [...product.values()].reduce((sum, v) => sum + v, 0);
+  const bareTotal = [...bare.values()].reduce((sum, v) => sum + v, 0);
+  const extra = [...product]
+    .map(([label, value]) => ({ label, extra: value - (bare.get(label) ?? 0) }))
+    .sort((a, b) => b.extra - a.extra)
+    .filter((e) => Math.abs(e.extra) >= 0.02);
+  const worker = profiles.worker;
+  const api = profiles.api;
+  const top = (profile: ProfileSummary | undefined, n: number) =>
+    profile?.byLayer
+      .filter((l) => !/^(Node\.js internals|garbage collector)/.test(l.layer))
+      .slice(0, n)
+      .map((l) => `${l.layer} ${pct(l.share)}`)
+      .join(", ") ?? "n/a";
+  const pg = profiles.postgres;
+  const stage = (label: RegExp) => pg?.stages.filter((st) => label.test(st.label)).reduce((sum, st) => sum + st.share, 0);
+  const parsePlan = stage(/^(parse|analyze|plan)/);
+  const indexShare = stage(/index maintenance/);
+  const perDelivery = db.transactions / best.deliveries;
+  const claimsHot = Math.min(1, db.deliveryHotUpdates / best.deliveries);
+  const apiCpuPerEvent = (product.get("api") ?? 0) * settings.throughput.subscriptions;
+  const overhead = profiles.queryOverhead;
+  const listCases = list.cases.filter((c) => !c.reference);
+  const reference = list.cases.find((c) => c.reference);
+  const deep = deepExtra(listCases);
+  const eventCase = listCases.find((c) => c.name.startsWith("event="));
+  const out: string[] = [];
+
+  out.push(
+    `- **CPU per delivery sets the throughput.** ${productTotal.toFixed(2)} ms per delivery across all processes against ` +
+      `${bareTotal.toFixed(2)} ms for the bare loop; by process the difference is ` +
+      `${extra.map((e) => `${e.label} ${e.extra > 0 ? "+" : ""}${e.extra.toFixed(2)} ms`).join(", ")} (the bare loop has no API: it does not publish). ` +
+      `At ${productTotal.toFixed(2)} ms, ${r.machine.cores} busy cores give at most ${round((r.machine.cores * 1000) / productTotal)} deliveries/s, ` +
+      `and ${round(TARGETS.deliveriesPerSecond)}/s would need ${((r.machine.cores * 1000) / TARGETS.deliveriesPerSecond).toFixed(2)} ms` +
+      (bareTotal > (r.machine.cores * 1000) / TARGETS.deliveriesPerSecond ? ", less than even the bare loop costs on this machine." : "."),
+  );
+  out.push(
+    `- **Worker:** ${top(worker, 5)} of its samples. ` +
+      `A query through Prisma's \`$queryRaw\` costs ${overhead.prisma.cpuUs.toFixed(0)} us of client CPU against ${overhead.pg.cpuUs.toFixed(0)} us ` +
+      "with node-postgres alone (`SELECT 1`, one at a time, in a fresh process)" +
+      (perDelivery < 1
+        ? `; the worker's claims and records are batched (${perDelivery.toFixed(2)} transactions per delivery, publishing included), so that ` +
+          "cost is shared by the deliveries of a batch."
+        : `; at ${perDelivery.toFixed(1)} transactions per delivery it is paid for each claim and each record. Batching the claims and the ` +
+          "records of concurrent jobs (one `UPDATE ... FROM unnest(...)` each) divides round trips, commits and that overhead by the batch size.") +
+      (layerShare(worker, /BullMQ/)! > 0.15
+        ? ` BullMQ's own Redis traffic (taking a job and moving it to completed: Lua scripts through ioredis) is ${pct(layerShare(worker, /BullMQ/))}. ` +
+          "It costs the same per job in the bare loop; only fewer jobs per delivery (say one job per event, fanned out inside the " +
+          "worker, at the price of the one-job-per-delivery design) would reduce it."
+        : ""),
+  );
+  if (pg && parsePlan !== undefined) {
+    out.push(
+      parsePlan > 0.15
+        ? `- **PostgreSQL parses and plans every statement again:** ${pct(parsePlan)} of backend CPU. Named (prepared) statements, e.g. ` +
+          "`statementNameGenerator` on `PrismaPg` in packages/db/src/client.ts, plan each statement once per connection."
+        : `- **PostgreSQL's statements are prepared:** parsing and planning are ${pct(parsePlan)} of backend CPU. Executing is ` +
+          `${pct(stage(/^execute/))}, of which index maintenance ${pct(indexShare)}, and committing ${pct(stage(/^commit/))}.`,
+    );
+  }
+  out.push(
+    `- **Index maintenance.** ${pct(hotShare(db))} of \`deliveries\` updates were HOT: recording an attempt changes \`status\` and ` +
+      "`next_attempt_at`, which are indexed, so it can never be; the claim changes only the lease columns and is HOT when its page has " +
+      `room, ${pct(claimsHot)} of claims here (fillfactor ${db.deliveryFillfactor}). Every insert and every non-HOT update writes into the ` +
+      `table's ${db.deliveryIndexes} indexes` +
+      (indexShare !== undefined ? ` (${pct(indexShare)} of PostgreSQL's CPU)` : "") +
+      ". Four of them serve the list's filter combinations; they are the price of keeping every list query an index scan (section 3)" +
+      (eventCase && !/event_type/.test(eventCase.plan)
+        ? `, although at 20% selectivity the planner served \`event=\` from the created_at index, so the event_type index pays off only for rare types.`
+        : ".") +
+      (claimsHot < 0.9 && db.deliveryFillfactor >= 100 ? " A fillfactor of 80 would leave claims room to be HOT." : ""),
+  );
+  out.push(
+    `- **Publishing costs ${apiCpuPerEvent.toFixed(2)} ms of API CPU per event** (${top(api, 5)} of the API's samples), so with one ` +
+      `subscription per event the API is the bottleneck: beside a busy worker it accepted ${round(latency.acceptedRate)} of the ` +
+      `${latency.targetRate} events/s offered in phase 2` +
+      (latency.acceptedRate < latency.targetRate * 0.95 ? ", and requests queued in the client" : "") +
+      `. Below capacity (${lowRate.targetRate}/s) the 202 takes ${ms(lowRate.publish.p50)} at p50 and the rest of the way ${ms(lowRate.afterAccept.p50)}. ` +
+      "Publishing makes two SQL round trips through Prisma (the matching subscriptions, then the insert of the event and its " +
+      "deliveries, packages/db/src/events.ts) and one Redis round trip (`addBulk`, whose ioredis Pipeline copies every BullMQ script " +
+      "command onto itself when created); folding the subscription lookup into the insert statement saves one round trip and its Prisma " +
+      "overhead, and the HTTP layer (`@hono/node-server` converting to and from web Request/Response objects) is a fixed cost per request.",
+  );
+  if (layerShare(worker, /ulid/)! > 0.01 || layerShare(api, /ulid/)! > 0.01) {
+    out.push(
+      `- **ulid** takes ${pct(layerShare(worker, /ulid/))} of the worker's samples and ${pct(layerShare(api, /ulid/))} of the API's: its default ` +
+        "random source asks the OS for one byte per character. `monotonicFactory(prng)` with a pooled PRNG removes most of that.",
+    );
+  }
+  if (r.skipped.length > 0) {
+    out.push(
+      `- **Connections.** ${r.skipped.map((skip) => `${skip.workers} x ${skip.concurrency} could not run: ${skip.reason}`).join("; ")}. ` +
+        "A worker's pool is max(DATABASE_POOL_SIZE, min(WORKER_CONCURRENCY, 50)) (apps/worker/src/start-worker.ts), so DATABASE_POOL_SIZE " +
+        `cannot lower it; in phase 1 at most ${Math.max(...r.throughput.map((t) => t.peakConnections))} connections were open at once. ` +
+        "Letting DATABASE_POOL_SIZE set the worker's pool, or a pooler such as PgBouncer, would let more worker processes share the server.",
+    );
+  }
+  out.push(
+    `- **Listing is fast in PostgreSQL and slower around it.** The list queries run in ${ms(Math.min(...listCases.map((c) => c.executionMs)))} to ` +
+      `${ms(Math.max(...listCases.map((c) => c.executionMs)))} inside PostgreSQL; a request takes ${ms(Math.min(...listCases.map((c) => c.latency.p50)))} ` +
+      `to ${ms(Math.max(...listCases.map((c) => c.latency.p50)))} at p50 and ${list.apiCpuMsPerRequest.toFixed(2)} ms of API CPU, mostly ` +
+      `${top(list.apiProfile, 3)} of the API's samples (V8 profile of a separate pass, one request at a time).` +
+      (deep > 0.2
+        ? ` A deep page costs ${ms(deep)} more at p50: packages/db/src/paging.ts checks that the cursor exists in a round trip of its own ` +
+          "before the page query; the page query could find the cursor row in a CTE and tell \"no such cursor\" from \"empty page\" itself."
+        : "") +
+      (reference
+        ? ` The tail is partly the machine's: \`GET /healthz\`, which does no work, had a p99 of ${ms(reference.latency.p99)} in the same run.`
+        : ""),
+  );
+  return out;
+}
+
+function hotShare(db: ThroughputResult["database"]): number {
+  return db.deliveryUpdates ? db.deliveryHotUpdates / db.deliveryUpdates : 0;
+}
+
+/** How much slower, at p50, the deep-page cases are than the same filters on the first page. */
+function deepExtra(cases: { name: string; latency: { p50: number } }[]): number {
+  const deep = cases.filter((c) => c.name.startsWith("deep page"));
+  const shallow = cases.filter((c) => !c.name.startsWith("deep page"));
+  const mean = (list: { latency: { p50: number } }[]) => list.reduce((sum, c) => sum + c.latency.p50, 0) / Math.max(1, list.length);
+  return mean(deep) - mean(shallow);
+}
+
+/** (best - worst) / best deliveries per second over the setups that ran. */
+function setupSpread(runs: ThroughputResult[]): number {
+  const rates = runs.map((run) => run.perSecond);
+  return rates.length < 2 ? 0 : (Math.max(...rates) - Math.min(...rates)) / Math.max(...rates);
+}
+
+export function writeReport(path: string, results: BenchResults): void {
+  writeFileSync(path, renderReport(results));
+}

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { IdempotencyConflictError, isId, newId, NotFoundError } from "@webhooks/core";
-import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import { IdempotencyConflictError, isId, matchesEventType, newId, NotFoundError } from "@webhooks/core";
+import type { Prisma, PrismaClientOrTransaction } from "./client.ts";
 
 export interface EventRecord {
   id: string;
@@ -23,6 +23,12 @@ export interface PublishContext {
   logger: { warn(details: object, message: string): void };
 }
 
+export interface PublishInput {
+  type: string;
+  data: Record<string, unknown>;
+  idempotencyKey?: string | undefined;
+}
+
 export interface PublishResult {
   event: EventRecord;
   /** False when an Idempotency-Key matched an event published earlier. */
@@ -30,74 +36,144 @@ export interface PublishResult {
   deliveryIds: string[];
 }
 
-/**
- * Publishes an event (contract §7): the event and one `queued` delivery per matching active
- * subscription are written by one SQL statement, so either all of it is committed or none;
- * the deliveries' jobs are enqueued after that. PostgreSQL is the source of truth: if Redis is
- * unreachable the event is still accepted, and the worker's reconciler enqueues it later.
- */
-export async function publishEvent(
-  ctx: PublishContext,
-  input: { type: string; data: Record<string, unknown>; idempotencyKey?: string | undefined },
-): Promise<PublishResult> {
-  const requestHash = input.idempotencyKey === undefined ? null : hashRequest(input.type, input.data);
-  if (input.idempotencyKey !== undefined && requestHash !== null) {
-    const earlier = await findIdempotentEvent(ctx.db, input.idempotencyKey, requestHash);
-    if (earlier) return { event: earlier, created: false, deliveryIds: [] };
-  }
-
-  // Spec §3.2: only active subscriptions get deliveries. Each delivery copies the url and the
-  // secret it will be signed with, so later updates cannot change it (contract §8).
-  const targets = await ctx.db.$queryRaw<{ id: string; url: string; secret_id: string }[]>`
-    SELECT id, url, secret_id FROM subscriptions
-    WHERE active AND deleted_at IS NULL AND events && ARRAY[${input.type}, '*']::text[]
-    ORDER BY id`;
-
-  const eventId = newId("event");
-  const deliveryIds = targets.map(() => newId("delivery"));
-  const [written] = await ctx.db.$queryRaw<{ created_at: Date | null; deliveries: number }[]>`
-    WITH event AS (
-      INSERT INTO events (id, type, data, idempotency_key, request_hash)
-      VALUES (${eventId}, ${input.type}, ${JSON.stringify(input.data)}::jsonb, ${input.idempotencyKey ?? null}, ${requestHash})
-      ON CONFLICT (idempotency_key) DO NOTHING
-      RETURNING id, created_at
-    ), delivery AS (
-      INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, next_attempt_at)
-      SELECT target.id, target.subscription_id, event.id, ${input.type}, target.url, target.secret_id, 'queued', event.created_at
-      FROM event, unnest(
-        ${deliveryIds}::text[], ${targets.map((t) => t.id)}::text[],
-        ${targets.map((t) => t.url)}::text[], ${targets.map((t) => t.secret_id)}::text[]
-      ) AS target(id, subscription_id, url, secret_id)
-      RETURNING id
-    )
-    SELECT (SELECT created_at FROM event) AS created_at, (SELECT count(*) FROM delivery)::int AS deliveries`;
-
-  if (!written?.created_at) {
-    // A concurrent request with the same Idempotency-Key won the insert.
-    const earlier = await findIdempotentEvent(ctx.db, input.idempotencyKey ?? "", requestHash ?? "");
-    if (!earlier) throw new Error("idempotent event vanished after a key conflict");
-    return { event: earlier, created: false, deliveryIds: [] };
-  }
-
-  try {
-    await ctx.queue.enqueue(deliveryIds);
-  } catch (error) {
-    ctx.logger.warn({ err: error, eventId, deliveries: deliveryIds.length }, "could not enqueue deliveries; the reconciler will");
-  }
-  return {
-    event: { id: eventId, type: input.type, data: input.data, createdAt: written.created_at },
-    created: true,
-    deliveryIds,
-  };
+interface Target {
+  id: string;
+  url: string;
+  secret_id: string;
+  events: string[];
 }
 
-async function findIdempotentEvent(db: PrismaClientOrTransaction, key: string, requestHash: string): Promise<EventRecord | undefined> {
-  const event = await db.event.findUnique({ where: { idempotencyKey: key } });
-  if (!event) return undefined;
-  if (event.requestHash !== requestHash) {
-    throw new IdempotencyConflictError(`Idempotency-Key ${key} was already used with a different request`);
+/**
+ * Publishes events (contract §7). Each event and one `queued` delivery per matching active
+ * subscription are written by one SQL statement, so either all of it is committed or none; the
+ * deliveries' jobs are enqueued after that. PostgreSQL is the source of truth: if Redis is
+ * unreachable the events are still accepted, and the worker's reconciler enqueues them later.
+ *
+ * It takes a batch: the API gathers the publishes that arrive together and writes them with one
+ * lookup, one insert and one commit, which is what lets one API process accept hundreds of events
+ * a second. The result for each input is its PublishResult, or the error that applies to it alone
+ * (an Idempotency-Key reused with another request).
+ */
+export async function publishEvents(ctx: PublishContext, inputs: PublishInput[]): Promise<(PublishResult | IdempotencyConflictError)[]> {
+  const results: (PublishResult | IdempotencyConflictError | undefined)[] = inputs.map(() => undefined);
+  const hashes = inputs.map((input) => (input.idempotencyKey === undefined ? null : hashRequest(input.type, input.data)));
+
+  // Retries carrying an Idempotency-Key get the event published the first time.
+  const keyed = inputs.flatMap((input, index) => (input.idempotencyKey === undefined ? [] : [index]));
+  if (keyed.length > 0) {
+    const earlier = await findIdempotentEvents(ctx.db, keyed.map((index) => inputs[index]!.idempotencyKey!));
+    for (const index of keyed) {
+      const found = earlier.get(inputs[index]!.idempotencyKey!);
+      if (found) results[index] = replay(found, inputs[index]!.idempotencyKey!, hashes[index]!);
+    }
   }
-  return toEventRecord(event);
+
+  const pending = inputs.flatMap((input, index) => (results[index] === undefined ? [{ input, index }] : []));
+  if (pending.length > 0) {
+    // Spec §3.2: only active subscriptions get deliveries. Each delivery copies the url and the
+    // secret it will be signed with, so later updates cannot change it (contract §8).
+    const types = [...new Set(pending.map(({ input }) => input.type))];
+    const targets = await ctx.db.$queryRaw<Target[]>`
+      SELECT id, url, secret_id, events FROM subscriptions
+      WHERE active AND deleted_at IS NULL AND events && (${types}::text[] || ARRAY['*'])
+      ORDER BY id`;
+
+    const events = pending.map(({ input, index }) => ({
+      index,
+      id: newId("event"),
+      input,
+      hash: hashes[index] ?? null,
+      deliveries: targets.filter((target) => matchesEventType(target.events, input.type)).map((target) => ({ id: newId("delivery"), target })),
+    }));
+    const deliveries = events.flatMap((event) => event.deliveries.map((delivery) => ({ ...delivery, eventId: event.id, type: event.input.type })));
+
+    const written = await ctx.db.$queryRaw<{ id: string; created_at: Date }[]>`
+      WITH event AS (
+        INSERT INTO events (id, type, data, idempotency_key, request_hash)
+        SELECT * FROM unnest(
+          ${events.map((e) => e.id)}::text[], ${events.map((e) => e.input.type)}::text[],
+          ${events.map((e) => JSON.stringify(e.input.data))}::jsonb[], ${events.map((e) => e.input.idempotencyKey ?? null)}::text[],
+          ${events.map((e) => e.hash)}::text[]
+        )
+        ON CONFLICT (idempotency_key) DO NOTHING
+        RETURNING id, created_at
+      ), delivery AS (
+        INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, next_attempt_at, created_at, updated_at)
+        SELECT d.id, d.subscription_id, event.id, d.event_type, d.url, d.secret_id, 'queued', event.created_at, event.created_at, event.created_at
+        FROM unnest(
+          ${deliveries.map((d) => d.id)}::text[], ${deliveries.map((d) => d.eventId)}::text[], ${deliveries.map((d) => d.target.id)}::text[],
+          ${deliveries.map((d) => d.type)}::text[], ${deliveries.map((d) => d.target.url)}::text[], ${deliveries.map((d) => d.target.secret_id)}::text[]
+        ) AS d(id, event_id, subscription_id, event_type, url, secret_id)
+        JOIN event ON event.id = d.event_id
+      )
+      SELECT id, created_at FROM event`;
+
+    const createdAt = new Map(written.map((row) => [row.id, row.created_at]));
+    const conflicted: { index: number; key: string; hash: string }[] = [];
+    for (const event of events) {
+      const at = createdAt.get(event.id);
+      if (at) {
+        results[event.index] = {
+          event: { id: event.id, type: event.input.type, data: event.input.data, createdAt: at },
+          created: true,
+          deliveryIds: event.deliveries.map((delivery) => delivery.id),
+        };
+      } else {
+        // A concurrent request with the same Idempotency-Key won the insert.
+        conflicted.push({ index: event.index, key: event.input.idempotencyKey ?? "", hash: event.hash ?? "" });
+      }
+    }
+    if (conflicted.length > 0) {
+      const winners = await findIdempotentEvents(ctx.db, conflicted.map((c) => c.key));
+      for (const { index, key, hash } of conflicted) {
+        const winner = winners.get(key);
+        if (!winner) throw new Error("idempotent event vanished after a key conflict");
+        results[index] = replay(winner, key, hash);
+      }
+    }
+
+    const deliveryIds = results.flatMap((result) => (result instanceof IdempotencyConflictError || !result?.created ? [] : result.deliveryIds));
+    try {
+      await ctx.queue.enqueue(deliveryIds);
+    } catch (error) {
+      ctx.logger.warn({ err: error, deliveries: deliveryIds.length }, "could not enqueue deliveries; the reconciler will");
+    }
+  }
+  return results.map((result) => {
+    if (result === undefined) throw new Error("publishEvents left an input without a result");
+    return result;
+  });
+}
+
+/** One event, for callers that do not batch. */
+export async function publishEvent(ctx: PublishContext, input: PublishInput): Promise<PublishResult> {
+  const [result] = await publishEvents(ctx, [input]);
+  if (result instanceof Error) throw result;
+  return result!;
+}
+
+interface StoredEvent {
+  id: string;
+  type: string;
+  data: Prisma.JsonValue;
+  createdAt: Date;
+  requestHash: string | null;
+}
+
+async function findIdempotentEvents(db: PrismaClientOrTransaction, keys: string[]): Promise<Map<string, StoredEvent>> {
+  const events = await db.event.findMany({
+    where: { idempotencyKey: { in: keys } },
+    select: { id: true, type: true, data: true, createdAt: true, requestHash: true, idempotencyKey: true },
+  });
+  return new Map(events.map((event) => [event.idempotencyKey!, event]));
+}
+
+/** The earlier event, if the request is the same; a conflict if the key now comes with another. */
+function replay(earlier: StoredEvent, key: string, requestHash: string): PublishResult | IdempotencyConflictError {
+  if (earlier.requestHash !== requestHash) {
+    return new IdempotencyConflictError(`Idempotency-Key ${key} was already used with a different request`);
+  }
+  return { event: toEventRecord(earlier), created: false, deliveryIds: [] };
 }
 
 export async function getEvent(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<EventRecord> {

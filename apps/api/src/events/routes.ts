@@ -1,8 +1,9 @@
 import { createRoute } from "@hono/zod-openapi";
-import { getEvent, publishEvent } from "@webhooks/db";
+import { getEvent } from "@webhooks/db";
 import { errorResponses, errorSchema } from "../http/schemas.ts";
 import { newRouter } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
+import { createEventPublisher } from "./publisher.ts";
 import { eventIdParam, eventSchema, idempotencyHeaders, publishEventBody, toEventJson } from "./schemas.ts";
 
 const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
@@ -37,13 +38,11 @@ const getRouteDef = createRoute({
 });
 
 export function eventRoutes(deps: ApiDeps) {
+  const publisher = createEventPublisher({ db: deps.db, queue: deps.queue, logger: deps.logger });
   return newRouter()
     .openapi(publishRouteDef, async (c) => {
       const body = c.req.valid("json");
-      const result = await publishEvent(
-        { db: deps.db, queue: deps.queue, logger: c.var.logger },
-        { type: body.type, data: body.data, idempotencyKey: c.req.valid("header")["Idempotency-Key"] },
-      );
+      const result = await publisher.publish({ type: body.type, data: body.data, idempotencyKey: c.req.valid("header")["Idempotency-Key"] });
       if (!result.created) c.header("Idempotent-Replayed", "true");
       return c.json(toEventJson(result.event), 202);
     })

@@ -1,5 +1,5 @@
+import type { HttpBindings } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { ApiError } from "./api-error.ts";
 import type { ApiEnv } from "./types.ts";
 
@@ -10,22 +10,40 @@ const jsonMediaType = /^application\/([\w.-]+\+)?json$/i;
  * chunked body cannot slip past; a body that is not JSON is a 415; malformed JSON, or JSON that
  * is not an object, is a 400. An empty body is an empty object, so `PUT` with no body is a no-op.
  * Routes then validate the parsed object against their schemas.
+ *
+ * The body is read straight from Node's request stream: going through the web Request that
+ * @hono/node-server would otherwise build costs a noticeable share of a publish's CPU.
  */
 export function jsonBody(maxBytes: number): MiddlewareHandler<ApiEnv> {
-  const limit = bodyLimit({
-    maxSize: maxBytes,
-    onError: () => {
-      throw new ApiError(413, "invalid_request_error", "body_too_large", `The request body must not exceed ${maxBytes} bytes`);
-    },
-  });
+  const tooLarge = () => new ApiError(413, "invalid_request_error", "body_too_large", `The request body must not exceed ${maxBytes} bytes`);
 
-  const parse: MiddlewareHandler<ApiEnv> = async (c, next) => {
-    const text = await c.req.text();
+  return async (c, next) => {
+    if (c.req.method !== "POST" && c.req.method !== "PUT" && c.req.method !== "PATCH") return next();
+    const declared = c.req.header("content-length");
+    if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge();
+
+    const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
+    let text: string;
+    if (incoming) {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of incoming as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > maxBytes) throw tooLarge();
+        chunks.push(chunk);
+      }
+      text = Buffer.concat(chunks).toString("utf8");
+    } else {
+      text = await c.req.text();
+      if (Buffer.byteLength(text) > maxBytes) throw tooLarge();
+    }
+
     const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
+    // The route's JSON validator parses the cached text; an empty JSON body means {}.
+    // (Hono caches bodies as promises, although its types say otherwise.)
+    const cache = c.req.bodyCache as Record<string, unknown>;
     if (text.trim().length === 0) {
-      // The route's JSON validator parses the cached text; an empty JSON body means {}.
-      // (Hono caches bodies as promises, although its types say otherwise.)
-      if (jsonMediaType.test(mediaType)) (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve("{}");
+      cache.text = Promise.resolve(jsonMediaType.test(mediaType) ? "{}" : "");
       return next();
     }
     if (!jsonMediaType.test(mediaType)) {
@@ -40,13 +58,7 @@ export function jsonBody(maxBytes: number): MiddlewareHandler<ApiEnv> {
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
       throw new ApiError(400, "invalid_request_error", "invalid_json", "The request body must be a JSON object");
     }
+    cache.text = Promise.resolve(text);
     return next();
-  };
-
-  return async (c, next) => {
-    if (c.req.method !== "POST" && c.req.method !== "PUT" && c.req.method !== "PATCH") return next();
-    return limit(c, async () => {
-      await parse(c, next);
-    });
   };
 }

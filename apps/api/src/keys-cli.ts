@@ -1,7 +1,7 @@
 // `npm run keys -- create --name <name> | list | revoke <key id>`: manages stored API keys.
 import { parseArgs } from "node:util";
 import { loadConfigOrExit, postgresUnreachableMessage } from "@webhooks/core";
-import { applyMigrations, checkPostgres, createApiKey, createPrismaClient, listApiKeys, revokeApiKey } from "@webhooks/db";
+import { applyMigrations, checkPostgres, createApiKey, createDatabase, listApiKeys, revokeApiKey } from "@webhooks/db";
 
 const usage = `Usage:
   npm run keys -- create --name <name>   create a key and print it (shown once)
@@ -27,7 +27,8 @@ const config = loadConfigOrExit();
 const problem = await checkPostgres(config.databaseUrl);
 if (problem) fail(postgresUnreachableMessage(config.databaseUrl, problem));
 await applyMigrations(config.databaseUrl, { info: () => {}, warn: (message) => console.warn(`warning: ${message}`) });
-const db = createPrismaClient({ databaseUrl: config.databaseUrl, poolSize: 1 });
+const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 1 });
+const db = database.prisma;
 
 try {
   switch (command) {
@@ -60,5 +61,5 @@ try {
       fail(`Unknown command: ${command}\n${usage}`);
   }
 } finally {
-  await db.$disconnect();
+  await database.close();
 }

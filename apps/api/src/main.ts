@@ -7,7 +7,7 @@ import {
   redisUnreachableMessage,
   SecretBox,
 } from "@webhooks/core";
-import { applyMigrations, checkPostgres, createPrismaClient } from "@webhooks/db";
+import { applyMigrations, checkPostgres, createDatabase } from "@webhooks/db";
 import { checkEvictionPolicy, checkRedis, createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { createApp } from "./app.ts";
 import { ApiKeyAuthenticator } from "./http/auth.ts";
@@ -31,7 +31,8 @@ await applyMigrations(config.databaseUrl, {
   warn: (message) => logger.warn(message),
 });
 
-const db = createPrismaClient({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
+const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
+const db = database.prisma;
 const redis = createRedisConnection(config.redisUrl, "producer");
 const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
 // Requests fail fast while Redis is down, so wait for the connection before serving any.
@@ -43,6 +44,7 @@ if (config.apiKeys.length === 0) logger.warn("API_KEYS is empty: only keys creat
 const app = createApp({
   config,
   db,
+  sql: database.sql,
   redis,
   queue,
   logger,
@@ -63,7 +65,7 @@ async function shutdown(signal: string) {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await queue.close().catch(() => {});
   redis.disconnect();
-  await db.$disconnect();
+  await database.close();
   process.exit(0);
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));

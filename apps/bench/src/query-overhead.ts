@@ -1,6 +1,6 @@
 import { execFile, type ChildProcess } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { createPrismaClient } from "@webhooks/db";
+import { createDatabase } from "@webhooks/db";
 import pg from "pg";
 import { onCleanup } from "./cleanup.ts";
 
@@ -48,14 +48,15 @@ async function measure(query: () => Promise<unknown>): Promise<{ cpuUs: number; 
 // Run as a script (by measureQueryOverhead): measure, print the result as JSON, exit.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const databaseUrl = process.argv[2]!;
-  const prisma = createPrismaClient({ databaseUrl, poolSize: 1 });
+  const database = createDatabase({ databaseUrl, poolSize: 1 });
+  const prisma = database.prisma;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   pool.on("error", () => {}); // an idle connection lost: the next query reports it
   try {
     const result: QueryOverhead = { prisma: await measure(() => prisma.$queryRaw`SELECT 1`), pg: await measure(() => pool.query("SELECT 1")) };
     console.log(JSON.stringify(result));
   } finally {
-    await prisma.$disconnect();
+    await database.close();
     await pool.end();
   }
 }

@@ -1,4 +1,4 @@
-import { claimDeliveries, recordAttempts, type AttemptToRecord, type ClaimedDelivery, type PrismaClient } from "@webhooks/db";
+import { claimDeliveries, recordAttempts, type AttemptToRecord, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
 import DataLoader from "dataloader";
 
 /**
@@ -17,14 +17,14 @@ export interface AttemptBatches {
   record(record: AttemptToRecord): Promise<boolean>;
 }
 
-export function createAttemptBatches(db: PrismaClient, leaseMs: number): AttemptBatches {
+export function createAttemptBatches(sql: SqlClient, leaseMs: number): AttemptBatches {
   const claims = new DataLoader<{ deliveryId: string; leaseToken: string }, ClaimedDelivery | null>(async (requests) => {
-    const claimed = await claimDeliveries({ db }, { claims: [...requests], leaseMs });
+    const claimed = await claimDeliveries({ sql }, { claims: [...requests], leaseMs });
     return requests.map((request) => claimed.get(request.deliveryId) ?? null);
   }, schedule);
 
   const records = new DataLoader<AttemptToRecord, boolean>(async (requests) => {
-    const recorded = await recordAttempts({ db }, [...requests]);
+    const recorded = await recordAttempts({ sql }, [...requests]);
     return requests.map((request) => recorded.has(request.deliveryId));
   }, schedule);
 

@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { decideRetry, signWebhook, type Logger } from "@webhooks/core";
-import { whyNotClaimed, type AttemptOutcome, type ClaimedDelivery, type PrismaClient } from "@webhooks/db";
+import { whyNotClaimed, type AttemptOutcome, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 import type { SecretKeys } from "./secret-keys.ts";
 
 export interface AttemptDeps {
-  db: PrismaClient;
+  sql: SqlClient;
   batches: AttemptBatches;
   sender: HttpSender;
   secretKeys: SecretKeys;
@@ -28,7 +28,7 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Pro
   const leaseToken = randomUUID();
   const delivery = await deps.batches.claim(deliveryId, leaseToken);
   if (!delivery) {
-    const why = await whyNotClaimed({ db: deps.db }, deliveryId);
+    const why = await whyNotClaimed({ sql: deps.sql }, deliveryId);
     // Woken early, or another worker holds the delivery: come back when it may be ours.
     if (why.reason === "not_due" || why.reason === "leased") return { kind: "wait", delayMs: why.retryInMs + 100 };
     // Nothing left to do: already delivered, or failed for good.

@@ -1,5 +1,5 @@
 import type { Logger } from "@webhooks/core";
-import { findDueDeliveries, type PrismaClient } from "@webhooks/db";
+import { findDueDeliveries, inTransaction, type PrismaClient } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
 import type { WorkerMetrics } from "./metrics.ts";
 
@@ -38,7 +38,8 @@ export class Reconciler {
 
   /** One pass; returns how many deliveries it enqueued (0 when another worker holds the lock). */
   async reconcileOnce(): Promise<number> {
-    return this.deps.db.$transaction(
+    return inTransaction(
+      this.deps.db,
       async (tx) => {
         const [lock] = await tx.$queryRaw<{ locked: boolean }[]>`SELECT pg_try_advisory_xact_lock(${RECONCILER_LOCK_KEY}) AS locked`;
         if (!lock?.locked) return 0;
@@ -55,7 +56,7 @@ export class Reconciler {
         }
         return enqueued;
       },
-      { timeout: 120_000, maxWait: 10_000 },
+      { timeoutMs: 120_000 },
     );
   }
 

@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
-import { createPrismaClient } from "@webhooks/db";
+import { createDatabase } from "@webhooks/db";
 import { checkEvictionPolicy, createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { createAttemptBatches } from "./attempt-batches.ts";
 import { createDeliveryWorker } from "./delivery-worker.ts";
@@ -42,7 +42,8 @@ export interface RunningWorker {
 
 /** Starts a worker process's parts: the BullMQ worker, the reconciler and /metrics. */
 export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
-  const db = createPrismaClient({ databaseUrl: config.databaseUrl, poolSize: Math.max(config.databasePoolSize, Math.min(config.worker.concurrency, 50)) });
+  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: Math.max(config.databasePoolSize, Math.min(config.worker.concurrency, 50)) });
+  const db = database.prisma;
   const workerRedis = createRedisConnection(config.redisUrl, "worker");
   const producerRedis = createRedisConnection(config.redisUrl, "producer");
   const queue = new DeliveryQueue(producerRedis, config.queuePrefix, logger);
@@ -60,8 +61,8 @@ export async function startWorker(config: Config, logger: Logger, options: { res
 
   const worker = createDeliveryWorker(
     {
-      db,
-      batches: createAttemptBatches(db, config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS),
+      sql: database.sql,
+      batches: createAttemptBatches(database.sql, config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS),
       sender,
       secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
       metrics,
@@ -117,7 +118,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       await queue.close().catch(() => {});
       workerRedis.disconnect();
       producerRedis.disconnect();
-      await db.$disconnect();
+      await database.close();
     },
   };
 }

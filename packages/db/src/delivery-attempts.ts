@@ -1,5 +1,5 @@
 import { newId, type DeliveryStatus } from "@webhooks/core";
-import type { PrismaClientOrTransaction } from "./client.ts";
+import type { SqlClient } from "./sql.ts";
 
 /**
  * The worker's side of a delivery: claim it, make one attempt, record the outcome.
@@ -36,34 +36,39 @@ export interface ClaimedDelivery {
  * Takes a lease on each delivery that is due and not leased, and returns the snapshot of those
  * it claimed, by delivery id. Deliveries missing from the result were not claimable; see
  * `whyNotClaimed`.
+ *
+ * The claim commits asynchronously (set_config(..., true) lasts until the end of the statement's
+ * own transaction), so the webhook goes out without waiting for the WAL to reach the disk. A
+ * lease lost in a database crash is harmless: recording then fails its lease check, and the
+ * delivery is attempted again, as at-least-once delivery allows.
  */
 export async function claimDeliveries(
-  ctx: { db: PrismaClientOrTransaction },
+  ctx: { sql: SqlClient },
   input: { claims: { deliveryId: string; leaseToken: string }[]; leaseMs: number },
 ): Promise<Map<string, ClaimedDelivery>> {
-  const rows = await ctx.db.$queryRaw<
-    {
-      id: string;
-      lease_token: string;
-      url: string;
-      secret_id: string;
-      ciphertext: Uint8Array;
-      event_id: string;
-      type: string;
-      data: string;
-      event_created_at: Date;
-      attempts: number;
-    }[]
-  >`
-    UPDATE deliveries d
-    SET lease_token = c.lease_token, leased_until = now() + ${input.leaseMs}::int * interval '1 millisecond'
-    FROM unnest(${input.claims.map((c) => c.deliveryId)}::text[], ${input.claims.map((c) => c.leaseToken)}::text[]) AS c(id, lease_token),
-         events e, signing_secrets s
-    WHERE d.id = c.id AND e.id = d.event_id AND s.id = d.secret_id
-      AND d.next_attempt_at <= now() + ${DUE_TOLERANCE_MS}::int * interval '1 millisecond'
-      AND (d.leased_until IS NULL OR d.leased_until < now())
-    RETURNING d.id, d.lease_token, d.url, d.secret_id, s.ciphertext, d.event_id, e.type, e.data::text AS data,
-              e.created_at AS event_created_at, d.attempts`;
+  const rows = await ctx.sql.query<{
+    id: string;
+    lease_token: string;
+    url: string;
+    secret_id: string;
+    ciphertext: Uint8Array;
+    event_id: string;
+    type: string;
+    data: string;
+    event_created_at: Date;
+    attempts: number;
+  }>(
+    `UPDATE deliveries d
+     SET lease_token = c.lease_token, leased_until = now() + $3::int * interval '1 millisecond'
+     FROM unnest($1::text[], $2::text[]) AS c(id, lease_token), events e, signing_secrets s,
+          (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+     WHERE d.id = c.id AND e.id = d.event_id AND s.id = d.secret_id
+       AND d.next_attempt_at <= now() + $4::int * interval '1 millisecond'
+       AND (d.leased_until IS NULL OR d.leased_until < now())
+     RETURNING d.id, d.lease_token, d.url, d.secret_id, s.ciphertext, d.event_id, e.type, e.data::text AS data,
+               e.created_at AS event_created_at, d.attempts`,
+    [input.claims.map((c) => c.deliveryId), input.claims.map((c) => c.leaseToken), input.leaseMs, DUE_TOLERANCE_MS],
+  );
   return new Map(
     rows.map((row) => [
       row.id,
@@ -88,11 +93,13 @@ export type NotClaimed =
   | { reason: "not_due" | "leased"; retryInMs: number };
 
 /** Why a delivery could not be claimed, measuring time on the database's clock. */
-export async function whyNotClaimed(ctx: { db: PrismaClientOrTransaction }, deliveryId: string): Promise<NotClaimed> {
-  const [state] = await ctx.db.$queryRaw<{ due_in_ms: number | null; leased_for_ms: number | null }[]>`
-    SELECT (extract(epoch FROM next_attempt_at - now()) * 1000)::float8 AS due_in_ms,
-           (extract(epoch FROM leased_until - now()) * 1000)::float8 AS leased_for_ms
-    FROM deliveries WHERE id = ${deliveryId}`;
+export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string): Promise<NotClaimed> {
+  const [state] = await ctx.sql.query<{ due_in_ms: number | null; leased_for_ms: number | null }>(
+    `SELECT (extract(epoch FROM next_attempt_at - now()) * 1000)::float8 AS due_in_ms,
+            (extract(epoch FROM leased_until - now()) * 1000)::float8 AS leased_for_ms
+     FROM deliveries WHERE id = $1`,
+    [deliveryId],
+  );
   if (!state) return { reason: "missing" };
   if (state.due_in_ms === null) return { reason: "finished" };
   if (state.leased_for_ms !== null && state.leased_for_ms > 0) return { reason: "leased", retryInMs: Math.ceil(state.leased_for_ms) };
@@ -122,22 +129,12 @@ export interface AttemptToRecord {
  * Only the holder of a lease can record: if it expired and another worker took the delivery
  * over, nothing is written for it. Returns the ids of the deliveries recorded.
  */
-export async function recordAttempts(ctx: { db: PrismaClientOrTransaction }, records: AttemptToRecord[]): Promise<Set<string>> {
+export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptToRecord[]): Promise<Set<string>> {
   const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
-  const rows = await ctx.db.$queryRaw<{ delivery_id: string }[]>`
-    WITH input AS (
-      SELECT * FROM unnest(
-        ${column((r) => r.deliveryId)}::text[],
-        ${column((r) => r.leaseToken)}::text[],
-        ${column(() => newId("attempt"))}::text[],
-        ${column((r) => r.outcome.startedAt.toISOString())}::timestamptz[],
-        ${column((r) => r.outcome.durationMs)}::int[],
-        ${column((r) => r.outcome.responseCode)}::int[],
-        ${column((r) => r.outcome.responseBody)}::text[],
-        ${column((r) => r.outcome.error)}::text[],
-        ${column((r) => r.outcome.status)}::delivery_status[],
-        ${column((r) => r.outcome.retryInMs)}::int[]
-      ) AS i(delivery_id, lease_token, attempt_id, started_at, duration_ms, response_code, response_body, error, status, retry_in_ms)
+  const rows = await ctx.sql.query<{ delivery_id: string }>(
+    `WITH input AS (
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::int[], $7::text[], $8::text[], $9::delivery_status[], $10::int[])
+        AS i(delivery_id, lease_token, attempt_id, started_at, duration_ms, response_code, response_body, error, status, retry_in_ms)
     ), updated AS (
       UPDATE deliveries d SET
         status = i.status,
@@ -154,6 +151,19 @@ export async function recordAttempts(ctx: { db: PrismaClientOrTransaction }, rec
     INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body, error)
     SELECT i.attempt_id, u.id, u.attempts, u.url, i.started_at, i.duration_ms, i.response_code, i.response_body, i.error
     FROM updated u JOIN input i ON i.delivery_id = u.id
-    RETURNING delivery_id`;
+    RETURNING delivery_id`,
+    [
+      column((r) => r.deliveryId),
+      column((r) => r.leaseToken),
+      column(() => newId("attempt")),
+      column((r) => r.outcome.startedAt.toISOString()),
+      column((r) => r.outcome.durationMs),
+      column((r) => r.outcome.responseCode),
+      column((r) => r.outcome.responseBody),
+      column((r) => r.outcome.error),
+      column((r) => r.outcome.status),
+      column((r) => r.outcome.retryInMs),
+    ],
+  );
   return new Set(rows.map((row) => row.delivery_id));
 }

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { IdempotencyConflictError, isId, matchesEventType, newId, NotFoundError } from "@webhooks/core";
 import type { Prisma, PrismaClientOrTransaction } from "./client.ts";
+import type { SqlClient } from "./sql.ts";
 
 export interface EventRecord {
   id: string;
@@ -18,7 +19,7 @@ export interface DeliveryEnqueuer {
 }
 
 export interface PublishContext {
-  db: PrismaClientOrTransaction;
+  sql: SqlClient;
   queue: DeliveryEnqueuer;
   logger: { warn(details: object, message: string): void };
 }
@@ -61,7 +62,7 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
   // Retries carrying an Idempotency-Key get the event published the first time.
   const keyed = inputs.flatMap((input, index) => (input.idempotencyKey === undefined ? [] : [index]));
   if (keyed.length > 0) {
-    const earlier = await findIdempotentEvents(ctx.db, keyed.map((index) => inputs[index]!.idempotencyKey!));
+    const earlier = await findIdempotentEvents(ctx.sql, keyed.map((index) => inputs[index]!.idempotencyKey!));
     for (const index of keyed) {
       const found = earlier.get(inputs[index]!.idempotencyKey!);
       if (found) results[index] = replay(found, inputs[index]!.idempotencyKey!, hashes[index]!);
@@ -73,10 +74,12 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
     // Spec §3.2: only active subscriptions get deliveries. Each delivery copies the url and the
     // secret it will be signed with, so later updates cannot change it (contract §8).
     const types = [...new Set(pending.map(({ input }) => input.type))];
-    const targets = await ctx.db.$queryRaw<Target[]>`
-      SELECT id, url, secret_id, events FROM subscriptions
-      WHERE active AND deleted_at IS NULL AND events && (${types}::text[] || ARRAY['*'])
-      ORDER BY id`;
+    const targets = await ctx.sql.query<Target>(
+      `SELECT id, url, secret_id, events FROM subscriptions
+       WHERE active AND deleted_at IS NULL AND events && ($1::text[] || ARRAY['*'])
+       ORDER BY id`,
+      [types],
+    );
 
     const events = pending.map(({ input, index }) => ({
       index,
@@ -87,26 +90,34 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
     }));
     const deliveries = events.flatMap((event) => event.deliveries.map((delivery) => ({ ...delivery, eventId: event.id, type: event.input.type })));
 
-    const written = await ctx.db.$queryRaw<{ id: string; created_at: Date }[]>`
-      WITH event AS (
-        INSERT INTO events (id, type, data, idempotency_key, request_hash)
-        SELECT * FROM unnest(
-          ${events.map((e) => e.id)}::text[], ${events.map((e) => e.input.type)}::text[],
-          ${events.map((e) => JSON.stringify(e.input.data))}::jsonb[], ${events.map((e) => e.input.idempotencyKey ?? null)}::text[],
-          ${events.map((e) => e.hash)}::text[]
-        )
-        ON CONFLICT (idempotency_key) DO NOTHING
-        RETURNING id, created_at
-      ), delivery AS (
-        INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, next_attempt_at, created_at, updated_at)
-        SELECT d.id, d.subscription_id, event.id, d.event_type, d.url, d.secret_id, 'queued', event.created_at, event.created_at, event.created_at
-        FROM unnest(
-          ${deliveries.map((d) => d.id)}::text[], ${deliveries.map((d) => d.eventId)}::text[], ${deliveries.map((d) => d.target.id)}::text[],
-          ${deliveries.map((d) => d.type)}::text[], ${deliveries.map((d) => d.target.url)}::text[], ${deliveries.map((d) => d.target.secret_id)}::text[]
-        ) AS d(id, event_id, subscription_id, event_type, url, secret_id)
-        JOIN event ON event.id = d.event_id
-      )
-      SELECT id, created_at FROM event`;
+    const written = await ctx.sql.query<{ id: string; created_at: Date }>(
+      `WITH event AS (
+         INSERT INTO events (id, type, data, idempotency_key, request_hash)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[])
+         ON CONFLICT (idempotency_key) DO NOTHING
+         RETURNING id, created_at
+       ), delivery AS (
+         INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, next_attempt_at, created_at, updated_at)
+         SELECT d.id, d.subscription_id, event.id, d.event_type, d.url, d.secret_id, 'queued', event.created_at, event.created_at, event.created_at
+         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+           AS d(id, event_id, subscription_id, event_type, url, secret_id)
+         JOIN event ON event.id = d.event_id
+       )
+       SELECT id, created_at FROM event`,
+      [
+        events.map((e) => e.id),
+        events.map((e) => e.input.type),
+        events.map((e) => JSON.stringify(e.input.data)),
+        events.map((e) => e.input.idempotencyKey ?? null),
+        events.map((e) => e.hash),
+        deliveries.map((d) => d.id),
+        deliveries.map((d) => d.eventId),
+        deliveries.map((d) => d.target.id),
+        deliveries.map((d) => d.type),
+        deliveries.map((d) => d.target.url),
+        deliveries.map((d) => d.target.secret_id),
+      ],
+    );
 
     const createdAt = new Map(written.map((row) => [row.id, row.created_at]));
     const conflicted: { index: number; key: string; hash: string }[] = [];
@@ -124,7 +135,7 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
       }
     }
     if (conflicted.length > 0) {
-      const winners = await findIdempotentEvents(ctx.db, conflicted.map((c) => c.key));
+      const winners = await findIdempotentEvents(ctx.sql, conflicted.map((c) => c.key));
       for (const { index, key, hash } of conflicted) {
         const winner = winners.get(key);
         if (!winner) throw new Error("idempotent event vanished after a key conflict");
@@ -160,12 +171,13 @@ interface StoredEvent {
   requestHash: string | null;
 }
 
-async function findIdempotentEvents(db: PrismaClientOrTransaction, keys: string[]): Promise<Map<string, StoredEvent>> {
-  const events = await db.event.findMany({
-    where: { idempotencyKey: { in: keys } },
-    select: { id: true, type: true, data: true, createdAt: true, requestHash: true, idempotencyKey: true },
-  });
-  return new Map(events.map((event) => [event.idempotencyKey!, event]));
+async function findIdempotentEvents(sql: SqlClient, keys: string[]): Promise<Map<string, StoredEvent>> {
+  const rows = await sql.query<StoredEvent & { idempotencyKey: string }>(
+    `SELECT id, type, data, created_at AS "createdAt", request_hash AS "requestHash", idempotency_key AS "idempotencyKey"
+     FROM events WHERE idempotency_key = ANY($1::text[])`,
+    [keys],
+  );
+  return new Map(rows.map((row) => [row.idempotencyKey, row]));
 }
 
 /** The earlier event, if the request is the same; a conflict if the key now comes with another. */

@@ -7,4 +7,5 @@ export * from "./events.ts";
 export * from "./migrate.ts";
 export * from "./paging.ts";
 export * from "./reachability.ts";
+export * from "./sql.ts";
 export * from "./subscriptions.ts";

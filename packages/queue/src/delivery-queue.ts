@@ -36,6 +36,12 @@ export class DeliveryQueue {
 
   async enqueue(deliveryIds: string[]): Promise<void> {
     if (deliveryIds.length === 0) return;
+    // addBulk builds a MULTI pipeline; for the common single job a plain add is cheaper.
+    const [only] = deliveryIds;
+    if (deliveryIds.length === 1 && only !== undefined) {
+      await this.#failFast(() => this.queue.add(catalog.jobName, { deliveryId: only }, { jobId: only }));
+      return;
+    }
     await this.#failFast(() =>
       this.queue.addBulk(deliveryIds.map((deliveryId) => ({ name: catalog.jobName, data: { deliveryId }, opts: { jobId: deliveryId } }))),
     );

@@ -2,7 +2,7 @@ import type { AddressInfo } from "node:net";
 import { serve, type ServerType } from "@hono/node-server";
 import { ApiKeyAuthenticator, createApp } from "@webhooks/api";
 import { createLogger, SecretBox, type Config } from "@webhooks/core";
-import { createPrismaClient, type PrismaClient } from "@webhooks/db";
+import { createDatabase, type PrismaClient } from "@webhooks/db";
 import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { request as httpRequest } from "undici";
 import { TEST_API_KEY } from "./config.ts";
@@ -29,7 +29,8 @@ export interface TestApi {
 
 /** The real API app on a real HTTP server on loopback, against the test's database and Redis. */
 export async function startTestApi(config: Config): Promise<TestApi> {
-  const db = createPrismaClient({ databaseUrl: config.databaseUrl, poolSize: 5 });
+  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 5 });
+  const db = database.prisma;
   const redis = createRedisConnection(config.redisUrl, "producer");
   const logger = createLogger({ level: config.logLevel, name: "api" });
   const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
@@ -37,6 +38,7 @@ export async function startTestApi(config: Config): Promise<TestApi> {
   const app = createApp({
     config,
     db,
+    sql: database.sql,
     redis,
     queue,
     logger,
@@ -78,7 +80,7 @@ export async function startTestApi(config: Config): Promise<TestApi> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await queue.close().catch(() => {});
       redis.disconnect();
-      await db.$disconnect();
+      await database.close();
     },
   };
 }

@@ -38,7 +38,7 @@ const getRouteDef = createRoute({
 });
 
 export function eventRoutes(deps: ApiDeps) {
-  const publisher = createEventPublisher({ db: deps.db, queue: deps.queue, logger: deps.logger });
+  const publisher = createEventPublisher({ sql: deps.sql, queue: deps.queue, logger: deps.logger });
   return newRouter()
     .openapi(publishRouteDef, async (c) => {
       const body = c.req.valid("json");

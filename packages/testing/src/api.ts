@@ -78,6 +78,8 @@ export async function startTestApi(config: Config): Promise<TestApi> {
     },
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // The queue prefix is this test's own: leave nothing behind in the shared Redis.
+      if (redis.status === "ready") await queue.queue.obliterate({ force: true }).catch(() => {});
       await queue.close().catch(() => {});
       redis.disconnect();
       await database.close();

@@ -69,6 +69,39 @@ describe("POST /v1/events", () => {
     await api.call("DELETE", `/v1/subscriptions/${wildcard}`);
   });
 
+  it("gives each of many concurrent publishes its own event and deliveries", async () => {
+    // Publishes arriving together are written as one batch; none may see another's targets.
+    const paid = await subscribe(["batch.paid"]);
+    const refunded = await subscribe(["batch.refunded"]);
+    const both = await subscribe(["batch.paid", "batch.refunded"]);
+    const requests = Array.from({ length: 40 }, (_, i) => ({
+      type: i % 3 === 0 ? "batch.refunded" : i % 3 === 1 ? "batch.paid" : "batch.nobody",
+      data: { i },
+      key: i % 5 === 0 ? `batch-key-${i}` : undefined,
+    }));
+    // Each keyed request is also sent a second time, in the same burst.
+    const burst = [...requests, ...requests.filter((r) => r.key !== undefined)];
+    const responses = await Promise.all(
+      burst.map((r) => publish(r.type, r.data, r.key === undefined ? {} : { "Idempotency-Key": r.key })),
+    );
+    expect(responses.every((r) => r.status === 202)).toBe(true);
+    const firsts = responses.slice(0, requests.length);
+    expect(new Set(firsts.map((r) => r.body.id)).size).toBe(requests.length);
+    for (const [index, replay] of responses.slice(requests.length).entries()) {
+      const original = firsts[requests.findIndex((r) => r.key === burst[requests.length + index]!.key)]!;
+      expect(replay.body).toEqual(original.body);
+    }
+    const log = (await api.call("GET", "/v1/deliveries?limit=100")).body.data as { event_id: string; subscription_id: string; event: string }[];
+    for (const [index, request] of requests.entries()) {
+      const event = firsts[index]!.body;
+      expect(event).toMatchObject({ type: request.type, data: request.data });
+      const expected = request.type === "batch.paid" ? [paid, both] : request.type === "batch.refunded" ? [refunded, both] : [];
+      const got = log.filter((d) => d.event_id === event.id);
+      expect(got.map((d) => d.subscription_id).sort()).toEqual(expected.sort());
+      expect(got.every((d) => d.event === request.type)).toBe(true);
+    }
+  });
+
   it("accepts an event nobody listens to", async () => {
     const response = await publish("nobody.listens");
     expect(response.status).toBe(202);

@@ -1,4 +1,5 @@
 import { ApiClient } from "./api-client.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
 import { freshDatabase } from "./databases.ts";
 import type { Receiver } from "./receiver.ts";
 import { sleep, startApi, startWorker } from "./services.ts";
@@ -24,6 +25,8 @@ export interface LatencyResult extends WorkerSetup {
   missing: number;
   rejected: number;
   invalidSignatures: number;
+  /** CPU used while events were being sent, by process and for the whole machine. */
+  cpu: CpuUsage;
 }
 
 /**
@@ -70,6 +73,13 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup, rat
     let firstMeasuredSentAt = 0;
     let lastSentAt = 0;
     let lastAcceptedAt = 0;
+    const endCpuWindow = startCpuWindow([
+      { label: "api", processGroup: api.processGroup },
+      ...workers.map((worker) => ({ label: worker.name, processGroup: worker.processGroup })),
+      postgresTarget(Object.values(DATABASES)),
+      { label: "redis", command: "redis-server" },
+      { label: "bench (publisher+receiver)", pid: process.pid },
+    ]);
     const t0 = performance.now() + 20;
     for (let seq = 0; seq < total; seq++) {
       const due = t0 + seq * intervalMs;
@@ -96,6 +106,7 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup, rat
         )
         .finally(() => settled++);
     }
+    const cpu = endCpuWindow();
     // Wait for the answers and the deliveries still on their way, for a bounded time.
     const measured = total - warmupEvents;
     const deadline = performance.now() + drainTimeoutMs;
@@ -115,6 +126,7 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup, rat
       missing: measured - endToEnd.length,
       rejected,
       invalidSignatures: receiver.invalid,
+      cpu,
     };
     console.log(
       `  ${ratePerSecond} events/s for ${durationMs / 1000} s: publish->receive p50 ${result.endToEnd.p50.toFixed(1)} ms, ` +

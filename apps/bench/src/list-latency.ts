@@ -137,8 +137,13 @@ const COLUMNS = `id, subscription_id AS "subscriptionId", event_id AS "eventId",
 function pageSql(filters: string[], cursorParam: number | undefined, limitParam: number): string {
   const where = [...filters];
   if (cursorParam !== undefined) where.push(`("created_at", id) < (SELECT "created_at", id FROM "deliveries" WHERE id = $${cursorParam})`);
-  return `SELECT ${COLUMNS} FROM "deliveries" ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
+  const page = `SELECT ${COLUMNS} FROM "deliveries" ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
     ORDER BY "created_at" DESC, id DESC LIMIT $${limitParam}`;
+  if (cursorParam === undefined) return page;
+  // With a cursor, fetchPage checks in the same query that the cursor exists.
+  return `SELECT cursor.found AS cursor_found, page.*
+    FROM (SELECT EXISTS (SELECT 1 FROM "deliveries" WHERE id = $${cursorParam}) AS found) AS cursor
+    LEFT JOIN LATERAL (${page}) AS page ON true`;
 }
 
 /** The default page size (20) plus the one extra row fetchPage asks for to know has_more. */

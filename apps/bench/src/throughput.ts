@@ -182,14 +182,13 @@ export async function measureThroughput(
 }
 
 /**
- * Why a setup cannot run on this server, if it cannot. A worker's pool holds up to
- * max(DATABASE_POOL_SIZE, min(WORKER_CONCURRENCY, 50)) connections (apps/worker/src/start-worker.ts),
- * whatever DATABASE_POOL_SIZE says, and the API up to DATABASE_POOL_SIZE (10). A setup that could
+ * Why a setup cannot run on this server, if it cannot. The API and each worker hold up to
+ * DATABASE_POOL_SIZE (10) connections (the worker batches its claims and records). A setup that could
  * exhaust max_connections would fail with "too many clients", and would take connections from
  * anyone else using this server, so it is skipped and reported instead.
  */
 export async function connectionShortfall(setup: WorkerSetup): Promise<string | undefined> {
-  const perWorker = Math.max(10, Math.min(setup.concurrency, 50));
+  const perWorker = 10;
   const needed = setup.workers * perWorker + 10 + 5;
   const { max, used } = await withClient(ADMIN_DATABASE_URL, async (db) => {
     const { rows } = await db.query<{ max: number; used: number }>(

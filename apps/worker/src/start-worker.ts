@@ -42,7 +42,8 @@ export interface RunningWorker {
 
 /** Starts a worker process's parts: the BullMQ worker, the reconciler and /metrics. */
 export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
-  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: Math.max(config.databasePoolSize, Math.min(config.worker.concurrency, 50)) });
+  // Claims and records of concurrent jobs are batched, so a few connections serve any concurrency.
+  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
   const db = database.prisma;
   const workerRedis = createRedisConnection(config.redisUrl, "worker");
   const producerRedis = createRedisConnection(config.redisUrl, "producer");

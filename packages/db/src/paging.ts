@@ -40,22 +40,34 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
   const cursorId = page.startingAfter ?? page.endingBefore;
   const backwards = page.endingBefore !== undefined;
 
+  const param = backwards ? "ending_before" : "starting_after";
+  const missingCursor = () => new ValidationError(`${param} names no ${query.resource}: ${cursorId}`, "resource_missing", param);
   if (cursorId !== undefined) {
-    const param = backwards ? "ending_before" : "starting_after";
-    const found = isId(query.resource, cursorId) ? await db.$queryRaw<{ id: string }[]>`SELECT id FROM ${table} WHERE id = ${cursorId}` : [];
-    if (found.length === 0) {
-      throw new ValidationError(`${param} names no ${query.resource}: ${cursorId}`, "resource_missing", param);
-    }
+    if (!isId(query.resource, cursorId)) throw missingCursor();
     const cursor = Prisma.sql`(SELECT ${time}, id FROM ${table} WHERE id = ${cursorId})`;
     filters.push(backwards ? Prisma.sql`(${time}, id) > ${cursor}` : Prisma.sql`(${time}, id) < ${cursor}`);
   }
 
   const where = filters.length > 0 ? Prisma.sql`WHERE ${Prisma.join(filters, " AND ")}` : Prisma.empty;
   const direction = Prisma.raw(backwards ? "ASC" : "DESC");
-  const rows = await db.$queryRaw<Row[]>`
+  const pageQuery = Prisma.sql`
     SELECT ${query.columns} FROM ${table} ${where}
     ORDER BY ${time} ${direction}, id ${direction}
     LIMIT ${page.limit + 1}`;
+
+  let rows: Row[];
+  if (cursorId === undefined) {
+    rows = await db.$queryRaw<Row[]>(pageQuery);
+  } else {
+    // One round trip: whether the cursor exists, and the page after it. An empty page and an
+    // unknown cursor both find no rows, so the existence check rides along as a column.
+    const withCursor = await db.$queryRaw<(Row & { cursor_found: boolean; id: string | null })[]>`
+      SELECT cursor.found AS cursor_found, page.*
+      FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE id = ${cursorId}) AS found) AS cursor
+      LEFT JOIN LATERAL (${pageQuery}) AS page ON true`;
+    if (!withCursor[0]?.cursor_found) throw missingCursor();
+    rows = withCursor.filter((row) => row.id !== null).map(({ cursor_found: _, ...row }) => row as unknown as Row);
+  }
 
   const hasMore = rows.length > page.limit;
   const data = rows.slice(0, page.limit);

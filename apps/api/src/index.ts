@@ -1,3 +1,4 @@
 export { createApp } from "./app.ts";
 export { ApiKeyAuthenticator } from "./http/auth.ts";
 export type { ApiDeps } from "./http/types.ts";
+export { connectApiDeps } from "./deps.ts";

@@ -1,6 +1,6 @@
 // `npm run keys -- create --name <name> | list | revoke <key id>`: manages stored API keys.
 import { parseArgs } from "node:util";
-import { loadConfigOrExit, postgresUnreachableMessage } from "@webhooks/core";
+import { loadConfigOrExit } from "@webhooks/core";
 import { applyMigrations, checkPostgres, createApiKey, createDatabase, listApiKeys, revokeApiKey } from "@webhooks/db";
 
 const usage = `Usage:
@@ -25,7 +25,7 @@ if (values.help || command === undefined) fail(usage);
 
 const config = loadConfigOrExit();
 const problem = await checkPostgres(config.databaseUrl);
-if (problem) fail(postgresUnreachableMessage(config.databaseUrl, problem));
+if (problem) fail(problem);
 await applyMigrations(config.databaseUrl, { info: () => {}, warn: (message) => console.warn(`warning: ${message}`) });
 const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 1 });
 const db = database.prisma;

@@ -1,5 +1,5 @@
 // Starts a worker process: checks configuration and services, applies migrations, takes jobs.
-import { createLogger, loadConfigOrExit, postgresUnreachableMessage, redisUnreachableMessage } from "@webhooks/core";
+import { createLogger, loadConfigOrExit } from "@webhooks/core";
 import { applyMigrations, checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
 import { startWorker } from "./start-worker.ts";
@@ -7,14 +7,9 @@ import { startWorker } from "./start-worker.ts";
 const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "worker" });
 
-const postgresProblem = await checkPostgres(config.databaseUrl);
-if (postgresProblem) {
-  console.error(postgresUnreachableMessage(config.databaseUrl, postgresProblem));
-  process.exit(1);
-}
-const redisProblem = await checkRedis(config.redisUrl);
-if (redisProblem) {
-  console.error(redisUnreachableMessage(config.redisUrl, redisProblem));
+const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config.redisUrl));
+if (unreachable) {
+  console.error(unreachable);
   process.exit(1);
 }
 // Both the API and the workers apply migrations; the advisory lock makes that safe.

@@ -1,6 +1,7 @@
+import { redisUnreachableMessage } from "@webhooks/core";
 import { Redis } from "ioredis";
 
-/** Undefined when Redis answers PING at `url`, else the reason it did not. */
+/** Undefined when Redis answers PING at `url`, else a one-line message saying how to start it. */
 export async function checkRedis(url: string): Promise<string | undefined> {
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, connectTimeout: 3_000, retryStrategy: () => null });
   redis.on("error", () => {});
@@ -9,7 +10,7 @@ export async function checkRedis(url: string): Promise<string | undefined> {
     await redis.ping();
     return undefined;
   } catch (error) {
-    return (error as Error).message;
+    return redisUnreachableMessage(url, (error as Error).message);
   } finally {
     redis.disconnect();
   }

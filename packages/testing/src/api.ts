@@ -1,9 +1,9 @@
 import type { AddressInfo } from "node:net";
 import { serve, type ServerType } from "@hono/node-server";
-import { ApiKeyAuthenticator, createApp } from "@webhooks/api";
-import { createLogger, SecretBox, type Config } from "@webhooks/core";
-import { createDatabase, type PrismaClient } from "@webhooks/db";
-import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
+import { connectApiDeps, createApp } from "@webhooks/api";
+import { createLogger, type Config } from "@webhooks/core";
+import type { PrismaClient } from "@webhooks/db";
+import type { DeliveryQueue } from "@webhooks/queue";
 import { request as httpRequest } from "undici";
 import { TEST_API_KEY } from "./config.ts";
 
@@ -29,22 +29,8 @@ export interface TestApi {
 
 /** The real API app on a real HTTP server on loopback, against the test's database and Redis. */
 export async function startTestApi(config: Config): Promise<TestApi> {
-  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 5 });
-  const db = database.prisma;
-  const redis = createRedisConnection(config.redisUrl, "producer");
-  const logger = createLogger({ level: config.logLevel, name: "api" });
-  const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
-  await waitUntilConnected(redis, 1_000).catch(() => {});
-  const app = createApp({
-    config,
-    db,
-    sql: database.sql,
-    redis,
-    queue,
-    logger,
-    secretBox: new SecretBox(config.secretEncryptionKey),
-    authenticator: new ApiKeyAuthenticator(db, config.apiKeys),
-  });
+  const deps = await connectApiDeps({ ...config, databasePoolSize: 5 }, createLogger({ level: config.logLevel, name: "api" }), { redisReadyTimeoutMs: 1_000 });
+  const app = createApp(deps);
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
   });
@@ -53,8 +39,8 @@ export async function startTestApi(config: Config): Promise<TestApi> {
   return {
     baseUrl,
     config,
-    db,
-    queue,
+    db: deps.db,
+    queue: deps.queue,
     async call(method, path, options = {}) {
       const headers: Record<string, string> = { ...options.headers };
       const key = options.key === undefined ? TEST_API_KEY : options.key;
@@ -79,10 +65,8 @@ export async function startTestApi(config: Config): Promise<TestApi> {
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       // The queue prefix is this test's own: leave nothing behind in the shared Redis.
-      if (redis.status === "ready") await queue.queue.obliterate({ force: true }).catch(() => {});
-      await queue.close().catch(() => {});
-      redis.disconnect();
-      await database.close();
+      if (deps.redis.status === "ready") await deps.queue.queue.obliterate({ force: true }).catch(() => {});
+      await deps.close();
     },
   };
 }

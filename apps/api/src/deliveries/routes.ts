@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { getDelivery, listAttempts, listDeliveries, resendDelivery } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
-import { DEFAULT_PAGE_SIZE, errorResponses } from "../http/schemas.ts";
+import { DEFAULT_PAGE_SIZE, errorResponses, jsonResponse } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import {
   attemptListSchema,
@@ -14,7 +14,6 @@ import {
   toDeliveryJson,
 } from "./schemas.ts";
 
-const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
 const tags = ["Deliveries"];
 
 const listRouteDef = createRoute({
@@ -26,7 +25,7 @@ const listRouteDef = createRoute({
     "Newest first. Filters combine. Page with `starting_after` set to the last id of a page (older records) " +
     "or `ending_before` set to the first id (newer records).",
   request: { query: listDeliveriesQuery },
-  responses: { 200: json(deliveryListSchema, "A page of deliveries"), ...errorResponses },
+  responses: { 200: jsonResponse(deliveryListSchema, "A page of deliveries"), ...errorResponses },
 });
 
 const getRouteDef = createRoute({
@@ -35,7 +34,7 @@ const getRouteDef = createRoute({
   tags,
   summary: "Retrieve a delivery",
   request: { params: deliveryIdParam },
-  responses: { 200: json(deliverySchema, "The delivery"), ...errorResponses },
+  responses: { 200: jsonResponse(deliverySchema, "The delivery"), ...errorResponses },
 });
 
 const attemptsRouteDef = createRoute({
@@ -45,7 +44,7 @@ const attemptsRouteDef = createRoute({
   summary: "List a delivery's attempts",
   description: "Newest first, paged like the delivery log.",
   request: { params: deliveryIdParam, query: listAttemptsQuery },
-  responses: { 200: json(attemptListSchema, "A page of attempts"), ...errorResponses },
+  responses: { 200: jsonResponse(attemptListSchema, "A page of attempts"), ...errorResponses },
 });
 
 const retryRouteDef = createRoute({
@@ -57,7 +56,7 @@ const retryRouteDef = createRoute({
     "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
     "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing.",
   request: { params: deliveryIdParam },
-  responses: { 202: json(deliverySchema, "The delivery, queued"), ...errorResponses },
+  responses: { 202: jsonResponse(deliverySchema, "The delivery, queued"), ...errorResponses },
 });
 
 export function deliveryRoutes(deps: ApiDeps) {

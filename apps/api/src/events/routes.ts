@@ -1,12 +1,11 @@
 import { createRoute } from "@hono/zod-openapi";
 import { getEvent } from "@webhooks/db";
-import { errorResponses, errorSchema } from "../http/schemas.ts";
+import { errorResponses, errorSchema, jsonResponse } from "../http/schemas.ts";
 import { newRouter } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { createEventPublisher } from "./publisher.ts";
 import { eventIdParam, eventSchema, idempotencyHeaders, publishEventBody, toEventJson } from "./schemas.ts";
 
-const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
 const tags = ["Events"];
 
 const publishRouteDef = createRoute({
@@ -22,8 +21,8 @@ const publishRouteDef = createRoute({
     body: { required: true, content: { "application/json": { schema: publishEventBody } } },
   },
   responses: {
-    202: json(eventSchema, "The event was accepted"),
-    409: json(errorSchema, "The Idempotency-Key was used before with a different request"),
+    202: jsonResponse(eventSchema, "The event was accepted"),
+    409: jsonResponse(errorSchema, "The Idempotency-Key was used before with a different request"),
     ...errorResponses,
   },
 });
@@ -34,7 +33,7 @@ const getRouteDef = createRoute({
   tags,
   summary: "Retrieve an event",
   request: { params: eventIdParam },
-  responses: { 200: json(eventSchema, "The event"), ...errorResponses },
+  responses: { 200: jsonResponse(eventSchema, "The event"), ...errorResponses },
 });
 
 export function eventRoutes(deps: ApiDeps) {

@@ -78,6 +78,9 @@ export function listSchema<T extends z.ZodType>(item: T, name: string, url: stri
     .openapi(name);
 }
 
+/** An OpenAPI response with a JSON body. */
+export const jsonResponse = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+
 export const errorResponses = {
   400: { description: "Invalid request", content: { "application/json": { schema: errorSchema } } },
   401: { description: "Missing or wrong API key", content: { "application/json": { schema: errorSchema } } },

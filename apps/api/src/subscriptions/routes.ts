@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { createSubscription, deleteSubscription, getSubscription, listSubscriptions, updateSubscription } from "@webhooks/db";
-import { DEFAULT_PAGE_SIZE, errorResponses } from "../http/schemas.ts";
+import { DEFAULT_PAGE_SIZE, errorResponses, jsonResponse } from "../http/schemas.ts";
 import { newRouter, rawInput } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { validationError } from "../http/validation.ts";
@@ -17,7 +17,6 @@ import {
   updateSubscriptionBody,
 } from "./schemas.ts";
 
-const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
 const tags = ["Subscriptions"];
 
 const createRouteDef = createRoute({
@@ -27,7 +26,7 @@ const createRouteDef = createRoute({
   summary: "Create a subscription",
   description: "The response is the only one that ever contains the signing secret.",
   request: { body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } } },
-  responses: { 201: json(createdSubscriptionSchema, "The subscription, with its signing secret"), ...errorResponses },
+  responses: { 201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"), ...errorResponses },
 });
 
 const getRouteDef = createRoute({
@@ -36,7 +35,7 @@ const getRouteDef = createRoute({
   tags,
   summary: "Retrieve a subscription",
   request: { params: subscriptionIdParam },
-  responses: { 200: json(subscriptionSchema, "The subscription"), ...errorResponses },
+  responses: { 200: jsonResponse(subscriptionSchema, "The subscription"), ...errorResponses },
 });
 
 const listRouteDef = createRoute({
@@ -46,7 +45,7 @@ const listRouteDef = createRoute({
   summary: "List subscriptions",
   description: "Newest first, paged with starting_after / ending_before. Deleted subscriptions are not listed.",
   request: { query: listSubscriptionsQuery },
-  responses: { 200: json(subscriptionListSchema, "A page of subscriptions"), ...errorResponses },
+  responses: { 200: jsonResponse(subscriptionListSchema, "A page of subscriptions"), ...errorResponses },
 });
 
 const updateRouteDef = createRoute({
@@ -59,7 +58,7 @@ const updateRouteDef = createRoute({
     "deliveries created after it; deliveries already created keep the settings they were created with. " +
     "`description` and `secret` cannot be changed.",
   request: { params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } } },
-  responses: { 200: json(subscriptionSchema, "The updated subscription"), ...errorResponses },
+  responses: { 200: jsonResponse(subscriptionSchema, "The updated subscription"), ...errorResponses },
 });
 
 const deleteRouteDef = createRoute({
@@ -69,7 +68,7 @@ const deleteRouteDef = createRoute({
   summary: "Delete a subscription",
   description: "Stops new deliveries. The delivery log stays listable; deliveries already created go out as planned.",
   request: { params: subscriptionIdParam },
-  responses: { 200: json(deletedSubscriptionSchema, "The subscription was deleted"), ...errorResponses },
+  responses: { 200: jsonResponse(deletedSubscriptionSchema, "The subscription was deleted"), ...errorResponses },
 });
 
 export function subscriptionRoutes(deps: ApiDeps) {

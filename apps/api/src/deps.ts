@@ -1,0 +1,32 @@
+import { SecretBox, type Config, type Logger } from "@webhooks/core";
+import { createDatabase } from "@webhooks/db";
+import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
+import { ApiKeyAuthenticator } from "./http/auth.ts";
+import type { ApiDeps } from "./http/types.ts";
+
+/**
+ * Connects everything the API needs (PostgreSQL pool, Redis, the deliveries queue) from the
+ * configuration. Used by main.ts and by the tests, so both run the same wiring.
+ */
+export async function connectApiDeps(config: Config, logger: Logger, options: { redisReadyTimeoutMs?: number } = {}): Promise<ApiDeps & { close(): Promise<void> }> {
+  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
+  const redis = createRedisConnection(config.redisUrl, "producer");
+  const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
+  // Requests fail fast while Redis is down, so wait for the connection before serving any.
+  await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
+  return {
+    config,
+    db: database.prisma,
+    sql: database.sql,
+    redis,
+    queue,
+    logger,
+    secretBox: new SecretBox(config.secretEncryptionKey),
+    authenticator: new ApiKeyAuthenticator(database.prisma, config.apiKeys),
+    async close() {
+      await queue.close().catch(() => {});
+      redis.disconnect();
+      await database.close();
+    },
+  };
+}

@@ -1,0 +1,45 @@
+import { SecretBox } from "@webhooks/core";
+import { createDatabase, createSubscription, findDueDeliveries, publishEvents, type Database } from "@webhooks/db";
+import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
+import { afterAll, beforeAll, expect, it } from "vitest";
+
+let testDb: TestDatabase;
+let database: Database;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  database = createDatabase({ databaseUrl: testDb.url, poolSize: 2 });
+});
+afterAll(async () => {
+  await database.close();
+  await testDb.drop();
+});
+
+it("pages through every due delivery, skipping leased and finished ones", async () => {
+  await createSubscription(
+    { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 3)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true } },
+    { url: "https://example.com/due", events: ["*"] },
+  );
+  const ctx = { sql: database.sql, queue: { enqueue: async () => {}, bringForward: async () => {} }, logger: { warn: () => {} } };
+  await publishEvents(ctx, Array.from({ length: 7 }, (_, i) => ({ type: "due.test", data: { i } })));
+  // All due a minute ago, in a known order; then one is leased, one delivered, one retrying later.
+  await sql(testDb.url, `
+    WITH ordered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM deliveries)
+    UPDATE deliveries d SET next_attempt_at = now() - interval '1 minute' + n * interval '1 second'
+    FROM ordered WHERE ordered.id = d.id`);
+  const ids = (await sql<{ id: string }>(testDb.url, "SELECT id FROM deliveries ORDER BY next_attempt_at, id")).map((r) => r.id);
+  await sql(testDb.url, "UPDATE deliveries SET leased_until = now() + interval '1 minute', lease_token = 't' WHERE id = $1", [ids[1]]);
+  await sql(testDb.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = $1", [ids[3]]);
+  await sql(testDb.url, "UPDATE deliveries SET status = 'failed', next_attempt_at = now() + interval '1 hour' WHERE id = $1", [ids[5]]);
+
+  const seen: string[] = [];
+  let after: { nextAttemptAt: Date; id: string } | undefined;
+  for (let page = 0; page < 10; page++) {
+    const due = await findDueDeliveries({ db: database.prisma }, { graceMs: 1_000, limit: 2, after });
+    if (due.length === 0) break;
+    expect(due.length).toBeLessThanOrEqual(2);
+    seen.push(...due.map((row) => row.id));
+    after = due.at(-1);
+  }
+  expect(seen).toEqual([ids[0], ids[2], ids[4], ids[6]]);
+});

@@ -79,8 +79,6 @@ const envSchema = z.object({
   SHUTDOWN_TIMEOUT: duration.default(30_000),
 });
 
-export type Env = z.input<typeof envSchema>;
-
 export interface Config {
   env: "development" | "test" | "production";
   host: string;

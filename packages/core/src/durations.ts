@@ -9,11 +9,3 @@ export function parseDuration(text: string): number | undefined {
   const ms = Number(amount) * units[unit];
   return Number.isSafeInteger(ms) ? ms : undefined;
 }
-
-/** The shortest exact spelling of a millisecond duration, for logs and docs. */
-export function formatDuration(ms: number): string {
-  for (const [unit, size] of [["d", units.d], ["h", units.h], ["m", units.m], ["s", units.s]] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
-}

@@ -13,14 +13,17 @@ const DEVELOPMENT_SECRET_ENCRYPTION_KEY = Buffer.alloc(32, "development-only-key
 /** Node's timers cannot wait longer than 2^31-1 ms (about 24.8 days). */
 const MAX_TIMER_MS = 2_147_483_647;
 
-const duration = z.string().transform((text, ctx) => {
-  const ms = parseDuration(text);
-  if (ms === undefined || ms > MAX_TIMER_MS) {
-    ctx.addIssue({ code: "custom", message: "must be a duration such as 500ms, 15s, 5m or 2h, at most 24d" });
-    return z.NEVER;
-  }
-  return ms;
-});
+const durationUpTo = (maxMs: number, maxText: string) =>
+  z.string().transform((text, ctx) => {
+    const ms = parseDuration(text);
+    if (ms === undefined || ms > maxMs) {
+      ctx.addIssue({ code: "custom", message: `must be a duration such as 500ms, 15s, 5m or 2h, at most ${maxText}` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+/** Durations that feed a timer. */
+const duration = durationUpTo(MAX_TIMER_MS, "24d");
 
 const boolean = z.enum(["true", "false", "1", "0"], { error: "must be true or false" }).transform((v) => v === "true" || v === "1");
 
@@ -60,7 +63,7 @@ const envSchema = z.object({
   ALLOW_PRIVATE_DESTINATIONS: boolean.optional(),
   ADMIN_USERNAME: z.string().min(1).optional(),
   ADMIN_PASSWORD: z.string().min(1).optional(),
-  WORKER_CONCURRENCY: integer(1, 10_000).default(50),
+  WORKER_CONCURRENCY: integer(1, 10_000).default(100),
   WORKER_METRICS_PORT: integer(0, 65535).default(3001),
   DELIVERY_TIMEOUT: duration.default(15_000),
   RETRY_SCHEDULE: z
@@ -75,6 +78,13 @@ const envSchema = z.object({
       return steps as number[];
     }),
   RECONCILE_INTERVAL: duration.default(10_000),
+  DEFAULT_MAX_IN_FLIGHT: integer(1, 1000).default(10),
+  ORIGIN_MAX_IN_FLIGHT: integer(1, 10_000).default(20),
+  MAX_RETRY_AFTER: duration.default(60 * 60_000),
+  CIRCUIT_FAILURE_THRESHOLD: integer(1, 1000).default(5),
+  CIRCUIT_PROBE_INTERVAL: duration.default(30_000),
+  // Compared with timestamps, never handed to a timer: up to a year.
+  AUTO_DISABLE_AFTER: durationUpTo(366 * 24 * 3_600_000, "366d").default(5 * 24 * 3_600_000),
   JOB_LOCK_DURATION: duration.default(30_000),
   SHUTDOWN_TIMEOUT: duration.default(30_000),
 });
@@ -103,6 +113,23 @@ export interface Config {
     jobLockMs: number;
     shutdownTimeoutMs: number;
   };
+  /** Endpoint isolation and health (contract §11). */
+  isolation: IsolationConfig;
+}
+
+export interface IsolationConfig {
+  /** max_in_flight of a subscription created without one. */
+  defaultMaxInFlight: number;
+  /** Attempts in flight at once to one origin (scheme, host, port), whatever the subscriptions. */
+  originMaxInFlight: number;
+  /** The longest a Retry-After can hold a subscription. */
+  maxRetryAfterMs: number;
+  /** Consecutive timeouts, connection errors or 5xx that open the circuit. */
+  circuitFailureThreshold: number;
+  /** How often an open circuit lets one probe through. */
+  circuitProbeIntervalMs: number;
+  /** A subscription failing this long without a success is disabled. */
+  autoDisableAfterMs: number;
 }
 
 export class ConfigError extends Error {
@@ -158,6 +185,14 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       reconcileIntervalMs: e.RECONCILE_INTERVAL,
       jobLockMs: e.JOB_LOCK_DURATION,
       shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT,
+    },
+    isolation: {
+      defaultMaxInFlight: e.DEFAULT_MAX_IN_FLIGHT,
+      originMaxInFlight: e.ORIGIN_MAX_IN_FLIGHT,
+      maxRetryAfterMs: e.MAX_RETRY_AFTER,
+      circuitFailureThreshold: e.CIRCUIT_FAILURE_THRESHOLD,
+      circuitProbeIntervalMs: e.CIRCUIT_PROBE_INTERVAL,
+      autoDisableAfterMs: e.AUTO_DISABLE_AFTER,
     },
   };
 }

@@ -21,7 +21,23 @@ export const subscribedEventsSchema = z
   // A repeated name means nothing more; keep the first occurrence so the order stays the user's.
   .transform((events) => [...new Set(events)]);
 
+/**
+ * Operational events (contract §11) are published by the service itself, never by a client, and
+ * `*` does not match them: a subscription gets them only by naming them.
+ */
+export const OPERATIONAL_PREFIX = "operational.";
+export const operationalEventTypes = {
+  subscriptionDisabled: "operational.subscription.disabled",
+  circuitOpened: "operational.subscription.circuit_opened",
+  circuitClosed: "operational.subscription.circuit_closed",
+} as const;
+export type OperationalEventType = (typeof operationalEventTypes)[keyof typeof operationalEventTypes];
+
+export function isOperationalEventType(type: string): boolean {
+  return type.startsWith(OPERATIONAL_PREFIX);
+}
+
 /** Whether a subscription listening to `subscribed` wants an event of type `type`. */
 export function matchesEventType(subscribed: readonly string[], type: string): boolean {
-  return subscribed.includes(ALL_EVENT_TYPES) || subscribed.includes(type);
+  return subscribed.includes(type) || (subscribed.includes(ALL_EVENT_TYPES) && !isOperationalEventType(type));
 }

@@ -42,13 +42,30 @@ describe("loadConfig defaults", () => {
   });
 
   it("uses the worker defaults of contract §5", () => {
-    expect(config.worker.concurrency).toBe(50);
+    expect(config.worker.concurrency).toBe(100);
     expect(config.worker.deliveryTimeoutMs).toBe(15_000);
     expect(config.worker.retryScheduleMs).toEqual([5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR]);
     expect(config.worker.metricsPort).toBe(3001);
     expect(config.worker.reconcileIntervalMs).toBe(10_000);
     expect(config.worker.jobLockMs).toBe(30_000);
     expect(config.worker.shutdownTimeoutMs).toBe(30_000);
+  });
+
+  it("uses the isolation defaults of contract §11", () => {
+    expect(config.isolation).toEqual({
+      defaultMaxInFlight: 10,
+      originMaxInFlight: 20,
+      maxRetryAfterMs: HOUR,
+      circuitFailureThreshold: 5,
+      circuitProbeIntervalMs: 30 * SECOND,
+      autoDisableAfterMs: 5 * 24 * HOUR,
+    });
+  });
+
+  it("refuses isolation settings out of range; AUTO_DISABLE_AFTER may exceed the timer limit", () => {
+    expect(loadConfig({ AUTO_DISABLE_AFTER: "366d" }).isolation.autoDisableAfterMs).toBe(366 * 24 * HOUR);
+    expect(() => loadConfig({ DEFAULT_MAX_IN_FLIGHT: "0" })).toThrow(/DEFAULT_MAX_IN_FLIGHT must be an integer between 1 and 1000/);
+    expect(() => loadConfig({ AUTO_DISABLE_AFTER: "400d" })).toThrow(/AUTO_DISABLE_AFTER must be a duration .* at most 366d/);
   });
 
   it("uses the API limits of contract §2", () => {
@@ -96,8 +113,22 @@ describe("loadConfig values", () => {
       RECONCILE_INTERVAL: "1s",
       JOB_LOCK_DURATION: "2m",
       SHUTDOWN_TIMEOUT: "5s",
+      DEFAULT_MAX_IN_FLIGHT: "3",
+      ORIGIN_MAX_IN_FLIGHT: "7",
+      MAX_RETRY_AFTER: "10m",
+      CIRCUIT_FAILURE_THRESHOLD: "2",
+      CIRCUIT_PROBE_INTERVAL: "500ms",
+      AUTO_DISABLE_AFTER: "30d",
     });
     expect(config).toEqual({
+      isolation: {
+        defaultMaxInFlight: 3,
+        originMaxInFlight: 7,
+        maxRetryAfterMs: 10 * MINUTE,
+        circuitFailureThreshold: 2,
+        circuitProbeIntervalMs: 500,
+        autoDisableAfterMs: 30 * 24 * HOUR,
+      },
       env: "test",
       host: "127.0.0.1",
       port: 8080,

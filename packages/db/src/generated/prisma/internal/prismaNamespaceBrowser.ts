@@ -93,7 +93,16 @@ export const SubscriptionScalarFieldEnum = {
   secretId: 'secretId',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt',
-  deletedAt: 'deletedAt'
+  deletedAt: 'deletedAt',
+  maxInFlight: 'maxInFlight',
+  rateLimit: 'rateLimit',
+  consecutiveFailures: 'consecutiveFailures',
+  failingSince: 'failingSince',
+  lastSuccessAt: 'lastSuccessAt',
+  lastFailureAt: 'lastFailureAt',
+  circuitOpenedAt: 'circuitOpenedAt',
+  heldUntil: 'heldUntil',
+  disabledReason: 'disabledReason'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -124,6 +133,7 @@ export const DeliveryScalarFieldEnum = {
   nextAttemptAt: 'nextAttemptAt',
   leaseToken: 'leaseToken',
   leasedUntil: 'leasedUntil',
+  attemptOpen: 'attemptOpen',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const

@@ -50,6 +50,7 @@ export type DeliveryMinAggregateOutputType = {
   nextAttemptAt: Date | null
   leaseToken: string | null
   leasedUntil: Date | null
+  attemptOpen: boolean | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -67,6 +68,7 @@ export type DeliveryMaxAggregateOutputType = {
   nextAttemptAt: Date | null
   leaseToken: string | null
   leasedUntil: Date | null
+  attemptOpen: boolean | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -84,6 +86,7 @@ export type DeliveryCountAggregateOutputType = {
   nextAttemptAt: number
   leaseToken: number
   leasedUntil: number
+  attemptOpen: number
   createdAt: number
   updatedAt: number
   _all: number
@@ -113,6 +116,7 @@ export type DeliveryMinAggregateInputType = {
   nextAttemptAt?: true
   leaseToken?: true
   leasedUntil?: true
+  attemptOpen?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -130,6 +134,7 @@ export type DeliveryMaxAggregateInputType = {
   nextAttemptAt?: true
   leaseToken?: true
   leasedUntil?: true
+  attemptOpen?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -147,6 +152,7 @@ export type DeliveryCountAggregateInputType = {
   nextAttemptAt?: true
   leaseToken?: true
   leasedUntil?: true
+  attemptOpen?: true
   createdAt?: true
   updatedAt?: true
   _all?: true
@@ -251,6 +257,7 @@ export type DeliveryGroupByOutputType = {
   nextAttemptAt: Date | null
   leaseToken: string | null
   leasedUntil: Date | null
+  attemptOpen: boolean
   createdAt: Date
   updatedAt: Date
   _count: DeliveryCountAggregateOutputType | null
@@ -291,6 +298,7 @@ export type DeliveryWhereInput = {
   nextAttemptAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
+  attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   subscription?: Prisma.XOR<Prisma.SubscriptionScalarRelationFilter, Prisma.SubscriptionWhereInput>
@@ -312,6 +320,7 @@ export type DeliveryOrderByWithRelationInput = {
   nextAttemptAt?: Prisma.SortOrderInput | Prisma.SortOrder
   leaseToken?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  attemptOpen?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   subscription?: Prisma.SubscriptionOrderByWithRelationInput
@@ -336,6 +345,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   nextAttemptAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
+  attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   subscription?: Prisma.XOR<Prisma.SubscriptionScalarRelationFilter, Prisma.SubscriptionWhereInput>
@@ -357,6 +367,7 @@ export type DeliveryOrderByWithAggregationInput = {
   nextAttemptAt?: Prisma.SortOrderInput | Prisma.SortOrder
   leaseToken?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  attemptOpen?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   _count?: Prisma.DeliveryCountOrderByAggregateInput
@@ -382,6 +393,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   nextAttemptAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   leaseToken?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
+  attemptOpen?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
 }
@@ -396,6 +408,7 @@ export type DeliveryCreateInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -417,6 +430,7 @@ export type DeliveryUncheckedCreateInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -432,6 +446,7 @@ export type DeliveryUpdateInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -453,6 +468,7 @@ export type DeliveryUncheckedUpdateInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -471,6 +487,7 @@ export type DeliveryCreateManyInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -485,6 +502,7 @@ export type DeliveryUpdateManyMutationInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -502,6 +520,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -529,6 +548,7 @@ export type DeliveryCountOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
+  attemptOpen?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -551,6 +571,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
+  attemptOpen?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -568,6 +589,7 @@ export type DeliveryMinOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
+  attemptOpen?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -712,22 +734,6 @@ export type EnumDeliveryStatusFieldUpdateOperationsInput = {
   set?: $Enums.DeliveryStatus
 }
 
-export type IntFieldUpdateOperationsInput = {
-  set?: number
-  increment?: number
-  decrement?: number
-  multiply?: number
-  divide?: number
-}
-
-export type NullableIntFieldUpdateOperationsInput = {
-  set?: number | null
-  increment?: number
-  decrement?: number
-  multiply?: number
-  divide?: number
-}
-
 export type DeliveryCreateNestedOneWithoutAttemptLogInput = {
   create?: Prisma.XOR<Prisma.DeliveryCreateWithoutAttemptLogInput, Prisma.DeliveryUncheckedCreateWithoutAttemptLogInput>
   connectOrCreate?: Prisma.DeliveryCreateOrConnectWithoutAttemptLogInput
@@ -752,6 +758,7 @@ export type DeliveryCreateWithoutSecretInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -771,6 +778,7 @@ export type DeliveryUncheckedCreateWithoutSecretInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -818,6 +826,7 @@ export type DeliveryScalarWhereInput = {
   nextAttemptAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
+  attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }
@@ -832,6 +841,7 @@ export type DeliveryCreateWithoutSubscriptionInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   event: Prisma.EventCreateNestedOneWithoutDeliveriesInput
@@ -851,6 +861,7 @@ export type DeliveryUncheckedCreateWithoutSubscriptionInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -892,6 +903,7 @@ export type DeliveryCreateWithoutEventInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -911,6 +923,7 @@ export type DeliveryUncheckedCreateWithoutEventInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -952,6 +965,7 @@ export type DeliveryCreateWithoutAttemptLogInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -972,6 +986,7 @@ export type DeliveryUncheckedCreateWithoutAttemptLogInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1002,6 +1017,7 @@ export type DeliveryUpdateWithoutAttemptLogInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1022,6 +1038,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptLogInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1038,6 +1055,7 @@ export type DeliveryCreateManySecretInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1052,6 +1070,7 @@ export type DeliveryUpdateWithoutSecretInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1071,6 +1090,7 @@ export type DeliveryUncheckedUpdateWithoutSecretInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -1088,6 +1108,7 @@ export type DeliveryUncheckedUpdateManyWithoutSecretInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1104,6 +1125,7 @@ export type DeliveryCreateManySubscriptionInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1118,6 +1140,7 @@ export type DeliveryUpdateWithoutSubscriptionInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   event?: Prisma.EventUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1137,6 +1160,7 @@ export type DeliveryUncheckedUpdateWithoutSubscriptionInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -1154,6 +1178,7 @@ export type DeliveryUncheckedUpdateManyWithoutSubscriptionInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1170,6 +1195,7 @@ export type DeliveryCreateManyEventInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
+  attemptOpen?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1184,6 +1210,7 @@ export type DeliveryUpdateWithoutEventInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1203,6 +1230,7 @@ export type DeliveryUncheckedUpdateWithoutEventInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -1220,6 +1248,7 @@ export type DeliveryUncheckedUpdateManyWithoutEventInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1268,6 +1297,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
+  attemptOpen?: boolean
   createdAt?: boolean
   updatedAt?: boolean
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
@@ -1290,6 +1320,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
+  attemptOpen?: boolean
   createdAt?: boolean
   updatedAt?: boolean
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
@@ -1310,6 +1341,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
+  attemptOpen?: boolean
   createdAt?: boolean
   updatedAt?: boolean
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
@@ -1330,11 +1362,12 @@ export type DeliverySelectScalar = {
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
+  attemptOpen?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "attemptOpen" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
   event?: boolean | Prisma.EventDefaultArgs<ExtArgs>
@@ -1383,6 +1416,11 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      */
     leaseToken: string | null
     leasedUntil: Date | null
+    /**
+     * True from the moment an attempt is recorded as started until its outcome is: if a worker
+     * dies in between, the next claim closes that attempt as one with an unknown outcome.
+     */
+    attemptOpen: boolean
     createdAt: Date
     updatedAt: Date
   }, ExtArgs["result"]["delivery"]>
@@ -1824,6 +1862,7 @@ export interface DeliveryFieldRefs {
   readonly nextAttemptAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly leaseToken: Prisma.FieldRef<"Delivery", 'String'>
   readonly leasedUntil: Prisma.FieldRef<"Delivery", 'DateTime'>
+  readonly attemptOpen: Prisma.FieldRef<"Delivery", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
 }

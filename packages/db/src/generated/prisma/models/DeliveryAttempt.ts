@@ -217,7 +217,7 @@ export type DeliveryAttemptGroupByOutputType = {
   number: number
   url: string
   startedAt: Date
-  durationMs: number
+  durationMs: number | null
   responseCode: number | null
   responseBody: string | null
   error: string | null
@@ -252,7 +252,7 @@ export type DeliveryAttemptWhereInput = {
   number?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
-  durationMs?: Prisma.IntFilter<"DeliveryAttempt"> | number
+  durationMs?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
@@ -265,7 +265,7 @@ export type DeliveryAttemptOrderByWithRelationInput = {
   number?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
-  durationMs?: Prisma.SortOrder
+  durationMs?: Prisma.SortOrderInput | Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
   responseBody?: Prisma.SortOrderInput | Prisma.SortOrder
   error?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -282,7 +282,7 @@ export type DeliveryAttemptWhereUniqueInput = Prisma.AtLeast<{
   number?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
-  durationMs?: Prisma.IntFilter<"DeliveryAttempt"> | number
+  durationMs?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
@@ -295,7 +295,7 @@ export type DeliveryAttemptOrderByWithAggregationInput = {
   number?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
-  durationMs?: Prisma.SortOrder
+  durationMs?: Prisma.SortOrderInput | Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
   responseBody?: Prisma.SortOrderInput | Prisma.SortOrder
   error?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -315,7 +315,7 @@ export type DeliveryAttemptScalarWhereWithAggregatesInput = {
   number?: Prisma.IntWithAggregatesFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringWithAggregatesFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeWithAggregatesFilter<"DeliveryAttempt"> | Date | string
-  durationMs?: Prisma.IntWithAggregatesFilter<"DeliveryAttempt"> | number
+  durationMs?: Prisma.IntNullableWithAggregatesFilter<"DeliveryAttempt"> | number | null
   responseCode?: Prisma.IntNullableWithAggregatesFilter<"DeliveryAttempt"> | number | null
   responseBody?: Prisma.StringNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
@@ -326,7 +326,7 @@ export type DeliveryAttemptCreateInput = {
   number: number
   url: string
   startedAt: Date | string
-  durationMs: number
+  durationMs?: number | null
   responseCode?: number | null
   responseBody?: string | null
   error?: string | null
@@ -339,7 +339,7 @@ export type DeliveryAttemptUncheckedCreateInput = {
   number: number
   url: string
   startedAt: Date | string
-  durationMs: number
+  durationMs?: number | null
   responseCode?: number | null
   responseBody?: string | null
   error?: string | null
@@ -350,7 +350,7 @@ export type DeliveryAttemptUpdateInput = {
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.IntFieldUpdateOperationsInput | number
+  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -363,7 +363,7 @@ export type DeliveryAttemptUncheckedUpdateInput = {
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.IntFieldUpdateOperationsInput | number
+  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -375,7 +375,7 @@ export type DeliveryAttemptCreateManyInput = {
   number: number
   url: string
   startedAt: Date | string
-  durationMs: number
+  durationMs?: number | null
   responseCode?: number | null
   responseBody?: string | null
   error?: string | null
@@ -386,7 +386,7 @@ export type DeliveryAttemptUpdateManyMutationInput = {
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.IntFieldUpdateOperationsInput | number
+  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -398,7 +398,7 @@ export type DeliveryAttemptUncheckedUpdateManyInput = {
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.IntFieldUpdateOperationsInput | number
+  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -514,7 +514,7 @@ export type DeliveryAttemptCreateWithoutDeliveryInput = {
   number: number
   url: string
   startedAt: Date | string
-  durationMs: number
+  durationMs?: number | null
   responseCode?: number | null
   responseBody?: string | null
   error?: string | null
@@ -525,7 +525,7 @@ export type DeliveryAttemptUncheckedCreateWithoutDeliveryInput = {
   number: number
   url: string
   startedAt: Date | string
-  durationMs: number
+  durationMs?: number | null
   responseCode?: number | null
   responseBody?: string | null
   error?: string | null
@@ -566,7 +566,7 @@ export type DeliveryAttemptScalarWhereInput = {
   number?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
-  durationMs?: Prisma.IntFilter<"DeliveryAttempt"> | number
+  durationMs?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
@@ -577,7 +577,7 @@ export type DeliveryAttemptCreateManyDeliveryInput = {
   number: number
   url: string
   startedAt: Date | string
-  durationMs: number
+  durationMs?: number | null
   responseCode?: number | null
   responseBody?: string | null
   error?: string | null
@@ -588,7 +588,7 @@ export type DeliveryAttemptUpdateWithoutDeliveryInput = {
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.IntFieldUpdateOperationsInput | number
+  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -599,7 +599,7 @@ export type DeliveryAttemptUncheckedUpdateWithoutDeliveryInput = {
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.IntFieldUpdateOperationsInput | number
+  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -610,7 +610,7 @@ export type DeliveryAttemptUncheckedUpdateManyWithoutDeliveryInput = {
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.IntFieldUpdateOperationsInput | number
+  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -691,7 +691,10 @@ export type $DeliveryAttemptPayload<ExtArgs extends runtime.Types.Extensions.Int
     number: number
     url: string
     startedAt: Date
-    durationMs: number
+    /**
+     * Null while the request is in flight, and when its outcome is unknown (see `error`).
+     */
+    durationMs: number | null
     responseCode: number | null
     /**
      * The first 4 KiB of the response body.

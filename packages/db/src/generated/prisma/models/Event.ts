@@ -333,10 +333,6 @@ export type EventScalarRelationFilter = {
   isNot?: Prisma.EventWhereInput
 }
 
-export type NullableStringFieldUpdateOperationsInput = {
-  set?: string | null
-}
-
 export type EventCreateNestedOneWithoutDeliveriesInput = {
   create?: Prisma.XOR<Prisma.EventCreateWithoutDeliveriesInput, Prisma.EventUncheckedCreateWithoutDeliveriesInput>
   connectOrCreate?: Prisma.EventCreateOrConnectWithoutDeliveriesInput

@@ -20,8 +20,22 @@ export type SubscriptionModel = runtime.Types.Result.DefaultSelection<Prisma.$Su
 
 export type AggregateSubscription = {
   _count: SubscriptionCountAggregateOutputType | null
+  _avg: SubscriptionAvgAggregateOutputType | null
+  _sum: SubscriptionSumAggregateOutputType | null
   _min: SubscriptionMinAggregateOutputType | null
   _max: SubscriptionMaxAggregateOutputType | null
+}
+
+export type SubscriptionAvgAggregateOutputType = {
+  maxInFlight: number | null
+  rateLimit: number | null
+  consecutiveFailures: number | null
+}
+
+export type SubscriptionSumAggregateOutputType = {
+  maxInFlight: number | null
+  rateLimit: number | null
+  consecutiveFailures: number | null
 }
 
 export type SubscriptionMinAggregateOutputType = {
@@ -33,6 +47,15 @@ export type SubscriptionMinAggregateOutputType = {
   createdAt: Date | null
   updatedAt: Date | null
   deletedAt: Date | null
+  maxInFlight: number | null
+  rateLimit: number | null
+  consecutiveFailures: number | null
+  failingSince: Date | null
+  lastSuccessAt: Date | null
+  lastFailureAt: Date | null
+  circuitOpenedAt: Date | null
+  heldUntil: Date | null
+  disabledReason: string | null
 }
 
 export type SubscriptionMaxAggregateOutputType = {
@@ -44,6 +67,15 @@ export type SubscriptionMaxAggregateOutputType = {
   createdAt: Date | null
   updatedAt: Date | null
   deletedAt: Date | null
+  maxInFlight: number | null
+  rateLimit: number | null
+  consecutiveFailures: number | null
+  failingSince: Date | null
+  lastSuccessAt: Date | null
+  lastFailureAt: Date | null
+  circuitOpenedAt: Date | null
+  heldUntil: Date | null
+  disabledReason: string | null
 }
 
 export type SubscriptionCountAggregateOutputType = {
@@ -56,9 +88,30 @@ export type SubscriptionCountAggregateOutputType = {
   createdAt: number
   updatedAt: number
   deletedAt: number
+  maxInFlight: number
+  rateLimit: number
+  consecutiveFailures: number
+  failingSince: number
+  lastSuccessAt: number
+  lastFailureAt: number
+  circuitOpenedAt: number
+  heldUntil: number
+  disabledReason: number
   _all: number
 }
 
+
+export type SubscriptionAvgAggregateInputType = {
+  maxInFlight?: true
+  rateLimit?: true
+  consecutiveFailures?: true
+}
+
+export type SubscriptionSumAggregateInputType = {
+  maxInFlight?: true
+  rateLimit?: true
+  consecutiveFailures?: true
+}
 
 export type SubscriptionMinAggregateInputType = {
   id?: true
@@ -69,6 +122,15 @@ export type SubscriptionMinAggregateInputType = {
   createdAt?: true
   updatedAt?: true
   deletedAt?: true
+  maxInFlight?: true
+  rateLimit?: true
+  consecutiveFailures?: true
+  failingSince?: true
+  lastSuccessAt?: true
+  lastFailureAt?: true
+  circuitOpenedAt?: true
+  heldUntil?: true
+  disabledReason?: true
 }
 
 export type SubscriptionMaxAggregateInputType = {
@@ -80,6 +142,15 @@ export type SubscriptionMaxAggregateInputType = {
   createdAt?: true
   updatedAt?: true
   deletedAt?: true
+  maxInFlight?: true
+  rateLimit?: true
+  consecutiveFailures?: true
+  failingSince?: true
+  lastSuccessAt?: true
+  lastFailureAt?: true
+  circuitOpenedAt?: true
+  heldUntil?: true
+  disabledReason?: true
 }
 
 export type SubscriptionCountAggregateInputType = {
@@ -92,6 +163,15 @@ export type SubscriptionCountAggregateInputType = {
   createdAt?: true
   updatedAt?: true
   deletedAt?: true
+  maxInFlight?: true
+  rateLimit?: true
+  consecutiveFailures?: true
+  failingSince?: true
+  lastSuccessAt?: true
+  lastFailureAt?: true
+  circuitOpenedAt?: true
+  heldUntil?: true
+  disabledReason?: true
   _all?: true
 }
 
@@ -133,6 +213,18 @@ export type SubscriptionAggregateArgs<ExtArgs extends runtime.Types.Extensions.I
   /**
    * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
    * 
+   * Select which fields to average
+  **/
+  _avg?: SubscriptionAvgAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
+   * Select which fields to sum
+  **/
+  _sum?: SubscriptionSumAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
    * Select which fields to find the minimum value
   **/
   _min?: SubscriptionMinAggregateInputType
@@ -163,6 +255,8 @@ export type SubscriptionGroupByArgs<ExtArgs extends runtime.Types.Extensions.Int
   take?: number
   skip?: number
   _count?: SubscriptionCountAggregateInputType | true
+  _avg?: SubscriptionAvgAggregateInputType
+  _sum?: SubscriptionSumAggregateInputType
   _min?: SubscriptionMinAggregateInputType
   _max?: SubscriptionMaxAggregateInputType
 }
@@ -177,7 +271,18 @@ export type SubscriptionGroupByOutputType = {
   createdAt: Date
   updatedAt: Date
   deletedAt: Date | null
+  maxInFlight: number
+  rateLimit: number | null
+  consecutiveFailures: number
+  failingSince: Date | null
+  lastSuccessAt: Date | null
+  lastFailureAt: Date | null
+  circuitOpenedAt: Date | null
+  heldUntil: Date | null
+  disabledReason: string | null
   _count: SubscriptionCountAggregateOutputType | null
+  _avg: SubscriptionAvgAggregateOutputType | null
+  _sum: SubscriptionSumAggregateOutputType | null
   _min: SubscriptionMinAggregateOutputType | null
   _max: SubscriptionMaxAggregateOutputType | null
 }
@@ -210,6 +315,15 @@ export type SubscriptionWhereInput = {
   createdAt?: Prisma.DateTimeFilter<"Subscription"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Subscription"> | Date | string
   deletedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  maxInFlight?: Prisma.IntFilter<"Subscription"> | number
+  rateLimit?: Prisma.IntNullableFilter<"Subscription"> | number | null
+  consecutiveFailures?: Prisma.IntFilter<"Subscription"> | number
+  failingSince?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  lastSuccessAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  lastFailureAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   deliveries?: Prisma.DeliveryListRelationFilter
 }
@@ -224,6 +338,15 @@ export type SubscriptionOrderByWithRelationInput = {
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   deletedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  maxInFlight?: Prisma.SortOrder
+  rateLimit?: Prisma.SortOrderInput | Prisma.SortOrder
+  consecutiveFailures?: Prisma.SortOrder
+  failingSince?: Prisma.SortOrderInput | Prisma.SortOrder
+  lastSuccessAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  lastFailureAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  circuitOpenedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  heldUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   secret?: Prisma.SigningSecretOrderByWithRelationInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
 }
@@ -241,6 +364,15 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   createdAt?: Prisma.DateTimeFilter<"Subscription"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Subscription"> | Date | string
   deletedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  maxInFlight?: Prisma.IntFilter<"Subscription"> | number
+  rateLimit?: Prisma.IntNullableFilter<"Subscription"> | number | null
+  consecutiveFailures?: Prisma.IntFilter<"Subscription"> | number
+  failingSince?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  lastSuccessAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  lastFailureAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   deliveries?: Prisma.DeliveryListRelationFilter
 }, "id">
@@ -255,9 +387,20 @@ export type SubscriptionOrderByWithAggregationInput = {
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   deletedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  maxInFlight?: Prisma.SortOrder
+  rateLimit?: Prisma.SortOrderInput | Prisma.SortOrder
+  consecutiveFailures?: Prisma.SortOrder
+  failingSince?: Prisma.SortOrderInput | Prisma.SortOrder
+  lastSuccessAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  lastFailureAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  circuitOpenedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  heldUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.SubscriptionCountOrderByAggregateInput
+  _avg?: Prisma.SubscriptionAvgOrderByAggregateInput
   _max?: Prisma.SubscriptionMaxOrderByAggregateInput
   _min?: Prisma.SubscriptionMinOrderByAggregateInput
+  _sum?: Prisma.SubscriptionSumOrderByAggregateInput
 }
 
 export type SubscriptionScalarWhereWithAggregatesInput = {
@@ -273,6 +416,15 @@ export type SubscriptionScalarWhereWithAggregatesInput = {
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Subscription"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"Subscription"> | Date | string
   deletedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  maxInFlight?: Prisma.IntWithAggregatesFilter<"Subscription"> | number
+  rateLimit?: Prisma.IntNullableWithAggregatesFilter<"Subscription"> | number | null
+  consecutiveFailures?: Prisma.IntWithAggregatesFilter<"Subscription"> | number
+  failingSince?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  lastSuccessAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  lastFailureAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  circuitOpenedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  heldUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  disabledReason?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
 }
 
 export type SubscriptionCreateInput = {
@@ -284,6 +436,15 @@ export type SubscriptionCreateInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
@@ -298,6 +459,15 @@ export type SubscriptionUncheckedCreateInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -310,6 +480,15 @@ export type SubscriptionUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
@@ -324,6 +503,15 @@ export type SubscriptionUncheckedUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -337,6 +525,15 @@ export type SubscriptionCreateManyInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
 }
 
 export type SubscriptionUpdateManyMutationInput = {
@@ -348,6 +545,15 @@ export type SubscriptionUpdateManyMutationInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionUncheckedUpdateManyInput = {
@@ -360,6 +566,15 @@ export type SubscriptionUncheckedUpdateManyInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionListRelationFilter = {
@@ -390,6 +605,21 @@ export type SubscriptionCountOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   deletedAt?: Prisma.SortOrder
+  maxInFlight?: Prisma.SortOrder
+  rateLimit?: Prisma.SortOrder
+  consecutiveFailures?: Prisma.SortOrder
+  failingSince?: Prisma.SortOrder
+  lastSuccessAt?: Prisma.SortOrder
+  lastFailureAt?: Prisma.SortOrder
+  circuitOpenedAt?: Prisma.SortOrder
+  heldUntil?: Prisma.SortOrder
+  disabledReason?: Prisma.SortOrder
+}
+
+export type SubscriptionAvgOrderByAggregateInput = {
+  maxInFlight?: Prisma.SortOrder
+  rateLimit?: Prisma.SortOrder
+  consecutiveFailures?: Prisma.SortOrder
 }
 
 export type SubscriptionMaxOrderByAggregateInput = {
@@ -401,6 +631,15 @@ export type SubscriptionMaxOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   deletedAt?: Prisma.SortOrder
+  maxInFlight?: Prisma.SortOrder
+  rateLimit?: Prisma.SortOrder
+  consecutiveFailures?: Prisma.SortOrder
+  failingSince?: Prisma.SortOrder
+  lastSuccessAt?: Prisma.SortOrder
+  lastFailureAt?: Prisma.SortOrder
+  circuitOpenedAt?: Prisma.SortOrder
+  heldUntil?: Prisma.SortOrder
+  disabledReason?: Prisma.SortOrder
 }
 
 export type SubscriptionMinOrderByAggregateInput = {
@@ -412,6 +651,21 @@ export type SubscriptionMinOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   deletedAt?: Prisma.SortOrder
+  maxInFlight?: Prisma.SortOrder
+  rateLimit?: Prisma.SortOrder
+  consecutiveFailures?: Prisma.SortOrder
+  failingSince?: Prisma.SortOrder
+  lastSuccessAt?: Prisma.SortOrder
+  lastFailureAt?: Prisma.SortOrder
+  circuitOpenedAt?: Prisma.SortOrder
+  heldUntil?: Prisma.SortOrder
+  disabledReason?: Prisma.SortOrder
+}
+
+export type SubscriptionSumOrderByAggregateInput = {
+  maxInFlight?: Prisma.SortOrder
+  rateLimit?: Prisma.SortOrder
+  consecutiveFailures?: Prisma.SortOrder
 }
 
 export type SubscriptionScalarRelationFilter = {
@@ -478,6 +732,26 @@ export type NullableDateTimeFieldUpdateOperationsInput = {
   set?: Date | string | null
 }
 
+export type IntFieldUpdateOperationsInput = {
+  set?: number
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
+}
+
+export type NullableIntFieldUpdateOperationsInput = {
+  set?: number | null
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
+}
+
+export type NullableStringFieldUpdateOperationsInput = {
+  set?: string | null
+}
+
 export type SubscriptionCreateNestedOneWithoutDeliveriesInput = {
   create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutDeliveriesInput, Prisma.SubscriptionUncheckedCreateWithoutDeliveriesInput>
   connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutDeliveriesInput
@@ -501,6 +775,15 @@ export type SubscriptionCreateWithoutSecretInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -513,6 +796,15 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -555,6 +847,15 @@ export type SubscriptionScalarWhereInput = {
   createdAt?: Prisma.DateTimeFilter<"Subscription"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Subscription"> | Date | string
   deletedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  maxInFlight?: Prisma.IntFilter<"Subscription"> | number
+  rateLimit?: Prisma.IntNullableFilter<"Subscription"> | number | null
+  consecutiveFailures?: Prisma.IntFilter<"Subscription"> | number
+  failingSince?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  lastSuccessAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  lastFailureAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
 }
 
 export type SubscriptionCreateWithoutDeliveriesInput = {
@@ -566,6 +867,15 @@ export type SubscriptionCreateWithoutDeliveriesInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
 }
 
@@ -579,6 +889,15 @@ export type SubscriptionUncheckedCreateWithoutDeliveriesInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
 }
 
 export type SubscriptionCreateOrConnectWithoutDeliveriesInput = {
@@ -606,6 +925,15 @@ export type SubscriptionUpdateWithoutDeliveriesInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
 }
 
@@ -619,6 +947,15 @@ export type SubscriptionUncheckedUpdateWithoutDeliveriesInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionCreateManySecretInput = {
@@ -630,6 +967,15 @@ export type SubscriptionCreateManySecretInput = {
   createdAt?: Date | string
   updatedAt?: Date | string
   deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
 }
 
 export type SubscriptionUpdateWithoutSecretInput = {
@@ -641,6 +987,15 @@ export type SubscriptionUpdateWithoutSecretInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -653,6 +1008,15 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -665,6 +1029,15 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 
@@ -708,6 +1081,15 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   createdAt?: boolean
   updatedAt?: boolean
   deletedAt?: boolean
+  maxInFlight?: boolean
+  rateLimit?: boolean
+  consecutiveFailures?: boolean
+  failingSince?: boolean
+  lastSuccessAt?: boolean
+  lastFailureAt?: boolean
+  circuitOpenedAt?: boolean
+  heldUntil?: boolean
+  disabledReason?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   deliveries?: boolean | Prisma.Subscription$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.SubscriptionCountOutputTypeDefaultArgs<ExtArgs>
@@ -723,6 +1105,15 @@ export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   createdAt?: boolean
   updatedAt?: boolean
   deletedAt?: boolean
+  maxInFlight?: boolean
+  rateLimit?: boolean
+  consecutiveFailures?: boolean
+  failingSince?: boolean
+  lastSuccessAt?: boolean
+  lastFailureAt?: boolean
+  circuitOpenedAt?: boolean
+  heldUntil?: boolean
+  disabledReason?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
 
@@ -736,6 +1127,15 @@ export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   createdAt?: boolean
   updatedAt?: boolean
   deletedAt?: boolean
+  maxInFlight?: boolean
+  rateLimit?: boolean
+  consecutiveFailures?: boolean
+  failingSince?: boolean
+  lastSuccessAt?: boolean
+  lastFailureAt?: boolean
+  circuitOpenedAt?: boolean
+  heldUntil?: boolean
+  disabledReason?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
 
@@ -749,9 +1149,18 @@ export type SubscriptionSelectScalar = {
   createdAt?: boolean
   updatedAt?: boolean
   deletedAt?: boolean
+  maxInFlight?: boolean
+  rateLimit?: boolean
+  consecutiveFailures?: boolean
+  failingSince?: boolean
+  lastSuccessAt?: boolean
+  lastFailureAt?: boolean
+  circuitOpenedAt?: boolean
+  heldUntil?: boolean
+  disabledReason?: boolean
 }
 
-export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt", ExtArgs["result"]["subscription"]>
+export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason", ExtArgs["result"]["subscription"]>
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   deliveries?: boolean | Prisma.Subscription$deliveriesArgs<ExtArgs>
@@ -783,6 +1192,37 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * Soft delete: the subscription stops receiving events; its delivery log stays listable.
      */
     deletedAt: Date | null
+    /**
+     * At most this many attempts in flight at once, across every worker process.
+     * New subscriptions take DEFAULT_MAX_IN_FLIGHT; the column default only fills rows that predate it.
+     */
+    maxInFlight: number
+    /**
+     * Attempts per second at most, across every worker process; null for no limit.
+     */
+    rateLimit: number | null
+    /**
+     * Timeouts, connection errors and 5xx in a row; a 2xx resets it.
+     */
+    consecutiveFailures: number
+    /**
+     * The first failed attempt since the last success (null after a success): auto-disable counts from it.
+     */
+    failingSince: Date | null
+    lastSuccessAt: Date | null
+    lastFailureAt: Date | null
+    /**
+     * When the circuit opened; null while it is closed.
+     */
+    circuitOpenedAt: Date | null
+    /**
+     * Attempts are held until then: the circuit's next probe, or the end of a Retry-After.
+     */
+    heldUntil: Date | null
+    /**
+     * Why the service disabled the subscription ("failing" or "gone"); null if it did not.
+     */
+    disabledReason: string | null
   }, ExtArgs["result"]["subscription"]>
   composites: {}
 }
@@ -1217,6 +1657,15 @@ export interface SubscriptionFieldRefs {
   readonly createdAt: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly deletedAt: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly maxInFlight: Prisma.FieldRef<"Subscription", 'Int'>
+  readonly rateLimit: Prisma.FieldRef<"Subscription", 'Int'>
+  readonly consecutiveFailures: Prisma.FieldRef<"Subscription", 'Int'>
+  readonly failingSince: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly lastSuccessAt: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly lastFailureAt: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly circuitOpenedAt: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly heldUntil: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly disabledReason: Prisma.FieldRef<"Subscription", 'String'>
 }
     
 

@@ -1,0 +1,124 @@
+import type { IsolationConfig } from "./config.ts";
+import { isSuccess, type AttemptResult } from "./delivery-lifecycle.ts";
+import { parseRetryAfter } from "./retry-schedule.ts";
+
+/**
+ * A subscription's health (contract §11): the circuit breaker, Retry-After holds and
+ * auto-disable, as pure rules. The worker applies each finished attempt with `applyAttempt` and
+ * stores the result; `healthState` derives what the API shows.
+ *
+ * Why per subscription and not per origin: a subscription is what its owner configures, pauses
+ * and sees the health of, and two subscriptions on one host can fail differently (one path
+ * returns 500, another 200). What one bad host can take from everyone is bounded separately, by
+ * ORIGIN_MAX_IN_FLIGHT.
+ */
+export interface EndpointHealth {
+  /** Timeouts, connection errors and 5xx in a row (contract §11's circuit failures). */
+  consecutiveFailures: number;
+  /** The first failed attempt since the last success, or null. */
+  failingSince: Date | null;
+  lastSuccessAt: Date | null;
+  lastFailureAt: Date | null;
+  /** When the circuit opened; null while closed. */
+  circuitOpenedAt: Date | null;
+  /** Attempts wait until then: the next probe of an open circuit, or the end of a Retry-After. */
+  heldUntil: Date | null;
+  disabledReason: DisabledReason | null;
+  active: boolean;
+}
+
+export type DisabledReason = "failing" | "gone";
+export type HealthState = "healthy" | "failing" | "circuit_open";
+
+/** Operational events (contract §11), published when the health changes this way. */
+export type HealthChange = "circuit_opened" | "circuit_closed" | "disabled";
+
+export type HealthRules = Pick<IsolationConfig, "maxRetryAfterMs" | "circuitFailureThreshold" | "circuitProbeIntervalMs" | "autoDisableAfterMs">;
+
+export const HEALTHY: EndpointHealth = {
+  consecutiveFailures: 0,
+  failingSince: null,
+  lastSuccessAt: null,
+  lastFailureAt: null,
+  circuitOpenedAt: null,
+  heldUntil: null,
+  disabledReason: null,
+  active: true,
+};
+
+/** A failure that says the endpoint itself is unwell, as opposed to refusing this one request. */
+export function isCircuitFailure(result: AttemptResult): boolean {
+  return result.responseCode === null || result.responseCode >= 500;
+}
+
+/**
+ * The health after one finished attempt, and what changed that an operator should hear of.
+ * Attempts finish out of order across workers; each is applied as it is recorded.
+ */
+export function applyAttempt(
+  health: EndpointHealth,
+  result: AttemptResult,
+  now: Date,
+  rules: HealthRules,
+): { health: EndpointHealth; changes: HealthChange[] } {
+  const changes: HealthChange[] = [];
+  if (isSuccess(result)) {
+    if (health.circuitOpenedAt !== null) changes.push("circuit_closed");
+    return {
+      health: { ...health, consecutiveFailures: 0, failingSince: null, lastSuccessAt: now, circuitOpenedAt: null, heldUntil: null },
+      changes,
+    };
+  }
+
+  const next: EndpointHealth = { ...health, lastFailureAt: now, failingSince: health.failingSince ?? now };
+  if (isCircuitFailure(result)) {
+    next.consecutiveFailures = health.consecutiveFailures + 1;
+    if (next.consecutiveFailures >= rules.circuitFailureThreshold) {
+      // Opens, or stays open after a failed probe: the next probe is one interval away.
+      if (health.circuitOpenedAt === null) {
+        next.circuitOpenedAt = now;
+        changes.push("circuit_opened");
+      }
+      next.heldUntil = later(next.heldUntil, new Date(now.getTime() + rules.circuitProbeIntervalMs));
+    }
+  }
+  // Back-pressure: a 429 or 503 with Retry-After holds the whole subscription until then.
+  if (result.responseCode === 429 || result.responseCode === 503) {
+    const askedMs = parseRetryAfter(result.retryAfter, now);
+    if (askedMs !== undefined && askedMs > 0) {
+      next.heldUntil = later(next.heldUntil, new Date(now.getTime() + Math.min(askedMs, rules.maxRetryAfterMs)));
+    }
+  }
+  if (health.active && health.disabledReason === null) {
+    const gone = result.responseCode === 410;
+    const failingTooLong = next.failingSince !== null && now.getTime() - next.failingSince.getTime() >= rules.autoDisableAfterMs;
+    if (gone || failingTooLong) {
+      next.active = false;
+      next.disabledReason = gone ? "gone" : "failing";
+      changes.push("disabled");
+    }
+  }
+  return { health: next, changes };
+}
+
+/** PUT active:true after a disable: clears the reason and closes the circuit (contract §11). */
+export function reenable(health: EndpointHealth): EndpointHealth {
+  return { ...health, active: true, disabledReason: null, circuitOpenedAt: null, heldUntil: null, consecutiveFailures: 0 };
+}
+
+/** What the API shows as `health.state`. */
+export function healthState(health: EndpointHealth, now: Date): HealthState {
+  if (health.circuitOpenedAt !== null || (health.heldUntil !== null && health.heldUntil > now)) return "circuit_open";
+  if (health.failingSince !== null) return "failing";
+  return "healthy";
+}
+
+/** When attempts may start again, or null when nothing holds them (the API's `retry_at`). */
+export function heldUntil(health: Pick<EndpointHealth, "circuitOpenedAt" | "heldUntil">, now: Date): Date | null {
+  if (health.heldUntil !== null && (health.heldUntil > now || health.circuitOpenedAt !== null)) return health.heldUntil;
+  return null;
+}
+
+function later(a: Date | null, b: Date): Date {
+  return a !== null && a > b ? a : b;
+}

@@ -21,7 +21,7 @@ export interface AttemptRecord {
   number: number;
   url: string;
   startedAt: Date;
-  durationMs: number;
+  durationMs: number | null;
   responseCode: number | null;
   responseBody: string | null;
   error: string | null;

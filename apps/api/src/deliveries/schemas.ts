@@ -26,7 +26,9 @@ export const attemptSchema = z
     number: z.number().int().openapi({ description: "1 for the delivery's first attempt." }),
     url: z.string().openapi({ description: "Where this attempt was sent: the delivery's snapshot of the subscription's url." }),
     started_at: z.string().openapi({ format: "date-time" }),
-    duration_ms: z.number().int(),
+    duration_ms: z.number().int().nullable().openapi({
+      description: "How long the attempt took, in milliseconds; null while it is in flight, and when its outcome is unknown (see error).",
+    }),
     response_code: z.number().int().nullable(),
     response_body: z.string().nullable().openapi({ description: "The first 4 KiB of the response body." }),
     error: z.string().nullable().openapi({ description: "Why no response was received (timeout, connection refused, ...), or null." }),

@@ -9,6 +9,14 @@ import type { ApiEnv } from "../http/types.ts";
 
 export const ADMIN_BASE_PATH = "/admin/queues";
 
+/**
+ * Bull Board's page template links its fonts from Google Fonts, and no option of the library
+ * turns that off. Our pages load nothing from another origin (it would tell a third party who
+ * opens the dashboard, and offline the page would wait for it), so every `<link>` to an absolute
+ * URL is cut from the page as it leaves; the UI falls back to the system font.
+ */
+const LINK_TO_OTHER_ORIGIN = /<link\b[^>]*\bhref="(?:https?:)?\/\/[^"]*"[^>]*>\s*/gi;
+
 /** Bull Board, the queue dashboard, behind HTTP Basic auth (contract §3). */
 export function adminRoutes(queue: DeliveryQueue, credentials: { username: string; password: string }) {
   const serverAdapter = new HonoAdapter(serveStatic);
@@ -16,6 +24,13 @@ export function adminRoutes(queue: DeliveryQueue, credentials: { username: strin
   createBullBoard({ queues: [new BullMQAdapter(queue.queue)], serverAdapter, options: { uiConfig: { boardTitle: "Webhook deliveries" } } });
   const app = new Hono<ApiEnv>();
   app.use("*", basicAuth({ ...credentials, realm: "Webhook delivery service admin" }));
+  app.use("*", async (c, next) => {
+    await next();
+    if (!c.res.headers.get("content-type")?.startsWith("text/html")) return;
+    const headers = new Headers(c.res.headers);
+    headers.delete("content-length");
+    c.res = new Response((await c.res.text()).replace(LINK_TO_OTHER_ORIGIN, ""), { status: c.res.status, headers });
+  });
   app.route("/", serverAdapter.registerPlugin());
   return app;
 }

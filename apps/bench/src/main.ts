@@ -1,6 +1,10 @@
-// `npm run bench`: end-to-end throughput, publish -> receive latency, list latency on 1M rows, and
-// the bare ceiling, against local PostgreSQL and Redis. Writes BENCHMARKS.md at the repository
-// root. Everything it starts or creates is stopped or deleted at the end, also on error or Ctrl-C.
+// `npm run bench`: end-to-end throughput, publish -> receive latency, list latency on 1M rows, the
+// bare ceiling, and a healthy endpoint beside failing ones, against local PostgreSQL and Redis.
+// Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
+// deleted at the end, also on error or Ctrl-C.
+// `npm run bench -- --only noisy` runs phase 5 alone, for development: it prints its section and
+// leaves BENCHMARKS.md as it is.
+import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
 import { measureCeiling } from "./ceiling.ts";
@@ -11,12 +15,19 @@ import { measureListLatency } from "./list-latency.ts";
 import { profileThroughput } from "./profiling.ts";
 import { Receiver } from "./receiver.ts";
 import { describeMachine } from "./machine.ts";
-import { verdicts, writeReport, type SkippedSetup } from "./report.ts";
+import { measureNoisyNeighbour } from "./noisy-neighbour.ts";
+import { noisySection, noisyVerdicts, verdicts, writeReport, type SkippedSetup } from "./report.ts";
 import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./throughput.ts";
 
+const PHASES = ["noisy"] as const;
+
 async function main(): Promise<void> {
+  const { values: args } = parseArgs({ options: { only: { type: "string" } } });
+  if (args.only !== undefined && !(PHASES as readonly string[]).includes(args.only)) {
+    throw new Error(`--only ${args.only}: the phases that run alone are ${PHASES.join(", ")}`);
+  }
   const startedAt = new Date();
   const unreachable = (await checkPostgres(ADMIN_DATABASE_URL)) ?? (await checkRedis(REDIS_URL));
   if (unreachable) throw new Error(unreachable);
@@ -29,6 +40,14 @@ async function main(): Promise<void> {
   for (const name of Object.values(DATABASES)) await dropDatabase(name);
 
   const receiver = await new Receiver().start();
+
+  if (args.only === "noisy") {
+    console.log("5. noisy neighbour (alone, for development; BENCHMARKS.md is not written)");
+    const noisy = await measureNoisyNeighbour(receiver);
+    console.log(`\n${noisySection(noisy, host.cores).join("\n\n")}\n`);
+    printVerdicts(noisyVerdicts(noisy));
+    return;
+  }
 
   console.log("1. end-to-end throughput");
   const throughput: ThroughputResult[] = [];
@@ -59,14 +78,21 @@ async function main(): Promise<void> {
   console.log("3. GET /v1/deliveries on 1,000,000 rows");
   const list = await measureListLatency();
 
-  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, ceiling, latency, latencyBelowCapacity, list, profiles };
+  console.log("5. noisy neighbour: one healthy endpoint beside failing ones, at default settings");
+  const noisy = await measureNoisyNeighbour(receiver);
+
+  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, ceiling, latency, latencyBelowCapacity, list, profiles, noisy };
   const path = `${ROOT}BENCHMARKS.md`;
   writeReport(path, results);
+  printVerdicts(verdicts(results));
+  console.log(`\nWritten to ${path}`);
+}
+
+function printVerdicts(list: ReturnType<typeof verdicts>): void {
   console.log("\nResults against the targets:");
-  for (const verdict of verdicts(results)) {
+  for (const verdict of list) {
     console.log(`  ${verdict.met ? "met    " : "MISSED "} ${verdict.figure}: ${verdict.measured} (target ${verdict.target})`);
   }
-  console.log(`\nWritten to ${path}`);
 }
 
 cleanUpOnSignals();

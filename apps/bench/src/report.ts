@@ -4,6 +4,7 @@ import type { CpuUsage } from "./cpu-usage.ts";
 import type { LatencyResult } from "./latency.ts";
 import type { ListResult } from "./list-latency.ts";
 import type { Machine } from "./machine.ts";
+import { fmt, type HealthyRun, type NoisyNeighbourResult } from "./noisy-neighbour.ts";
 import type { ProfileSummary } from "./profile.ts";
 import type { Profiles } from "./profiling.ts";
 import { settings } from "./settings.ts";
@@ -28,6 +29,7 @@ export interface BenchResults {
   latencyBelowCapacity: LatencyResult;
   list: ListResult;
   profiles: Profiles;
+  noisy: NoisyNeighbourResult;
 }
 
 export const TARGETS = {
@@ -36,6 +38,8 @@ export const TARGETS = {
   latencyP50Ms: 10,
   latencyP99Ms: 50,
   listP99Ms: 10,
+  /** The healthy subscription's p99 beside failing endpoints, as a multiple of its p99 alone. */
+  noisyP99Factor: 2,
 } as const;
 
 interface Verdict {
@@ -80,6 +84,25 @@ export function verdicts(r: BenchResults): Verdict[] {
       measured: `${ms(worstList.latency.p99)} (${worstList.name})`,
       target: `<= ${TARGETS.listP99Ms} ms`,
       met: worstList.latency.p99 <= TARGETS.listP99Ms,
+    },
+    ...noisyVerdicts(r.noisy),
+  ];
+}
+
+export function noisyVerdicts(n: NoisyNeighbourResult): Verdict[] {
+  const factor = n.beside.latency.p99 / n.alone.latency.p99;
+  return [
+    {
+      figure: "Healthy p99 beside 10 failing endpoints (phase 5)",
+      measured: `${fmt(n.beside.latency.p99)} (alone ${fmt(n.alone.latency.p99)}${Number.isFinite(factor) ? `: ${factor.toFixed(1)}x` : ""})`,
+      target: `<= ${TARGETS.noisyP99Factor}x alone`,
+      met: factor <= TARGETS.noisyP99Factor,
+    },
+    {
+      figure: "... healthy webhooks delivered",
+      measured: `${round(n.beside.delivered)} of ${round(n.beside.sent)}`,
+      target: "all",
+      met: n.beside.delivered === n.beside.sent,
     },
   ];
 }
@@ -141,6 +164,55 @@ function hottest(profile: ProfileSummary | undefined, method: "perf" | "v8"): st
 /** The share of samples in functions whose name matches, e.g. the ioredis Pipeline constructor. */
 function functionShare(profile: ProfileSummary | undefined, name: RegExp): number {
   return profile?.topFunctions.filter((f) => name.test(f.name)).reduce((sum, f) => sum + f.share, 0) ?? 0;
+}
+
+/** Section 5, also printed on its own by `npm run bench -- --only noisy`. */
+export function noisySection(n: NoisyNeighbourResult, cores: number): string[] {
+  const s = settings.noisyNeighbour;
+  const [p99, delivered] = noisyVerdicts(n);
+  const noiseDeliveries = (s.hangingReceivers + s.erroringReceivers) * s.noiseRatePerSecond;
+  const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+  const row = (label: string, h: HealthyRun) => [
+    label,
+    fmt(h.latency.p50),
+    fmt(h.latency.p99),
+    fmt(h.latency.max),
+    fmt(h.slowestDelivered),
+    `${round(h.delivered)} of ${round(h.sent)}${h.rejected ? ` (${h.rejected} not accepted)` : ""}`,
+    cpuCell(h.cpu),
+  ];
+  return [
+    "## 5. Noisy neighbour: one healthy endpoint beside failing ones",
+    "Method: the service at its default settings (no WORKER_CONCURRENCY, DELIVERY_TIMEOUT or endpoint-isolation setting passed), one API " +
+      "and one worker process on a fresh database. One subscription, for event type A, points at the verifying receiver. Ten, for type B, " +
+      `point at loopback endpoints on ports of their own, so each is its own origin: ${s.hangingReceivers} accept the connection and the ` +
+      `request and never answer, ${s.erroringReceivers} answer 500 at once. Part 1: A alone, open loop at ${s.healthyRatePerSecond}/s for ` +
+      `${s.aloneMs / 1000} s, after a ${s.warmupMs / 1000} s warm-up that is not counted. Part 2: the same ${s.healthyRatePerSecond}/s of A for ` +
+      `${s.besideMs / 1000} s, and beside it B at ${s.noiseRatePerSecond}/s, i.e. ${noiseDeliveries} deliveries/s to the failing endpoints ` +
+      "(their retries come on top). Latency is measured as in phase 2, from the scheduled send time to the verified receipt. Each part's " +
+      `healthy webhooks have ${s.drainMs / 1000} s after the last send to arrive; one that did not counts as not delivered, and a percentile ` +
+      "that falls on one reads so. The hanging endpoints count the most requests they held open at once; the sender's own timeout, or the " +
+      "end of the phase, closes them.",
+    table(
+      ["healthy subscription", "p50", "p99", "max", "slowest delivered", "delivered", "CPU (cores) by process"],
+      [row("part 1: alone", n.alone), row(`part 2: beside ${noiseDeliveries} failing deliveries/s`, n.beside)],
+    ),
+    table(
+      ["failing endpoints (part 2)", "requests received", "most requests open at once"],
+      [
+        [
+          `${s.hangingReceivers} that never answer`,
+          `${round(sum(n.hangingRequests))} (${n.hangingRequests.join(", ")})`,
+          `${Math.max(...n.hangingPeakOpen)} at one endpoint (each: ${n.hangingPeakOpen.join(", ")}); ${n.hangingPeakOpenTogether} across the ${s.hangingReceivers}`,
+        ],
+        [`${s.erroringReceivers} that answer 500`, `${round(sum(n.erroringRequests))} (${n.erroringRequests.join(", ")})`, "-"],
+      ],
+    ),
+    `${round(n.noiseSent)} B events were published${n.noiseRejected ? ` (${n.noiseRejected} not accepted)` : ""}. ` +
+      `Targets: healthy p99 beside them <= ${TARGETS.noisyP99Factor}x its p99 alone: ${yesNo(p99!.met)} (${p99!.measured}); ` +
+      `every healthy webhook delivered: ${yesNo(delivered!.met)} (${delivered!.measured}). Invalid signatures: ${n.invalidSignatures}. ` +
+      `While part 2 ran the machine had ${n.beside.cpu.machineCores.toFixed(2)} of its ${cores} cores busy.`,
+  ];
 }
 
 export function renderReport(r: BenchResults): string {
@@ -316,6 +388,8 @@ export function renderReport(r: BenchResults): string {
     `End to end, the product reaches **${(share * 100).toFixed(0)}%** of this ceiling (target >= ${TARGETS.shareOfCeiling * 100}%: ${yesNo(v[1]!.met)}). ` +
       `During the ceiling run ${otherLoad(ceiling.cpu, r.machine.cores)}.`,
   );
+
+  add(...noisySection(r.noisy, r.machine.cores));
 
   const labels = [...new Set([...productCpu.keys(), ...ceilingCpu.keys()])];
   add(

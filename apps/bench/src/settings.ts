@@ -54,6 +54,26 @@ export const settings = {
     /** perf starts this long after the first publish. */
     perfDelayMs: 1_000,
   },
+  /**
+   * Phase 5: one healthy subscription beside 10 bad ones, at the service's default settings. The
+   * healthy one gets type A at `healthyRatePerSecond`, first alone, then beside type B at
+   * `noiseRatePerSecond`, which 5 hanging and 5 erroring subscriptions receive (10 deliveries per B).
+   */
+  noisyNeighbour: {
+    healthyRatePerSecond: 50,
+    noiseRatePerSecond: 10,
+    hangingReceivers: 5,
+    erroringReceivers: 5,
+    /** Sent at the healthy rate before part 1, not counted. */
+    warmupMs: 2_000,
+    /** Part 1: the healthy subscription alone. */
+    aloneMs: 10_000,
+    /** Part 2: the healthy subscription beside the noise. */
+    besideMs: 20_000,
+    /** After each part's last send, how long the healthy webhooks still have to arrive. */
+    drainMs: 5_000,
+    connections: 64,
+  },
 } as const;
 
 /** A static key the API accepts through API_KEYS (contract §3). */

@@ -1,0 +1,238 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { ApiClient } from "./api-client.ts";
+import { onCleanup } from "./cleanup.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
+import { freshDatabase } from "./databases.ts";
+import type { Receiver } from "./receiver.ts";
+import { sleep, startApi, startWorker } from "./services.ts";
+import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
+import { summarize, type Summary } from "./stats.ts";
+import { reportServiceOutput } from "./throughput.ts";
+
+/** Type A goes to the healthy subscription only, type B to the 10 bad ones only. */
+export const HEALTHY_TYPE = "noisy.healthy";
+export const NOISE_TYPE = "noisy.noise";
+
+export interface HealthyRun {
+  /** Healthy events published in the measured window, and how many the API did not accept. */
+  sent: number;
+  rejected: number;
+  /** Of those, verified by the receiver before the drain window ended. */
+  delivered: number;
+  /**
+   * Scheduled send time to verified receipt, over every event sent: one never delivered counts as
+   * Infinity, so a percentile it reaches reads "not delivered" instead of flattering the rest.
+   */
+  latency: Summary;
+  /** The slowest of the webhooks that did arrive. */
+  slowestDelivered: number;
+  cpu: CpuUsage;
+}
+
+export interface NoisyNeighbourResult {
+  alone: HealthyRun;
+  beside: HealthyRun;
+  /** Type B events published in part 2 (each is one delivery per bad subscription), and rejected. */
+  noiseSent: number;
+  noiseRejected: number;
+  /** Per hanging receiver: the most requests it held open at once, and all the requests it got. */
+  hangingPeakOpen: number[];
+  /** The most requests the 5 hanging receivers held open at once between them. */
+  hangingPeakOpenTogether: number;
+  hangingRequests: number[];
+  /** Per erroring receiver: the requests it got (each answered 500). */
+  erroringRequests: number[];
+  invalidSignatures: number;
+}
+
+/**
+ * A loopback endpoint that misbehaves: "hang" accepts the connection and reads the request but
+ * never answers, "error" answers 500 at once. Each listens on its own port, so each is its own
+ * origin. Counts requests, and the most held open at once.
+ */
+class BadReceiver {
+  url = "";
+  requests = 0;
+  open = 0;
+  peakOpen = 0;
+  close: () => Promise<void> = async () => {};
+  readonly #server = createServer((req, res) => this.#handle(req, res));
+
+  /** `together` counts the requests open across a group of receivers. */
+  constructor(
+    readonly mode: "hang" | "error",
+    readonly together = { open: 0, peakOpen: 0 },
+  ) {}
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.#server.listen(0, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    // Destroys the sockets held open, so that nothing keeps the process alive.
+    this.close = onCleanup(`close the ${this.mode} receiver`, () => {
+      this.#server.closeAllConnections();
+      return new Promise((resolve) => this.#server.close(() => resolve()));
+    });
+    return this;
+  }
+
+  #handle(req: IncomingMessage, res: ServerResponse): void {
+    this.requests++;
+    req.resume();
+    if (this.mode === "error") {
+      res.writeHead(500, { "content-type": "text/plain" }).end("internal error");
+      return;
+    }
+    this.open++;
+    this.together.open++;
+    this.peakOpen = Math.max(this.peakOpen, this.open);
+    this.together.peakOpen = Math.max(this.together.peakOpen, this.together.open);
+    // Closed by the sender giving up (its timeout), or by us at the end.
+    res.once("close", () => {
+      this.open--;
+      this.together.open--;
+    });
+  }
+}
+
+/**
+ * Sends `count` events of `type` open loop: event i is due at t0 + i / rate and is sent then,
+ * whatever happened to the earlier ones (as in phase 2). `data(seq, due)` makes its data. Resolves
+ * once every publish has been answered, with how many were not accepted.
+ */
+async function publishOpenLoop(
+  client: ApiClient,
+  type: string,
+  ratePerSecond: number,
+  count: number,
+  t0: number,
+  data: (seq: number, due: number) => Record<string, unknown>,
+): Promise<{ rejected: number }> {
+  const answers: Promise<number>[] = [];
+  for (let seq = 0; seq < count; seq++) {
+    const due = t0 + (seq * 1000) / ratePerSecond;
+    const wait = due - performance.now();
+    // A timer, never a busy wait (see latency.ts); a late send counts against the service.
+    if (wait > 0) await sleep(wait);
+    answers.push(client.publish(type, data(seq, due)).catch(() => 0));
+  }
+  const statuses = await Promise.all(answers);
+  return { rejected: statuses.filter((status) => status !== 202).length };
+}
+
+/**
+ * Phase 5: does one subscription's broken endpoint slow another's deliveries? At the service's
+ * default settings (no WORKER_CONCURRENCY, DELIVERY_TIMEOUT or isolation setting passed), one API
+ * and one worker process on a fresh database. One healthy subscription (type A, the verifying
+ * receiver) and 10 bad ones (type B): 5 point at endpoints that never answer, 5 at endpoints that
+ * answer 500. Part 1 measures the healthy subscription's publish -> receive latency alone; part 2
+ * the same beside a steady stream of B. Latency is measured as in phase 2, from the scheduled send
+ * time, open loop.
+ */
+export async function measureNoisyNeighbour(receiver: Receiver): Promise<NoisyNeighbourResult> {
+  const s = settings.noisyNeighbour;
+  const hangingTogether = { open: 0, peakOpen: 0 };
+  const hanging = await Promise.all(Array.from({ length: s.hangingReceivers }, () => new BadReceiver("hang", hangingTogether).start()));
+  const erroring = await Promise.all(Array.from({ length: s.erroringReceivers }, () => new BadReceiver("error").start()));
+  const databaseUrl = await freshDatabase(DATABASES.main);
+  const prefix = `${RUN_PREFIX}-noisy`;
+  const api = await startApi(databaseUrl, prefix);
+  const worker = await startWorker("worker-1", databaseUrl, prefix, {});
+  const client = new ApiClient(api.baseUrl, s.connections);
+  try {
+    const path = "/noisy/healthy";
+    const healthy = await client.createSubscription(`${receiver.url}${path}`, [HEALTHY_TYPE]);
+    receiver.expect(path, healthy.secret);
+    for (const bad of [...hanging, ...erroring]) await client.createSubscription(`${bad.url}/webhook`, [NOISE_TYPE]);
+    receiver.reset();
+
+    // Receipt time of each healthy event, by part and sequence number.
+    const receivedAt = new Map<string, number>();
+    receiver.onVerified = (webhook) => {
+      const { data } = JSON.parse(webhook.body) as { data: { part: string; seq: number; scheduled_at: number } };
+      receivedAt.set(`${data.part} ${data.seq}`, webhook.receivedAt - data.scheduled_at);
+    };
+    const cpuTargets = [
+      { label: "api", processGroup: api.processGroup },
+      { label: worker.name, processGroup: worker.processGroup },
+      postgresTarget(Object.values(DATABASES)),
+      { label: "redis", command: "redis-server" },
+      { label: "bench (publisher+receivers)", pid: process.pid },
+    ];
+
+    /** Publishes the healthy part (and, beside it, `noise`), then waits up to drainMs for its webhooks. */
+    const healthyRun = async (part: string, durationMs: number, noise?: () => Promise<void>): Promise<HealthyRun> => {
+      const count = Math.round((durationMs / 1000) * s.healthyRatePerSecond);
+      const endCpuWindow = startCpuWindow(cpuTargets);
+      const t0 = performance.now() + 20;
+      const [{ rejected }] = await Promise.all([
+        publishOpenLoop(client, HEALTHY_TYPE, s.healthyRatePerSecond, count, t0, (seq, due) => ({ part, seq, scheduled_at: due })),
+        noise?.(),
+      ]);
+      const deadline = t0 + durationMs + s.drainMs;
+      const arrived = () => [...receivedAt.keys()].filter((key) => key.startsWith(`${part} `)).length;
+      while (arrived() < count - rejected && performance.now() < deadline) await sleep(10);
+      const cpu = endCpuWindow();
+      const latencies = Array.from({ length: count }, (_, seq) => receivedAt.get(`${part} ${seq}`) ?? Number.POSITIVE_INFINITY);
+      const delivered = latencies.filter(Number.isFinite);
+      return {
+        sent: count,
+        rejected,
+        delivered: delivered.length,
+        latency: summarize(latencies),
+        slowestDelivered: delivered.length ? Math.max(...delivered) : Number.NaN,
+        cpu,
+      };
+    };
+
+    await healthyRun("warmup", s.warmupMs);
+    const alone = await healthyRun("alone", s.aloneMs);
+    let noiseSent = 0;
+    let noiseRejected = 0;
+    const beside = await healthyRun("beside", s.besideMs, async () => {
+      noiseSent = Math.round((s.besideMs / 1000) * s.noiseRatePerSecond);
+      ({ rejected: noiseRejected } = await publishOpenLoop(client, NOISE_TYPE, s.noiseRatePerSecond, noiseSent, performance.now() + 20, (seq) => ({ seq })));
+    });
+    receiver.onVerified = undefined;
+
+    const result: NoisyNeighbourResult = {
+      alone,
+      beside,
+      noiseSent,
+      noiseRejected,
+      hangingPeakOpen: hanging.map((r) => r.peakOpen),
+      hangingPeakOpenTogether: hangingTogether.peakOpen,
+      hangingRequests: hanging.map((r) => r.requests),
+      erroringRequests: erroring.map((r) => r.requests),
+      invalidSignatures: receiver.invalid,
+    };
+    const show = (run: HealthyRun) =>
+      `p50 ${fmt(run.latency.p50)}, p99 ${fmt(run.latency.p99)}, max ${fmt(run.latency.max)}; delivered ${run.delivered} of ${run.sent}` +
+      (run.rejected ? ` (${run.rejected} rejected)` : "");
+    console.log(`  healthy alone, ${s.healthyRatePerSecond} events/s for ${s.aloneMs / 1000} s: ${show(alone)}`);
+    console.log(`  healthy beside ${s.noiseRatePerSecond} noise events/s x 10 bad subscriptions for ${s.besideMs / 1000} s: ${show(beside)}`);
+    console.log(
+      `  hanging receivers: at most ${Math.max(...result.hangingPeakOpen)} requests open at once (${result.hangingPeakOpen.join(", ")}; ` +
+        `${result.hangingPeakOpenTogether} together), ` +
+        `${sum(result.hangingRequests)} requests; erroring receivers: ${sum(result.erroringRequests)} requests (${result.erroringRequests.join(", ")}); ` +
+        `invalid signatures ${result.invalidSignatures}`,
+    );
+    return result;
+  } finally {
+    receiver.onVerified = undefined;
+    await client.close();
+    // The bad endpoints first: destroying the hanging sockets ends the worker's stuck attempts, so it stops promptly.
+    await Promise.all([...hanging, ...erroring].map((r) => r.close()));
+    await worker.stop();
+    await api.stop();
+    reportServiceOutput([api, worker]);
+  }
+}
+
+const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+
+/** A latency figure, or "not delivered" for a percentile that fell on a missing webhook. */
+export function fmt(value: number): string {
+  if (value === Number.POSITIVE_INFINITY) return "not delivered";
+  return Number.isFinite(value) ? `${value.toFixed(value < 10 ? 2 : 1)} ms` : "n/a";
+}

@@ -192,6 +192,21 @@ describe("POST /v1/events", () => {
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
   });
 
+  it("refuses operational event types, which only the service publishes (contract §11)", async () => {
+    // A subscription may name them: that is how it receives them.
+    const listener = await subscribe(["operational.subscription.disabled"]);
+    for (const type of ["operational.subscription.disabled", "operational.anything"]) {
+      const response = await publish(type, { subscription_id: listener });
+      expect(response.status).toBe(400);
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "type" });
+      expect(response.body.error.message).toContain('must not start with "operational."');
+    }
+    const deliveries = await api.call("GET", `/v1/deliveries?subscription_id=${listener}`);
+    expect(deliveries.body.data).toEqual([]);
+    // Only the prefix is reserved.
+    expect((await publish("billing.operational.review")).status).toBe(202);
+  });
+
   it("keeps every key of data, __proto__ included, and paired surrogates", async () => {
     const response = await api.call("POST", "/v1/events", {
       body: '{"type":"keys.kept","data":{"__proto__":{"x":1},"emoji":"\\ud83d\\ude00","constructor":2}}',

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { eventTypeSchema } from "@webhooks/core";
+import { eventTypeSchema, isOperationalEventType, OPERATIONAL_PREFIX } from "@webhooks/core";
 import type { EventRecord } from "@webhooks/db";
 import { isoTimestamp, text, unstorableText } from "../http/schemas.ts";
 
@@ -40,7 +40,13 @@ const eventData = z
 
 export const publishEventBody = z
   .strictObject({
-    type: eventTypeSchema.meta({ description: "The event type.", example: "invoice.paid" }),
+    // Contract §11: operational events are the service's own; a client publishing one could
+    // impersonate the service to every subscription that names them.
+    type: eventTypeSchema
+      .refine((type) => !isOperationalEventType(type), {
+        error: `type must not start with "${OPERATIONAL_PREFIX}": operational events are published by the service itself`,
+      })
+      .meta({ description: `The event type. Types starting with "${OPERATIONAL_PREFIX}" are reserved for the service.`, example: "invoice.paid" }),
     data: eventData,
   })
   .openapi("PublishEvent");

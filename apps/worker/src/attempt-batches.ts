@@ -1,11 +1,24 @@
-import { claimDeliveries, recordAttempts, type AttemptToRecord, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
+import type { HealthRules } from "@webhooks/core";
+import {
+  beginAttempts,
+  claimDeliveries,
+  recordAttempts,
+  recordEndpointResults,
+  releaseLeases,
+  type AttemptStart,
+  type AttemptToRecord,
+  type ClaimedDelivery,
+  type EndpointResult,
+  type HealthUpdate,
+  type SqlClient,
+} from "@webhooks/db";
 import DataLoader from "dataloader";
 
 /**
- * Claims and records of the jobs a worker runs at the same time, sent to PostgreSQL as one
- * statement per batch instead of one per delivery: at high throughput this divides the round
- * trips, the commits and the per-query client overhead by the batch size. A batch is whatever
- * arrived during the current turn of the event loop, so a lone delivery waits for nothing.
+ * The statements of the jobs a worker runs at the same time, sent to PostgreSQL as one per batch
+ * instead of one per delivery: at high throughput this divides the round trips, the commits and
+ * the per-query client overhead by the batch size. A batch is whatever arrived during the
+ * current turn of the event loop, so a lone delivery waits for nothing.
  */
 const MAX_BATCH = 200;
 const schedule = { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (flush: () => void) => setImmediate(flush) };
@@ -13,14 +26,33 @@ const schedule = { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (flus
 export interface AttemptBatches {
   /** The delivery's snapshot with a lease on it, or null if it could not be claimed. */
   claim(deliveryId: string, leaseToken: string): Promise<ClaimedDelivery | null>;
+  /** Gives the lease back without an attempt. */
+  releaseLease(lease: { deliveryId: string; leaseToken: string }): Promise<void>;
+  /** The attempt's number, or null if the lease was lost (then nothing may be sent). */
+  begin(start: AttemptStart): Promise<number | null>;
   /** Whether the attempt was recorded (false: the lease was lost to another worker). */
   record(record: AttemptToRecord): Promise<boolean>;
+  /**
+   * The subscription's health after this attempt (undefined when another attempt of the same
+   * batch reports it), and the operational deliveries it published.
+   */
+  recordHealth(result: EndpointResult): Promise<{ update: HealthUpdate | undefined; deliveryIds: string[] }>;
 }
 
-export function createAttemptBatches(sql: SqlClient, leaseMs: number): AttemptBatches {
+export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRules: HealthRules): AttemptBatches {
   const claims = new DataLoader<{ deliveryId: string; leaseToken: string }, ClaimedDelivery | null>(async (requests) => {
     const claimed = await claimDeliveries({ sql }, { claims: [...requests], leaseMs });
     return requests.map((request) => claimed.get(request.deliveryId) ?? null);
+  }, schedule);
+
+  const releases = new DataLoader<{ deliveryId: string; leaseToken: string }, void>(async (leases) => {
+    await releaseLeases({ sql }, [...leases]);
+    return leases.map(() => undefined);
+  }, schedule);
+
+  const starts = new DataLoader<AttemptStart, number | null>(async (requests) => {
+    const started = await beginAttempts({ sql }, [...requests]);
+    return requests.map((request) => started.get(request.deliveryId) ?? null);
   }, schedule);
 
   const records = new DataLoader<AttemptToRecord, boolean>(async (requests) => {
@@ -28,8 +60,23 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number): AttemptBa
     return requests.map((request) => recorded.has(request.deliveryId));
   }, schedule);
 
+  const health = new DataLoader<EndpointResult, { update: HealthUpdate | undefined; deliveryIds: string[] }>(async (results) => {
+    const { updates, deliveryIds } = await recordEndpointResults({ sql }, [...results], healthRules);
+    const bySubscription = new Map(updates.map((update) => [update.subscriptionId, update]));
+    // Each update, and the operational deliveries, go to one caller only, so that they are
+    // counted, logged and enqueued once.
+    return results.map((result, index) => {
+      const update = bySubscription.get(result.subscriptionId);
+      bySubscription.delete(result.subscriptionId);
+      return { update, deliveryIds: index === 0 ? deliveryIds : [] };
+    });
+  }, schedule);
+
   return {
     claim: (deliveryId, leaseToken) => claims.load({ deliveryId, leaseToken }),
+    releaseLease: (lease) => releases.load(lease),
+    begin: (start) => starts.load(start),
     record: (record) => records.load(record),
+    recordHealth: (result) => health.load(result),
   };
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { decideRetry, signWebhook, type Logger } from "@webhooks/core";
-import { whyNotClaimed, type AttemptOutcome, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
+import { changesHealth, nextState, signWebhook, stateOf, type IsolationConfig, type Logger } from "@webhooks/core";
+import { closeAbandonedAttempt, whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
+import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
@@ -9,22 +10,39 @@ import type { SecretKeys } from "./secret-keys.ts";
 export interface AttemptDeps {
   sql: SqlClient;
   batches: AttemptBatches;
+  gate: DeliveryGate;
+  queue: DeliveryQueue;
   sender: HttpSender;
   secretKeys: SecretKeys;
   metrics: WorkerMetrics;
   logger: Logger;
   retryScheduleMs: number[];
-  deliveryTimeoutMs: number;
+  isolation: IsolationConfig;
+  /** How long a claim, and a slot at the gate, last if their holder dies. */
+  leaseMs: number;
 }
 
-/** What the queue should do with the job after an attempt. */
-export type NextStep = { kind: "done" } | { kind: "wait"; delayMs: number };
+/** What the queue should do with the job after this. */
+export type NextStep =
+  | { kind: "done" }
+  /** Come back after this long (a retry, or a delivery that was not due yet). */
+  | { kind: "wait"; delayMs: number }
+  /** Waiting in its subscription's line at the gate: park the job until its turn (`turnAt` if known). */
+  | { kind: "parked"; subscriptionId: string; turnAt: number | null };
 
 /**
- * One attempt of one delivery: claim it, POST the signed webhook to the delivery's own snapshot
- * of url and secret (contract §8), then record the attempt and the new state together.
+ * One attempt of one delivery, in the order it happens:
+ * 1. claim: a lease on the delivery, its snapshot, and its subscription as it is now;
+ * 2. close an attempt an earlier worker began and never recorded (unknown outcome);
+ * 3. gate: may it start now, within its destination's limits? If not, it waits, unspent;
+ * 4. begin: the attempt is in the log before its request leaves;
+ * 5. sign and send, to the delivery's own snapshot of url and secret (contract §8);
+ * 6. decide the delivery's next state (core's lifecycle);
+ * 7. record the outcome, and the endpoint's health (which may open or close its circuit);
+ * 8. release the gate's slot, waking whoever may go next, and schedule what comes next.
  */
 export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Promise<NextStep> {
+  // 1. Claim.
   const leaseToken = randomUUID();
   const delivery = await deps.batches.claim(deliveryId, leaseToken);
   if (!delivery) {
@@ -35,49 +53,139 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Pro
     return { kind: "done" };
   }
 
-  const startedAt = new Date();
-  const body = webhookBody(delivery);
-  const headers = signWebhook({
-    secretKey: deps.secretKeys.get(delivery.secretId, delivery.secretCiphertext),
-    messageId: delivery.eventId,
-    timestamp: startedAt,
-    body,
-  });
-  const result = await deps.sender.send(delivery.url, { ...headers }, body);
-  const outcome = decideOutcome(result, startedAt, delivery.attemptsMade + 1, deps.retryScheduleMs);
-
-  const recorded = await deps.batches.record({ deliveryId, leaseToken, outcome });
-  deps.metrics.attemptDuration.observe(result.durationMs / 1000);
-  if (!recorded) {
-    // Our lease expired and another worker took over; its record stands.
-    deps.logger.warn({ deliveryId }, "attempt made but not recorded: the lease was lost");
-    return { kind: "done" };
+  // 2. Close an abandoned attempt.
+  if (delivery.abandonedAttempt) {
+    await closeAbandonedAttempt({ sql: deps.sql }, { deliveryId, leaseToken });
+    deps.metrics.attempts.inc({ outcome: "unknown" });
   }
-  deps.metrics.attempts.inc({ outcome: outcome.status === "delivered" ? "delivered" : outcome.retryInMs === null ? "failed" : "retry_scheduled" });
-  deps.logger.debug(
-    { deliveryId, attempt: delivery.attemptsMade + 1, responseCode: result.responseCode, error: result.error, status: outcome.status },
-    "attempt recorded",
-  );
-  return outcome.retryInMs === null ? { kind: "done" } : { kind: "wait", delayMs: outcome.retryInMs };
+
+  // 3. Gate.
+  const gateInput = toGateInput(delivery, deps);
+  const decision = await deps.gate.acquire(gateInput);
+  if (!decision.go) {
+    await deps.batches.releaseLease({ deliveryId, leaseToken });
+    deps.metrics.waits.inc({ reason: decision.reason });
+    await wake(deps, decision.wakes.filter((w) => w.deliveryId !== deliveryId));
+    const ownTurn = decision.wakes.find((w) => w.deliveryId === deliveryId);
+    return { kind: "parked", subscriptionId: delivery.subscriptionId, turnAt: ownTurn?.at ?? null };
+  }
+  await wake(deps, decision.wakes);
+
+  try {
+    // 4. Begin.
+    const startedAt = new Date();
+    const attemptNumber = await deps.batches.begin({ deliveryId, leaseToken, startedAt });
+    if (attemptNumber === null) {
+      deps.logger.warn({ deliveryId }, "lease lost before the attempt began; another worker has the delivery");
+      return { kind: "done" };
+    }
+
+    // 5. Sign and send.
+    const body = webhookBody(delivery);
+    const headers = signWebhook({
+      secretKey: deps.secretKeys.get(delivery.secretId, delivery.secretCiphertext),
+      messageId: delivery.eventId,
+      timestamp: startedAt,
+      body,
+    });
+    const result = await deps.sender.send(delivery.url, { ...headers }, body);
+    deps.metrics.attemptDuration.observe(result.durationMs / 1000);
+
+    // 6. Decide.
+    const next = nextState(
+      stateOf(delivery.status, delivery.nextAttemptAt),
+      { type: "attempt_finished", attemptNumber, result },
+      { retryScheduleMs: deps.retryScheduleMs },
+    );
+
+    // 7. Record.
+    const recorded = await deps.batches.record({
+      deliveryId,
+      leaseToken,
+      attemptNumber,
+      outcome: { ...pick(result), status: next.status, nextAttemptInMs: next.nextAttemptInMs },
+    });
+    if (!recorded) {
+      // Our lease expired and another worker took over, closing this attempt as unknown.
+      deps.logger.warn({ deliveryId }, "attempt made but not recorded: the lease was lost");
+      return { kind: "done" };
+    }
+    deps.metrics.attempts.inc({ outcome: next.status === "delivered" ? "delivered" : next.nextAttemptInMs === null ? "failed" : "retry_scheduled" });
+    deps.logger.debug({ deliveryId, attempt: attemptNumber, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
+    await recordHealth(deps, delivery, result);
+
+    // 8. Schedule (the slot is released below).
+    return next.nextAttemptInMs === null ? { kind: "done" } : { kind: "wait", delayMs: next.nextAttemptInMs };
+  } finally {
+    // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
+    const wakes = await deps.gate.release(gateInput).catch((error: unknown) => {
+      deps.logger.warn({ err: error, deliveryId }, "could not release the gate slot; it expires with the lease");
+      return [] as Wake[];
+    });
+    await wake(deps, wakes);
+  }
+}
+
+function toGateInput(delivery: ClaimedDelivery, deps: AttemptDeps): GateInput {
+  const { health, maxInFlight, rateLimit } = delivery.subscription;
+  return {
+    deliveryId: delivery.deliveryId,
+    subscriptionId: delivery.subscriptionId,
+    origin: originOf(delivery.url),
+    maxInFlight,
+    originMaxInFlight: deps.isolation.originMaxInFlight,
+    rateLimit,
+    heldUntil: health.heldUntil?.getTime() ?? null,
+    circuitOpen: health.circuitOpenedAt !== null,
+    probeIntervalMs: deps.isolation.circuitProbeIntervalMs,
+    disabled: health.disabledReason !== null,
+    leaseMs: deps.leaseMs,
+  };
+}
+
+/** Scheme, host and port: what one server is. An unparsable url is its own origin (it fails fast). */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
+/** The endpoint's health: written only when this attempt changes it (see core's changesHealth). */
+async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result: SendResult): Promise<void> {
+  const finishedAt = new Date();
+  if (!changesHealth(delivery.subscription.health, result, finishedAt)) return;
+  try {
+    const { update, deliveryIds } = await deps.batches.recordHealth({ subscriptionId: delivery.subscriptionId, result, finishedAt });
+    for (const change of update?.changes ?? []) {
+      deps.metrics.healthChanges.inc({ change });
+      const level = change === "circuit_closed" ? "info" : "warn";
+      deps.logger[level]({ subscriptionId: delivery.subscriptionId, change, responseCode: result.responseCode, error: result.error }, `subscription ${change.replace("_", " ")}`);
+    }
+    if (deliveryIds.length > 0) await deps.queue.enqueue(deliveryIds);
+  } catch (error) {
+    // The attempt itself is recorded; health is advisory and the next attempt updates it again.
+    // Operational deliveries already committed are enqueued by the reconciler.
+    deps.logger.warn({ err: error, subscriptionId: delivery.subscriptionId }, "could not record the endpoint's health");
+  }
+}
+
+async function wake(deps: AttemptDeps, wakes: Wake[]): Promise<void> {
+  if (wakes.length === 0) return;
+  try {
+    await deps.queue.wake(wakes);
+  } catch (error) {
+    // The reconciler's nudge wakes a line whose turn got lost.
+    deps.logger.warn({ err: error, wakes: wakes.length }, "could not wake waiting deliveries");
+  }
+}
+
+function pick(result: SendResult) {
+  return { durationMs: result.durationMs, responseCode: result.responseCode, responseBody: result.responseBody, error: result.error };
 }
 
 /** Contract §9: `{"type","timestamp","data"}`; data goes out exactly as PostgreSQL stores it. */
 function webhookBody(delivery: ClaimedDelivery): string {
   return `{"type":${JSON.stringify(delivery.eventType)},"timestamp":${JSON.stringify(delivery.eventCreatedAt.toISOString())},"data":${delivery.eventDataJson}}`;
-}
-
-/** Contract §5: a 2xx delivers; anything else fails, with a retry while the schedule allows. */
-export function decideOutcome(result: SendResult, startedAt: Date, attemptNumber: number, scheduleMs: number[]): AttemptOutcome {
-  const common = {
-    startedAt,
-    durationMs: result.durationMs,
-    responseCode: result.responseCode,
-    responseBody: result.responseBody,
-    error: result.error,
-  };
-  if (result.responseCode !== null && result.responseCode >= 200 && result.responseCode < 300) {
-    return { ...common, status: "delivered", retryInMs: null };
-  }
-  const decision = decideRetry({ attemptNumber, responseCode: result.responseCode, retryAfter: result.retryAfter }, scheduleMs);
-  return { ...common, status: "failed", retryInMs: decision.retry ? decision.delayMs : null };
 }

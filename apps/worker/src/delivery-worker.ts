@@ -5,6 +5,12 @@ import { deliverAttempt, type AttemptDeps } from "./deliver-attempt.ts";
 
 const catalog = jobCatalog.deliveries;
 
+/**
+ * A parked delivery is woken by the gate when its turn comes; this timer is only a last resort
+ * should every wake be lost (the reconciler's nudge normally recovers a lost one much sooner).
+ */
+const PARKED_FALLBACK_MS = 15 * 60_000;
+
 export interface DeliveryWorkerOptions {
   connection: Redis;
   prefix: string;
@@ -25,9 +31,20 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
     async (job: Job<DeliveryJob>, token?: string) => {
       const payload = catalog.payload.safeParse(job.data);
       if (!payload.success) throw new UnrecoverableError(`invalid job payload: ${payload.error.message}`);
-      const next = await deliverAttempt(deps, payload.data.deliveryId);
+      const deliveryId = payload.data.deliveryId;
+      const next = await deliverAttempt(deps, deliveryId);
       if (next.kind === "wait") {
         await job.moveToDelayed(Date.now() + next.delayMs, token);
+        throw new DelayedError();
+      }
+      if (next.kind === "parked") {
+        // Out of the worker slot until its turn (contract §11: a waiting delivery holds no slot).
+        const parkedUntil = next.turnAt ?? Date.now() + PARKED_FALLBACK_MS;
+        await job.moveToDelayed(parkedUntil, token);
+        // Its turn may have come while this job was still active, when the waker could not move
+        // it: look once it is parked, and wake it if so.
+        const turn = await deps.gate.turnOf(next.subscriptionId, deliveryId);
+        if (turn !== null && turn < parkedUntil) await deps.queue.wake([{ deliveryId, at: turn }]);
         throw new DelayedError();
       }
     },

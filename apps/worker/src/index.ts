@@ -1,4 +1,3 @@
-export { decideOutcome } from "./deliver-attempt.ts";
 export { HttpSender } from "./http-sender.ts";
 export { createSafeLookup, DestinationNotAllowedError } from "./safe-lookup.ts";
 export { startWorker, type RunningWorker } from "./start-worker.ts";

@@ -10,7 +10,7 @@ export function createWorkerMetrics(queue: DeliveryQueue) {
     registry,
     attempts: new Counter({
       name: "webhook_delivery_attempts_total",
-      help: "Delivery attempts by outcome: delivered, retry_scheduled, failed (no retry left)",
+      help: "Delivery attempts by outcome: delivered, retry_scheduled, failed (no retry left), unknown (its worker died mid-send)",
       labelNames: ["outcome"],
       registers: [registry],
     }),
@@ -18,6 +18,18 @@ export function createWorkerMetrics(queue: DeliveryQueue) {
       name: "webhook_delivery_attempt_duration_seconds",
       help: "Time from sending a webhook to having its response (or giving up)",
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
+      registers: [registry],
+    }),
+    waits: new Counter({
+      name: "webhook_delivery_waits_total",
+      help: "Times a due delivery waited at the gate instead of being attempted, by reason (max_in_flight, origin_max_in_flight, rate_limit, retry_after, circuit_open, disabled, in_line)",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+    healthChanges: new Counter({
+      name: "webhook_subscription_health_changes_total",
+      help: "Subscription health changes: circuit_opened, circuit_closed, disabled",
+      labelNames: ["change"],
       registers: [registry],
     }),
     reconcilerEnqueued: new Counter({

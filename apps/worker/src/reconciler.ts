@@ -1,6 +1,6 @@
 import type { Logger } from "@webhooks/core";
 import { findDueDeliveries, inTransaction, type PrismaClient } from "@webhooks/db";
-import type { DeliveryQueue } from "@webhooks/queue";
+import type { DeliveryGate, DeliveryQueue } from "@webhooks/queue";
 import type { WorkerMetrics } from "./metrics.ts";
 
 /** Every worker runs a reconciler; this lock lets one of them scan at a time. 'whrecon' in ASCII. */
@@ -21,7 +21,7 @@ export class Reconciler {
   #stopped = false;
 
   constructor(
-    private readonly deps: { db: PrismaClient; queue: DeliveryQueue; logger: Logger; metrics: WorkerMetrics },
+    private readonly deps: { db: PrismaClient; queue: DeliveryQueue; gate: DeliveryGate; logger: Logger; metrics: WorkerMetrics },
     private readonly intervalMs: number,
   ) {}
 
@@ -60,10 +60,21 @@ export class Reconciler {
     );
   }
 
+  /**
+   * The gate's safety net: a subscription's line whose turn was lost (a worker died between
+   * deciding and waking) gets its head woken. Costs a call per subscription with a line.
+   */
+  async nudgeLines(): Promise<number> {
+    const wakes = await this.deps.gate.nudgeAll();
+    await this.deps.queue.wake(wakes);
+    return wakes.length;
+  }
+
   #schedule(delayMs: number): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
-      this.#running = this.reconcileOnce()
+      this.#running = Promise.all([this.reconcileOnce(), this.nudgeLines()])
+        .then(([enqueued]) => enqueued)
         .then((enqueued) => {
           if (enqueued > 0) {
             this.deps.metrics.reconcilerEnqueued.inc(enqueued);

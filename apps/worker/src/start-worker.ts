@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
-import { checkEvictionPolicy, createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
+import { checkEvictionPolicy, createRedisConnection, DeliveryGate, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { createAttemptBatches } from "./attempt-batches.ts";
 import { createDeliveryWorker } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
@@ -47,7 +47,10 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const db = database.prisma;
   const workerRedis = createRedisConnection(config.redisUrl, "worker");
   const producerRedis = createRedisConnection(config.redisUrl, "producer");
+  const gateRedis = createRedisConnection(config.redisUrl, "gate");
   const queue = new DeliveryQueue(producerRedis, config.queuePrefix, logger);
+  const gate = new DeliveryGate(gateRedis, config.queuePrefix);
+  const leaseMs = config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS;
   const metrics = createWorkerMetrics(queue);
   const sender = new HttpSender({
     timeoutMs: config.worker.deliveryTimeoutMs,
@@ -63,17 +66,20 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const worker = createDeliveryWorker(
     {
       sql: database.sql,
-      batches: createAttemptBatches(database.sql, config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS),
+      batches: createAttemptBatches(database.sql, leaseMs, config.isolation),
+      gate,
+      queue,
       sender,
       secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
       metrics,
       logger,
       retryScheduleMs: config.worker.retryScheduleMs,
-      deliveryTimeoutMs: config.worker.deliveryTimeoutMs,
+      isolation: config.isolation,
+      leaseMs,
     },
     { connection: workerRedis, prefix: config.queuePrefix, concurrency: config.worker.concurrency, lockMs: config.worker.jobLockMs },
   );
-  const reconciler = new Reconciler({ db, queue, logger, metrics }, config.worker.reconcileIntervalMs);
+  const reconciler = new Reconciler({ db, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
 
   let server: Server | undefined;
   let metricsPort = 0;
@@ -119,6 +125,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       await queue.close().catch(() => {});
       workerRedis.disconnect();
       producerRedis.disconnect();
+      gateRedis.disconnect();
       await database.close();
     },
   };

@@ -101,6 +101,19 @@ export function applyAttempt(
   return { health: next, changes };
 }
 
+/**
+ * Whether an attempt changes the stored health. A success on a healthy endpoint changes only
+ * last_success_at, which is refreshed at most once a second so that a busy healthy subscription
+ * does not cost a write per delivery.
+ */
+export function changesHealth(health: EndpointHealth, result: AttemptResult, now: Date): boolean {
+  if (!isSuccess(result)) return true;
+  if (health.consecutiveFailures > 0 || health.failingSince !== null || health.circuitOpenedAt !== null || health.heldUntil !== null) return true;
+  return health.lastSuccessAt === null || now.getTime() - health.lastSuccessAt.getTime() >= LAST_SUCCESS_PRECISION_MS;
+}
+
+const LAST_SUCCESS_PRECISION_MS = 1_000;
+
 /** PUT active:true after a disable: clears the reason and closes the circuit (contract §11). */
 export function reenable(health: EndpointHealth): EndpointHealth {
   return { ...health, active: true, disabledReason: null, circuitOpenedAt: null, heldUntil: null, consecutiveFailures: 0 };

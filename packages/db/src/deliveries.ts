@@ -1,6 +1,5 @@
-import { isId, NotFoundError, type DeliveryStatus } from "@webhooks/core";
+import { isId, nextState, NotFoundError, stateOf, type DeliveryStatus } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
-import type { DeliveryEnqueuer } from "./events.ts";
 import { fetchPage, type Page, type PageRequest } from "./paging.ts";
 
 export interface DeliveryRecord {
@@ -96,22 +95,17 @@ export async function listAttempts(
  * attempted at once. One waiting for a scheduled retry is brought forward. One that is already
  * queued is left as it is: it is about to be attempted anyway, so resending is a no-op.
  * The attempt uses the delivery's own snapshot (url, secret, event), not the subscription's
- * current settings (contract §8).
+ * current settings (contract §8). The caller enqueues the delivery once this has committed.
  */
-export async function resendDelivery(
-  ctx: { db: PrismaClientOrTransaction; queue: DeliveryEnqueuer; logger: { warn(details: object, message: string): void } },
-  id: string,
-): Promise<DeliveryRecord> {
-  await getDelivery(ctx, id);
-  await ctx.db.$executeRaw`
-    UPDATE deliveries SET status = 'queued', next_attempt_at = now(), updated_at = now()
-    WHERE id = ${id} AND status <> 'queued'`;
-  const delivery = await getDelivery(ctx, id);
-  try {
-    // Also for a delivery that was already queued: if its job was lost, this puts it back.
-    await ctx.queue.bringForward(id);
-  } catch (error) {
-    ctx.logger.warn({ err: error, deliveryId: id }, "could not enqueue the resend; the reconciler will");
+export async function resendDelivery(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<DeliveryRecord> {
+  const current = await getDelivery(ctx, id);
+  if (current.status !== "queued") {
+    const next = nextState(stateOf(current.status, current.nextRetryAt), { type: "resend" }, { retryScheduleMs: [] });
+    // The status guard keeps a concurrent attempt's record from being overwritten by a stale read.
+    await ctx.db.$executeRaw`
+      UPDATE deliveries SET status = ${next.status}::delivery_status,
+        next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
+      WHERE id = ${id} AND status = ${current.status}::delivery_status`;
   }
-  return delivery;
+  return getDelivery(ctx, id);
 }

@@ -10,18 +10,9 @@ export interface EventRecord {
   createdAt: Date;
 }
 
-/** Hands committed deliveries to the queue. Both operations are idempotent. */
-export interface DeliveryEnqueuer {
-  /** Enqueues a job for each delivery that has none. */
-  enqueue(deliveryIds: string[]): Promise<void>;
-  /** Makes the delivery's job run now: promotes a delayed job, or enqueues one if it has none. */
-  bringForward(deliveryId: string): Promise<void>;
-}
-
 export interface PublishContext {
+  /** The pool, or a transaction's client when the events belong to a larger unit of work. */
   sql: SqlClient;
-  queue: DeliveryEnqueuer;
-  logger: { warn(details: object, message: string): void };
 }
 
 export interface PublishInput {
@@ -46,9 +37,9 @@ interface Target {
 
 /**
  * Publishes events (contract §7). Each event and one `queued` delivery per matching active
- * subscription are written by one SQL statement, so either all of it is committed or none; the
- * deliveries' jobs are enqueued after that. PostgreSQL is the source of truth: if Redis is
- * unreachable the events are still accepted, and the worker's reconciler enqueues them later.
+ * subscription are written by one SQL statement, so either all of it is committed or none. The
+ * caller enqueues the returned deliveries once that has committed: PostgreSQL is the source of
+ * truth, and if Redis is unreachable the worker's reconciler enqueues them later.
  *
  * It takes a batch: the API gathers the publishes that arrive together and writes them with one
  * lookup, one insert and one commit, which is what lets one API process accept hundreds of events
@@ -142,25 +133,11 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
         results[index] = replay(winner, key, hash);
       }
     }
-
-    const deliveryIds = results.flatMap((result) => (result instanceof IdempotencyConflictError || !result?.created ? [] : result.deliveryIds));
-    try {
-      await ctx.queue.enqueue(deliveryIds);
-    } catch (error) {
-      ctx.logger.warn({ err: error, deliveries: deliveryIds.length }, "could not enqueue deliveries; the reconciler will");
-    }
   }
   return results.map((result) => {
     if (result === undefined) throw new Error("publishEvents left an input without a result");
     return result;
   });
-}
-
-/** One event, for callers that do not batch. */
-export async function publishEvent(ctx: PublishContext, input: PublishInput): Promise<PublishResult> {
-  const [result] = await publishEvents(ctx, [input]);
-  if (result instanceof Error) throw result;
-  return result!;
 }
 
 interface StoredEvent {

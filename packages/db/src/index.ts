@@ -8,4 +8,5 @@ export * from "./migrate.ts";
 export * from "./paging.ts";
 export * from "./reachability.ts";
 export * from "./sql.ts";
+export * from "./subscription-health.ts";
 export * from "./subscriptions.ts";

@@ -8,11 +8,28 @@ import type pg from "pg";
  * several times per delivery. Everything else goes through Prisma.
  */
 export class SqlClient {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: pg.Pool | pg.PoolClient) {}
 
   async query<Row extends object>(text: string, values: unknown[]): Promise<Row[]> {
     const result = await this.pool.query<Row>({ name: statementName(text), text, values });
     return result.rows;
+  }
+
+  /** Runs `work` in one transaction on one connection (or in the caller's, when already in one). */
+  async transaction<T>(work: (sql: SqlClient) => Promise<T>): Promise<T> {
+    if (!("connect" in this.pool) || !("totalCount" in this.pool)) return work(this);
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const result = await work(new SqlClient(client));
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
   }
 }
 

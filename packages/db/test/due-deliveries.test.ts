@@ -17,10 +17,10 @@ afterAll(async () => {
 
 it("pages through every due delivery, skipping leased and finished ones", async () => {
   await createSubscription(
-    { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 3)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true } },
+    { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 3)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
     { url: "https://example.com/due", events: ["*"] },
   );
-  const ctx = { sql: database.sql, queue: { enqueue: async () => {}, bringForward: async () => {} }, logger: { warn: () => {} } };
+  const ctx = { sql: database.sql };
   await publishEvents(ctx, Array.from({ length: 7 }, (_, i) => ({ type: "due.test", data: { i } })));
   // All due a minute ago, in a known order; then one is leased, one delivered, one retrying later.
   await sql(testDb.url, `

@@ -1,6 +1,7 @@
 import { jobCatalog, type DeliveryJob } from "@webhooks/core";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import type { Wake } from "./delivery-gate.ts";
 
 const catalog = jobCatalog.deliveries;
 const ENQUEUE_TIMEOUT_MS = 2_000;
@@ -55,6 +56,29 @@ export class DeliveryQueue {
     }
     // A waiting or active job runs soon anyway; a finished job has already left Redis.
     await this.enqueue([deliveryId]);
+  }
+
+  /**
+   * Runs each parked delivery's job at its time (the gate's wakes): a delayed job is promoted or
+   * re-timed; a job that is missing is added. A job that is active right now is left alone: it is
+   * the one parking itself, and it looks for its turn once parked (see the worker).
+   */
+  async wake(wakes: Wake[]): Promise<void> {
+    for (const { deliveryId, at } of wakes) {
+      const delay = Math.max(0, at - Date.now());
+      const job = await this.queue.getJob(deliveryId);
+      if (!job) {
+        await this.queue.add(catalog.jobName, { deliveryId }, { jobId: deliveryId, delay });
+        continue;
+      }
+      try {
+        if (!(await job.isDelayed())) continue;
+        if (delay === 0) await job.promote();
+        else await job.changeDelay(delay);
+      } catch {
+        // It left the delayed state meanwhile (promoted by another waker, or started): fine.
+      }
+    }
   }
 
   /**

@@ -1,3 +1,4 @@
+export * from "./delivery-gate.ts";
 export * from "./delivery-queue.ts";
 export * from "./queue-metrics.ts";
 export * from "./reachability.ts";

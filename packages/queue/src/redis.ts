@@ -6,12 +6,18 @@ import { Redis } from "ioredis";
  * fast (`enableOfflineQueue: false`), so a request never hangs on a Redis that is down; the
  * event is already committed in PostgreSQL and the reconciler enqueues it later.
  */
-export type RedisRole = "worker" | "producer";
+export type RedisRole = "worker" | "producer" | "gate";
 
+/**
+ * The gate (a worker's many small calls before and after each attempt) pipelines the calls made
+ * in the same tick into one round trip, and fails a call after one retry rather than hang a job:
+ * the job then fails for our own reason and BullMQ tries it again.
+ */
 export function createRedisConnection(url: string, role: RedisRole): Redis {
   const redis = new Redis(url, {
     maxRetriesPerRequest: role === "worker" ? null : 1,
-    enableOfflineQueue: role === "worker",
+    enableOfflineQueue: role !== "producer",
+    enableAutoPipelining: role === "gate",
     connectTimeout: 5_000,
     // Keep trying to reconnect, never more than 2 s apart.
     retryStrategy: (times) => Math.min(times * 200, 2_000),

@@ -88,7 +88,13 @@ export function deliveryRoutes(deps: ApiDeps) {
       );
     })
     .openapi(retryRouteDef, async (c) => {
-      const delivery = await resendDelivery({ db: deps.db, queue: deps.queue, logger: c.var.logger }, c.req.valid("param").delivery_id);
+      const delivery = await resendDelivery({ db: deps.db }, c.req.valid("param").delivery_id);
+      try {
+        // Also for a delivery that was already queued: if its job was lost, this puts it back.
+        await deps.queue.bringForward(delivery.id);
+      } catch (error) {
+        c.var.logger.warn({ err: error, deliveryId: delivery.id }, "could not enqueue the resend; the reconciler will");
+      }
       return c.json(toDeliveryJson(delivery), 202);
     });
 }

@@ -1,4 +1,6 @@
-import { publishEvents, type PublishContext, type PublishInput, type PublishResult } from "@webhooks/db";
+import type { Logger } from "@webhooks/core";
+import { publishEvents, type PublishInput, type PublishResult, type SqlClient } from "@webhooks/db";
+import type { DeliveryQueue } from "@webhooks/queue";
 import DataLoader from "dataloader";
 
 /**
@@ -6,11 +8,21 @@ import DataLoader from "dataloader";
  * one subscription lookup, one insert statement, one commit and one enqueue for all of them.
  * A request alone is written alone, without waiting.
  */
-export function createEventPublisher(ctx: PublishContext): { publish(input: PublishInput): Promise<PublishResult> } {
-  const loader = new DataLoader<PublishInput, PublishResult>((inputs) => publishEvents(ctx, [...inputs]), {
-    cache: false,
-    maxBatchSize: 100,
-    batchScheduleFn: (flush) => setImmediate(flush),
-  });
+export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueue; logger: Logger }): { publish(input: PublishInput): Promise<PublishResult> } {
+  const loader = new DataLoader<PublishInput, PublishResult>(
+    async (inputs) => {
+      const results = await publishEvents({ sql: deps.sql }, [...inputs]);
+      // After commit (contract §7). If Redis cannot take them now, the events are still accepted:
+      // the worker's reconciler finds the deliveries in PostgreSQL and enqueues them.
+      const deliveryIds = results.flatMap((result) => (result instanceof Error || !result.created ? [] : result.deliveryIds));
+      try {
+        await deps.queue.enqueue(deliveryIds);
+      } catch (error) {
+        deps.logger.warn({ err: error, deliveries: deliveryIds.length }, "could not enqueue deliveries; the reconciler will");
+      }
+      return results;
+    },
+    { cache: false, maxBatchSize: 100, batchScheduleFn: (flush) => setImmediate(flush) },
+  );
   return { publish: (input) => loader.load(input) };
 }

@@ -1,0 +1,132 @@
+import {
+  applyAttempt,
+  operationalEventTypes,
+  type AttemptResult,
+  type EndpointHealth,
+  type HealthChange,
+  type HealthRules,
+  type OperationalEventType,
+} from "@webhooks/core";
+import { publishEvents, type PublishInput } from "./events.ts";
+import type { SqlClient } from "./sql.ts";
+
+/** One finished attempt, as the endpoint's health sees it. */
+export interface EndpointResult {
+  subscriptionId: string;
+  result: AttemptResult & { error: string | null };
+  finishedAt: Date;
+}
+
+export interface HealthUpdate {
+  subscriptionId: string;
+  health: EndpointHealth;
+  changes: HealthChange[];
+}
+
+const eventTypeOf: Record<HealthChange, OperationalEventType> = {
+  circuit_opened: operationalEventTypes.circuitOpened,
+  circuit_closed: operationalEventTypes.circuitClosed,
+  disabled: operationalEventTypes.subscriptionDisabled,
+};
+
+/**
+ * Applies finished attempts to their subscriptions' health (core's endpoint-health rules) and
+ * publishes the operational events their changes call for, in one transaction: the health and
+ * the event that announces it are committed together or not at all. The rows are locked in id
+ * order, so concurrent workers serialise per subscription without deadlocking.
+ *
+ * Returns the updates and the operational deliveries, which the caller enqueues after commit.
+ */
+export async function recordEndpointResults(
+  ctx: { sql: SqlClient },
+  results: EndpointResult[],
+  rules: HealthRules,
+): Promise<{ updates: HealthUpdate[]; deliveryIds: string[] }> {
+  if (results.length === 0) return { updates: [], deliveryIds: [] };
+  return ctx.sql.transaction(async (sql) => {
+    const ids = [...new Set(results.map((r) => r.subscriptionId))].sort();
+    const rows = await sql.query<{
+      id: string;
+      consecutive_failures: number;
+      failing_since: Date | null;
+      last_success_at: Date | null;
+      last_failure_at: Date | null;
+      circuit_opened_at: Date | null;
+      held_until: Date | null;
+      disabled_reason: "failing" | "gone" | null;
+      active: boolean;
+    }>(
+      `SELECT id, consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active
+       FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
+      [ids],
+    );
+    const updates = new Map<string, HealthUpdate>();
+    for (const row of rows) {
+      const health: EndpointHealth = {
+        consecutiveFailures: row.consecutive_failures,
+        failingSince: row.failing_since,
+        lastSuccessAt: row.last_success_at,
+        lastFailureAt: row.last_failure_at,
+        circuitOpenedAt: row.circuit_opened_at,
+        heldUntil: row.held_until,
+        disabledReason: row.disabled_reason,
+        active: row.active,
+      };
+      updates.set(row.id, { subscriptionId: row.id, health, changes: [] });
+    }
+    // Contract §11: operational events go through the normal pipeline, to subscriptions that name them.
+    const events: PublishInput[] = [];
+    for (const result of results) {
+      const update = updates.get(result.subscriptionId);
+      if (!update) continue;
+      const applied = applyAttempt(update.health, result.result, result.finishedAt, rules);
+      update.health = applied.health;
+      update.changes.push(...applied.changes);
+      for (const change of applied.changes) events.push(operationalEvent(change, update.health, result));
+    }
+
+    const all = [...updates.values()];
+    await sql.query(
+      `UPDATE subscriptions s SET
+         consecutive_failures = u.consecutive_failures, failing_since = u.failing_since, last_success_at = u.last_success_at,
+         last_failure_at = u.last_failure_at, circuit_opened_at = u.circuit_opened_at, held_until = u.held_until,
+         disabled_reason = u.disabled_reason, active = u.active, updated_at = now()
+       FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::bool[])
+         AS u(id, consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active)
+       WHERE s.id = u.id`,
+      [
+        all.map((u) => u.subscriptionId),
+        all.map((u) => u.health.consecutiveFailures),
+        all.map((u) => u.health.failingSince?.toISOString() ?? null),
+        all.map((u) => u.health.lastSuccessAt?.toISOString() ?? null),
+        all.map((u) => u.health.lastFailureAt?.toISOString() ?? null),
+        all.map((u) => u.health.circuitOpenedAt?.toISOString() ?? null),
+        all.map((u) => u.health.heldUntil?.toISOString() ?? null),
+        all.map((u) => u.health.disabledReason),
+        all.map((u) => u.health.active),
+      ],
+    );
+
+    const published = events.length > 0 ? await publishEvents({ sql }, events) : [];
+    const deliveryIds = published.flatMap((result) => (result instanceof Error ? [] : result.deliveryIds));
+    return { updates: all, deliveryIds };
+  });
+}
+
+function operationalEvent(change: HealthChange, health: EndpointHealth, cause: EndpointResult): PublishInput {
+  return {
+    type: eventTypeOf[change],
+    data: { subscription_id: cause.subscriptionId, reason: reasonOf(change, health), response_code: cause.result.responseCode, error: cause.result.error },
+  };
+}
+
+function reasonOf(change: HealthChange, health: EndpointHealth): string {
+  switch (change) {
+    case "disabled":
+      return health.disabledReason ?? "failing";
+    case "circuit_opened":
+      return "consecutive_failures";
+    case "circuit_closed":
+      return "probe_succeeded";
+  }
+}

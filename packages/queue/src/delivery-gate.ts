@@ -1,0 +1,337 @@
+import type { Redis } from "ioredis";
+
+/**
+ * The gate in front of every attempt (contract §11): it decides, atomically across every worker
+ * process, whether an attempt may start now or must wait, and it keeps the line of those waiting.
+ *
+ * Per subscription S, in Redis:
+ * - in-flight:S      attempts under way (delivery id -> lease expiry), at most max_in_flight;
+ * - in-flight origin the same per origin (scheme, host, port), at most ORIGIN_MAX_IN_FLIGHT;
+ * - rate:S           the starts of the last second, at most rate_limit (a sliding window, so the
+ *                    receiver never sees more than rate_limit in any second);
+ * - probe:S          the one probe an open circuit lets through per interval;
+ * - line:S           deliveries waiting, in the order they began to wait;
+ * - turn:S           the one delivery of the line whose turn it is (taken out of the line and
+ *                    woken, now or at a known time).
+ *
+ * A delivery that must wait joins the line and its job leaves the worker slot (the worker parks
+ * it as a delayed job). It is woken, one at a time, when it may start: when an attempt of S ends
+ * (a slot is free), when an attempt starts and S still has room (so a backlog drains at the
+ * subscription's full allowance), or at a known time (the end of a Retry-After hold, the next
+ * probe of an open circuit, the moment the rate window has room). No delivery polls. A wake that
+ * gets lost (a worker killed between the decision and the wake) is recovered by `nudge`, which
+ * the reconciler runs for every subscription with a line, and by the parked job's own long
+ * fallback timer.
+ *
+ * The scripts name other subscriptions' keys themselves (the origin's line), which a Redis
+ * Cluster would refuse; the cluster work will hash-tag them onto one slot.
+ */
+
+/** A turn not taken up by then was lost (its worker died): the line moves on. */
+const LOST_TURN_MS = 60_000;
+
+/** What the gate knows of a delivery's subscription, read with the claim (fresh each attempt). */
+export interface GateInput {
+  deliveryId: string;
+  subscriptionId: string;
+  origin: string;
+  maxInFlight: number;
+  originMaxInFlight: number;
+  /** Attempts per second at most, or null. */
+  rateLimit: number | null;
+  /** Epoch ms until which the subscription is held (Retry-After, or an open circuit's next probe). */
+  heldUntil: number | null;
+  circuitOpen: boolean;
+  probeIntervalMs: number;
+  /** Disabled by the service (contract §11): its deliveries wait until it is enabled again. */
+  disabled: boolean;
+  /** How long the slot is kept if its holder never releases it (it died). */
+  leaseMs: number;
+}
+
+export type GateWaitReason = "in_line" | "disabled" | "retry_after" | "circuit_open" | "max_in_flight" | "origin_max_in_flight" | "rate_limit";
+
+/** A delivery to wake: run its job at `at` (epoch ms; now or later). */
+export interface Wake {
+  deliveryId: string;
+  at: number;
+}
+
+export type GateDecision =
+  | { go: true; probe: boolean; wakes: Wake[] }
+  | { go: false; reason: GateWaitReason; wakes: Wake[] };
+
+const SHARED_LUA = `
+local function wake_next(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, now)
+  if redis.call('ZCARD', turn) > 0 then return nil end
+  local head = redis.call('ZRANGE', line, 0, 0)[1]
+  if not head then return nil end
+  if redis.call('ZCARD', inflight) >= max_in_flight or redis.call('ZCARD', origin) >= origin_max then return nil end
+  local at = now
+  if rate_limit > 0 then
+    redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - 1000)
+    if redis.call('ZCARD', rate) >= rate_limit then
+      at = tonumber(redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')[2]) + 1000
+    end
+  end
+  redis.call('ZREM', line, head)
+  redis.call('ZADD', turn, at, head)
+  return {head, tostring(at)}
+end
+`;
+
+// KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, probe:S, origin-line, lines
+// ARGV: id, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open, probe_ms, subscription, disabled, lost_turn_ms
+const ACQUIRE_LUA = `${SHARED_LUA}
+local inflight, origin, rate, line, turn, probe, origin_line, lines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_in_flight, origin_max, rate_limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local held_until, circuit_open, probe_ms = tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
+local subscription, disabled, lost_turn_ms = ARGV[10], ARGV[11] == '1', tonumber(ARGV[12])
+
+redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+
+local my_turn = redis.call('ZREM', turn, id) == 1
+
+-- Joins the line (at its front if it had the turn, so it keeps its place), and if the wait has a
+-- known end and nobody holds the turn, gives the turn to the head of the line for that moment.
+local function wait(reason, wait_ms)
+  local score = now
+  if my_turn then
+    local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
+    if head[2] then score = tonumber(head[2]) - 1 end
+  end
+  redis.call('ZADD', line, 'NX', score, id)
+  redis.call('SADD', lines, subscription)
+  if reason == 'origin_max_in_flight' then redis.call('ZADD', origin_line, 'NX', now, subscription) end
+  if wait_ms ~= nil and redis.call('ZCARD', turn) == 0 then
+    local head = redis.call('ZRANGE', line, 0, 0)[1]
+    local at = now + math.max(0, wait_ms)
+    redis.call('ZREM', line, head)
+    redis.call('ZADD', turn, at, head)
+    return {0, reason, head, tostring(at)}
+  end
+  return {0, reason}
+end
+
+if not my_turn then
+  if redis.call('ZSCORE', line, id) then
+    -- Its own fallback timer fired: it may go only as the head of a line nobody holds the turn of.
+    local head = redis.call('ZRANGE', line, 0, 0)[1]
+    if head ~= id or redis.call('ZCARD', turn) > 0 then return {0, 'in_line'} end
+    redis.call('ZREM', line, id)
+  elseif redis.call('ZCARD', line) > 0 or redis.call('ZCARD', turn) > 0 then
+    return wait('in_line', nil)
+  end
+end
+
+if disabled then return wait('disabled', nil) end
+if held_until > now then return wait(circuit_open and 'circuit_open' or 'retry_after', held_until - now) end
+local is_probe = false
+if circuit_open then
+  if not redis.call('SET', probe, id, 'NX', 'PX', probe_ms) then
+    return wait('circuit_open', redis.call('PTTL', probe))
+  end
+  is_probe = true
+end
+local blocked = nil
+if redis.call('ZCARD', inflight) >= max_in_flight then blocked = 'max_in_flight'
+elseif redis.call('ZCARD', origin) >= origin_max then blocked = 'origin_max_in_flight' end
+local rate_wait = nil
+if not blocked and rate_limit > 0 then
+  redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - 1000)
+  if redis.call('ZCARD', rate) >= rate_limit then
+    blocked = 'rate_limit'
+    rate_wait = tonumber(redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')[2]) + 1000 - now
+  end
+end
+if blocked then
+  if is_probe then redis.call('DEL', probe) end
+  return wait(blocked, rate_wait)
+end
+
+redis.call('ZADD', inflight, now + lease, id)
+redis.call('ZADD', origin, now + lease, id)
+if rate_limit > 0 then
+  redis.call('ZADD', rate, now, id .. '@' .. now)
+  redis.call('PEXPIRE', rate, 2000)
+end
+-- A probe decides alone whether the rest may follow; otherwise pass the turn on while there is room.
+if is_probe then return {1, '1'} end
+local woken = wake_next(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, now)
+if woken then return {1, '0', woken[1], woken[2]} end
+return {1, '0'}
+`;
+
+// KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, origin-line
+// ARGV: id, now, max_in_flight, origin_max, rate_limit, key prefix, lost_turn_ms
+const RELEASE_LUA = `${SHARED_LUA}
+local inflight, origin, rate, line, turn, origin_line = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id, now = ARGV[1], tonumber(ARGV[2])
+local max_in_flight, origin_max, rate_limit, prefix, lost_turn_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+redis.call('ZREM', inflight, id)
+redis.call('ZREM', origin, id)
+redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+local result = {}
+local woken = wake_next(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, now)
+if woken then table.insert(result, woken[1]); table.insert(result, woken[2]) end
+-- The origin has room again: give a turn to a subscription that waited for it.
+if redis.call('ZCARD', origin) < origin_max then
+  local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
+  if other then
+    redis.call('ZREM', origin_line, other)
+    local other_line, other_turn = prefix .. 'line:' .. other, prefix .. 'turn:' .. other
+    redis.call('ZREMRANGEBYSCORE', other_turn, '-inf', now - lost_turn_ms)
+    if redis.call('ZCARD', other_turn) == 0 then
+      local head = redis.call('ZRANGE', other_line, 0, 0)[1]
+      if head then
+        redis.call('ZREM', other_line, head)
+        redis.call('ZADD', other_turn, now, head)
+        table.insert(result, head); table.insert(result, tostring(now))
+      end
+    end
+  end
+end
+return result
+`;
+
+// KEYS: in-flight:S, line:S, turn:S, lines   ARGV: now, subscription, lost_turn_ms
+const NUDGE_LUA = `
+local inflight, line, turn, lines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now, subscription, lost_turn_ms = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+if redis.call('ZCARD', line) == 0 then
+  if redis.call('ZCARD', turn) == 0 then redis.call('SREM', lines, subscription) end
+  return false
+end
+if redis.call('ZCARD', turn) > 0 or redis.call('ZCARD', inflight) > 0 then return false end
+local head = redis.call('ZRANGE', line, 0, 0)[1]
+redis.call('ZREM', line, head)
+redis.call('ZADD', turn, now, head)
+return head
+`;
+
+interface GateCommands {
+  gateAcquire(...args: (string | number)[]): Promise<(string | number)[]>;
+  gateRelease(...args: (string | number)[]): Promise<string[]>;
+  gateNudge(...args: (string | number)[]): Promise<string | null>;
+}
+
+export class DeliveryGate {
+  readonly #redis: Redis & GateCommands;
+  readonly #prefix: string;
+
+  /** `redis` should be a connection of its own: the gate's calls are many and small, and pipelined. */
+  constructor(redis: Redis, queuePrefix: string) {
+    this.#prefix = `${queuePrefix}:gate:`;
+    redis.defineCommand("gateAcquire", { numberOfKeys: 8, lua: ACQUIRE_LUA });
+    redis.defineCommand("gateRelease", { numberOfKeys: 6, lua: RELEASE_LUA });
+    redis.defineCommand("gateNudge", { numberOfKeys: 4, lua: NUDGE_LUA });
+    this.#redis = redis as Redis & GateCommands;
+  }
+
+  async acquire(input: GateInput, now = Date.now()): Promise<GateDecision> {
+    const reply = await this.#redis.gateAcquire(
+      this.#key("in-flight", input.subscriptionId),
+      this.#originKey(input.origin),
+      this.#key("rate", input.subscriptionId),
+      this.#key("line", input.subscriptionId),
+      this.#key("turn", input.subscriptionId),
+      this.#key("probe", input.subscriptionId),
+      `${this.#prefix}origin-line:${input.origin}`,
+      `${this.#prefix}lines`,
+      input.deliveryId,
+      now,
+      input.leaseMs,
+      input.maxInFlight,
+      input.originMaxInFlight,
+      input.rateLimit ?? 0,
+      input.heldUntil ?? 0,
+      input.circuitOpen ? "1" : "0",
+      input.probeIntervalMs,
+      input.subscriptionId,
+      input.disabled ? "1" : "0",
+      LOST_TURN_MS,
+    );
+    const wakes = wakesFrom(reply.slice(2));
+    if (Number(reply[0]) === 1) return { go: true, probe: reply[1] === "1", wakes };
+    return { go: false, reason: String(reply[1]) as GateWaitReason, wakes };
+  }
+
+  /** The attempt ended: frees its slots and returns whom to wake. */
+  async release(input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit">, now = Date.now()): Promise<Wake[]> {
+    const reply = await this.#redis.gateRelease(
+      this.#key("in-flight", input.subscriptionId),
+      this.#originKey(input.origin),
+      this.#key("rate", input.subscriptionId),
+      this.#key("line", input.subscriptionId),
+      this.#key("turn", input.subscriptionId),
+      `${this.#prefix}origin-line:${input.origin}`,
+      input.deliveryId,
+      now,
+      input.maxInFlight,
+      input.originMaxInFlight,
+      input.rateLimit ?? 0,
+      this.#prefix,
+      LOST_TURN_MS,
+    );
+    return wakesFrom(reply);
+  }
+
+  /** When the delivery's turn is (epoch ms), if it has been given one. */
+  async turnOf(subscriptionId: string, deliveryId: string): Promise<number | null> {
+    const score = await this.#redis.zscore(this.#key("turn", subscriptionId), deliveryId);
+    return score === null ? null : Number(score);
+  }
+
+  /**
+   * The safety net for lost wakes, run by the reconciler: every subscription with a line and
+   * nothing under way (no attempt in flight, no turn pending) gets its head woken. Work is per
+   * subscription with a line, not per waiting delivery.
+   */
+  async nudgeAll(now = Date.now()): Promise<Wake[]> {
+    const wakes: Wake[] = [];
+    let cursor = "0";
+    do {
+      const [next, subscriptions] = await this.#redis.sscan(`${this.#prefix}lines`, cursor, "COUNT", 500);
+      cursor = next;
+      for (const subscriptionId of subscriptions) {
+        const head = await this.#redis.gateNudge(
+          this.#key("in-flight", subscriptionId),
+          this.#key("line", subscriptionId),
+          this.#key("turn", subscriptionId),
+          `${this.#prefix}lines`,
+          now,
+          subscriptionId,
+          LOST_TURN_MS,
+        );
+        if (head) wakes.push({ deliveryId: head, at: now });
+      }
+    } while (cursor !== "0");
+    return wakes;
+  }
+
+  /** Deliveries waiting in a subscription's line (for metrics and tests). */
+  async lineLength(subscriptionId: string): Promise<number> {
+    return this.#redis.zcard(this.#key("line", subscriptionId));
+  }
+
+  #key(kind: string, subscriptionId: string): string {
+    return `${this.#prefix}${kind}:${subscriptionId}`;
+  }
+
+  #originKey(origin: string): string {
+    return `${this.#prefix}in-flight-origin:${origin}`;
+  }
+}
+
+function wakesFrom(flat: (string | number)[]): Wake[] {
+  const wakes: Wake[] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) wakes.push({ deliveryId: String(flat[i]), at: Number(flat[i + 1]) });
+  return wakes;
+}

@@ -1,4 +1,4 @@
-import { createTestDatabase, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, sql, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let database: TestDatabase;
@@ -107,6 +107,10 @@ describe("PUT /v1/subscriptions/{id}", () => {
       description: "keep me",
       active: true,
       created_at: created.created_at,
+      max_in_flight: 10,
+      rate_limit: null,
+      health: { state: "healthy", consecutive_failures: 0, last_success_at: null, last_failure_at: null, retry_at: null },
+      disabled_reason: null,
     });
   });
 
@@ -151,6 +155,8 @@ describe("PUT /v1/subscriptions/{id}", () => {
   it.each([
     ["description", { description: "new" }, "parameter_not_updatable"],
     ["secret", { secret: "whsec_AAAA" }, "parameter_not_updatable"],
+    ["health", { health: { state: "healthy" } }, "parameter_not_updatable"],
+    ["disabled_reason", { disabled_reason: null }, "parameter_not_updatable"],
     ["id", { id: "sub_x" }, "parameter_unknown"],
     ["foo", { foo: 1 }, "parameter_unknown"],
   ])("rejects %s with a 400 naming it", async (param, body, code) => {
@@ -239,5 +245,168 @@ describe("DELETE /v1/subscriptions/{id}", () => {
     expect((await api.call("DELETE", `/v1/subscriptions/${created.id}`)).status).toBe(404);
     const listed = await api.call("GET", "/v1/subscriptions?limit=100");
     expect(listed.body.data.map((s: { id: string }) => s.id)).not.toContain(created.id);
+  });
+});
+
+describe("endpoint isolation settings and health (contract §11)", () => {
+  const healthy = { state: "healthy", consecutive_failures: 0, last_success_at: null, last_failure_at: null, retry_at: null };
+
+  async function row(id: string) {
+    const [found] = await sql(database.url, "SELECT * FROM subscriptions WHERE id = $1", [id]);
+    return found;
+  }
+
+  it("defaults max_in_flight to DEFAULT_MAX_IN_FLIGHT and rate_limit to null, with a healthy health", async () => {
+    const created = await create();
+    expect(created).toMatchObject({ max_in_flight: 10, rate_limit: null, health: healthy, disabled_reason: null });
+    expect(await row(created.id)).toMatchObject({ max_in_flight: 10, rate_limit: null, disabled_reason: null });
+    for (const response of [await api.call("GET", `/v1/subscriptions/${created.id}`), await api.call("GET", "/v1/subscriptions?limit=1")]) {
+      const shown = response.body.object === "list" ? response.body.data[0] : response.body;
+      expect(shown).toMatchObject({ id: created.id, max_in_flight: 10, rate_limit: null, health: healthy, disabled_reason: null });
+    }
+  });
+
+  it("takes the default from the deployment's configuration", async () => {
+    const configured = await startTestApi(testConfig(database.url, { DEFAULT_MAX_IN_FLIGHT: "3" }));
+    try {
+      const response = await configured.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["a.b"] } });
+      expect(response.status).toBe(201);
+      expect(response.body.max_in_flight).toBe(3);
+    } finally {
+      await configured.close();
+    }
+  });
+
+  it("accepts max_in_flight and rate_limit on create, at both ends of their ranges", async () => {
+    expect(await create({ max_in_flight: 1, rate_limit: 1 })).toMatchObject({ max_in_flight: 1, rate_limit: 1 });
+    const high = await create({ max_in_flight: 1000, rate_limit: 10_000 });
+    expect(high).toMatchObject({ max_in_flight: 1000, rate_limit: 10_000 });
+    expect(await row(high.id)).toMatchObject({ max_in_flight: 1000, rate_limit: 10_000 });
+    expect(await create({ rate_limit: null })).toMatchObject({ rate_limit: null });
+  });
+
+  it("updates each limit alone, and removes the rate limit with null", async () => {
+    const created = await create({ max_in_flight: 5, rate_limit: 20 });
+    const capped = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { max_in_flight: 2 } });
+    expect(capped.status).toBe(200);
+    expect(capped.body).toMatchObject({ max_in_flight: 2, rate_limit: 20 });
+    const limited = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { rate_limit: 7 } });
+    expect(limited.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
+    const untouched = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { url: "https://example.com/other" } });
+    expect(untouched.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
+    const unlimited = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { rate_limit: null } });
+    expect(unlimited.status).toBe(200);
+    expect(unlimited.body).toMatchObject({ max_in_flight: 2, rate_limit: null });
+    expect(await row(created.id)).toMatchObject({ max_in_flight: 2, rate_limit: null });
+    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body).toEqual(unlimited.body);
+  });
+
+  const badLimits: [Record<string, unknown>, string, string][] = [
+    [{ max_in_flight: 0 }, "parameter_out_of_range", "max_in_flight"],
+    [{ max_in_flight: 1001 }, "parameter_out_of_range", "max_in_flight"],
+    [{ max_in_flight: -1 }, "parameter_out_of_range", "max_in_flight"],
+    [{ max_in_flight: 1.5 }, "parameter_invalid", "max_in_flight"],
+    [{ max_in_flight: "5" }, "parameter_invalid", "max_in_flight"],
+    [{ max_in_flight: null }, "parameter_invalid", "max_in_flight"],
+    [{ max_in_flight: true }, "parameter_invalid", "max_in_flight"],
+    [{ rate_limit: 0 }, "parameter_out_of_range", "rate_limit"],
+    [{ rate_limit: 10_001 }, "parameter_out_of_range", "rate_limit"],
+    [{ rate_limit: 2.5 }, "parameter_invalid", "rate_limit"],
+    [{ rate_limit: "10" }, "parameter_invalid", "rate_limit"],
+    [{ rate_limit: {} }, "parameter_invalid", "rate_limit"],
+    [{ rate_limit: [1] }, "parameter_invalid", "rate_limit"],
+  ];
+
+  it.each(badLimits)("refuses %j on create with a 400 naming the field", async (body, code, param) => {
+    const response = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["a.b"], ...body } });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
+    expect(response.body.error.message).toContain(param);
+  });
+
+  it.each(badLimits)("refuses %j in PUT with a 400 naming the field, and changes nothing", async (body, code, param) => {
+    const created = await create({ max_in_flight: 4, rate_limit: 8 });
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false, ...body } });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
+    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body).toMatchObject({ active: true, max_in_flight: 4, rate_limit: 8 });
+  });
+
+  it("shows a circuit the worker opened, and PUT active:true re-enables and closes it", async () => {
+    const created = await create();
+    // As the worker leaves a subscription it disabled: failing for days, circuit open, held.
+    const [times] = await sql<{ failing_since: Date; last_failure_at: Date; last_success_at: Date; held_until: Date }>(
+      database.url,
+      `UPDATE subscriptions SET active = false, disabled_reason = 'failing', consecutive_failures = 9,
+         failing_since = now() - interval '6 days', last_failure_at = now() - interval '1 minute',
+         last_success_at = now() - interval '7 days', circuit_opened_at = now() - interval '1 hour',
+         held_until = now() + interval '10 minutes'
+       WHERE id = $1 RETURNING failing_since, last_failure_at, last_success_at, held_until`,
+      [created.id],
+    );
+    if (!times) throw new Error("subscription row missing");
+    const disabled = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    expect(disabled.body).toMatchObject({
+      active: false,
+      disabled_reason: "failing",
+      health: {
+        state: "circuit_open",
+        consecutive_failures: 9,
+        last_success_at: times.last_success_at.toISOString(),
+        last_failure_at: times.last_failure_at.toISOString(),
+        retry_at: times.held_until.toISOString(),
+      },
+    });
+
+    const reenabled = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
+    expect(reenabled.status).toBe(200);
+    expect(reenabled.body).toMatchObject({
+      active: true,
+      disabled_reason: null,
+      // The failures since the last success stay on record; the circuit no longer holds attempts.
+      health: {
+        state: "failing",
+        consecutive_failures: 0,
+        last_success_at: times.last_success_at.toISOString(),
+        last_failure_at: times.last_failure_at.toISOString(),
+        retry_at: null,
+      },
+    });
+    expect(await row(created.id)).toMatchObject({
+      active: true,
+      disabled_reason: null,
+      circuit_opened_at: null,
+      held_until: null,
+      consecutive_failures: 0,
+      failing_since: times.failing_since,
+    });
+  });
+
+  it("closes an open circuit on PUT active:true even when the subscription was not disabled", async () => {
+    const created = await create();
+    await sql(database.url, "UPDATE subscriptions SET consecutive_failures = 5, circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1", [
+      created.id,
+    ]);
+    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body.health.state).toBe("circuit_open");
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
+    expect(response.body.health).toMatchObject({ state: "healthy", consecutive_failures: 0, retry_at: null });
+    // active:false leaves the health alone.
+    await sql(database.url, "UPDATE subscriptions SET circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1", [created.id]);
+    const paused = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
+    expect(paused.body.health.state).toBe("circuit_open");
+  });
+
+  it("shows a Retry-After hold until it ends, judged at the time of the request", async () => {
+    const created = await create();
+    const [held] = await sql<{ held_until: Date }>(
+      database.url,
+      "UPDATE subscriptions SET held_until = now() + interval '1 hour' WHERE id = $1 RETURNING held_until",
+      [created.id],
+    );
+    const during = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    expect(during.body.health).toMatchObject({ state: "circuit_open", retry_at: held?.held_until.toISOString() });
+    await sql(database.url, "UPDATE subscriptions SET held_until = now() - interval '1 second' WHERE id = $1", [created.id]);
+    const after = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    expect(after.body.health).toEqual(healthy);
   });
 });

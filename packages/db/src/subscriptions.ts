@@ -6,6 +6,9 @@ import {
   NotFoundError,
   ValidationError,
   type DestinationPolicy,
+  type DisabledReason,
+  type EndpointHealth,
+  type HealthState,
   type SecretBox,
 } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
@@ -15,18 +18,72 @@ export interface SubscriptionContext {
   db: PrismaClientOrTransaction;
   secretBox: SecretBox;
   destinationPolicy: DestinationPolicy;
+  /** max_in_flight of a subscription created without one: the deployment's DEFAULT_MAX_IN_FLIGHT. */
+  defaultMaxInFlight: number;
 }
 
-export interface SubscriptionRecord {
+/** A subscription with its limits and its health (contract §11), which the workers keep. */
+export interface SubscriptionRecord extends EndpointHealth {
   id: string;
   url: string;
   events: string[];
   description: string;
-  active: boolean;
   createdAt: Date;
+  maxInFlight: number;
+  /** Attempts per second at most; null for no limit. */
+  rateLimit: number | null;
 }
 
-const subscriptionFields = { id: true, url: true, events: true, description: true, active: true, createdAt: true } as const;
+/** A row as read; disabled_reason is plain text in the table. */
+type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason"> & { disabledReason: string | null };
+
+const subscriptionFields = {
+  id: true,
+  url: true,
+  events: true,
+  description: true,
+  active: true,
+  createdAt: true,
+  maxInFlight: true,
+  rateLimit: true,
+  consecutiveFailures: true,
+  failingSince: true,
+  lastSuccessAt: true,
+  lastFailureAt: true,
+  circuitOpenedAt: true,
+  heldUntil: true,
+  disabledReason: true,
+} as const satisfies Record<keyof SubscriptionRecord, true>;
+
+const subscriptionColumns = Prisma.sql`
+  id, url, events, description, active, created_at AS "createdAt",
+  max_in_flight AS "maxInFlight", rate_limit AS "rateLimit",
+  consecutive_failures AS "consecutiveFailures", failing_since AS "failingSince",
+  last_success_at AS "lastSuccessAt", last_failure_at AS "lastFailureAt",
+  circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", disabled_reason AS "disabledReason"`;
+
+const disabledReasons: readonly string[] = ["failing", "gone"] satisfies DisabledReason[];
+
+function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
+  const { disabledReason } = row;
+  if (disabledReason !== null && !disabledReasons.includes(disabledReason)) {
+    // Only the workers write this column, through core's rules; anything else is a bug to surface.
+    throw new Error(`Subscription ${row.id} has an unknown disabled_reason: ${disabledReason}`);
+  }
+  return { ...row, disabledReason: disabledReason as DisabledReason | null };
+}
+
+/**
+ * The health columns core's `reenable` resets (contract §11: PUT active:true clears
+ * disabled_reason and closes the circuit). Written in the same UPDATE as `active`, rather than
+ * read, changed and written back, so that a worker recording an attempt meanwhile is not undone.
+ */
+const reenabledHealth = {
+  disabledReason: null,
+  circuitOpenedAt: null,
+  heldUntil: null,
+  consecutiveFailures: 0,
+} as const satisfies Partial<EndpointHealth>;
 
 function assertDeliverableUrl(url: string, policy: DestinationPolicy): void {
   const verdict = checkDestinationUrl(url, policy);
@@ -35,7 +92,14 @@ function assertDeliverableUrl(url: string, policy: DestinationPolicy): void {
 
 export async function createSubscription(
   ctx: SubscriptionContext,
-  input: { url: string; events: string[]; description?: string | undefined; active?: boolean | undefined },
+  input: {
+    url: string;
+    events: string[];
+    description?: string | undefined;
+    active?: boolean | undefined;
+    maxInFlight?: number | undefined;
+    rateLimit?: number | null | undefined;
+  },
 ): Promise<{ subscription: SubscriptionRecord; secret: string }> {
   assertDeliverableUrl(input.url, ctx.destinationPolicy);
   const secret = generateSigningSecret();
@@ -46,11 +110,13 @@ export async function createSubscription(
       events: input.events,
       description: input.description ?? "",
       active: input.active ?? true,
+      maxInFlight: input.maxInFlight ?? ctx.defaultMaxInFlight,
+      rateLimit: input.rateLimit ?? null,
       secret: { create: { id: newId("secret"), ciphertext: new Uint8Array(ctx.secretBox.seal(secret)) } },
     },
     select: subscriptionFields,
   });
-  return { subscription, secret };
+  return { subscription: toSubscriptionRecord(subscription), secret };
 }
 
 function notFound(id: string): NotFoundError {
@@ -61,38 +127,55 @@ export async function getSubscription(ctx: Pick<SubscriptionContext, "db">, id: 
   if (!isId("subscription", id)) throw notFound(id);
   const subscription = await ctx.db.subscription.findFirst({ where: { id, deletedAt: null }, select: subscriptionFields });
   if (!subscription) throw notFound(id);
-  return subscription;
+  return toSubscriptionRecord(subscription);
 }
 
 export async function listSubscriptions(ctx: Pick<SubscriptionContext, "db">, page: PageRequest): Promise<Page<SubscriptionRecord>> {
-  return fetchPage<SubscriptionRecord>(
+  const rows = await fetchPage<SubscriptionRow>(
     ctx.db,
     {
       table: "subscriptions",
       timeColumn: "created_at",
-      columns: Prisma.sql`id, url, events, description, active, created_at AS "createdAt"`,
+      columns: subscriptionColumns,
       filters: [Prisma.sql`deleted_at IS NULL`],
       resource: "subscription",
     },
     page,
   );
+  return { data: rows.data.map(toSubscriptionRecord), hasMore: rows.hasMore };
 }
 
 /**
- * Spec §4.2: a partial update of url, events and active. It changes only the subscription row;
- * deliveries already created keep their own snapshot of url and secret (contract §8), so an
- * update can never reach them.
+ * Spec §4.2 and contract §11: a partial update of url, events, active, max_in_flight and
+ * rate_limit. It changes only the subscription row; deliveries already created keep their own
+ * snapshot of url and secret (contract §8), so an update can never reach them. The limits apply
+ * to attempts that start after the change. `active: true` also re-enables a subscription the
+ * service disabled and closes its circuit.
  */
 export async function updateSubscription(
   ctx: Pick<SubscriptionContext, "db" | "destinationPolicy">,
   id: string,
-  changes: { url?: string | undefined; events?: string[] | undefined; active?: boolean | undefined },
+  changes: {
+    url?: string | undefined;
+    events?: string[] | undefined;
+    active?: boolean | undefined;
+    maxInFlight?: number | undefined;
+    /** null removes the limit; undefined keeps it. */
+    rateLimit?: number | null | undefined;
+  },
 ): Promise<SubscriptionRecord> {
   if (!isId("subscription", id)) throw notFound(id);
   if (changes.url !== undefined) assertDeliverableUrl(changes.url, ctx.destinationPolicy);
   const { count } = await ctx.db.subscription.updateMany({
     where: { id, deletedAt: null },
-    data: { url: changes.url, events: changes.events, active: changes.active },
+    data: {
+      url: changes.url,
+      events: changes.events,
+      active: changes.active,
+      maxInFlight: changes.maxInFlight,
+      rateLimit: changes.rateLimit,
+      ...(changes.active === true ? reenabledHealth : {}),
+    },
   });
   if (count === 0) throw notFound(id);
   return getSubscription(ctx, id);
@@ -106,4 +189,44 @@ export async function deleteSubscription(ctx: Pick<SubscriptionContext, "db">, i
     data: { deletedAt: new Date(), active: false },
   });
   if (count === 0) throw notFound(id);
+}
+
+export type SubscriptionHealthLabel = HealthState | "disabled";
+
+/**
+ * How many subscriptions (not deleted) are in each health state, for the API's /metrics.
+ * The CASE mirrors core's `healthState`, evaluated in PostgreSQL so that a scrape reads a handful
+ * of counts, not every row; "disabled" (disabled by the service, disabled_reason set) comes first.
+ * A subscription paused by its owner is counted by its health like an active one.
+ */
+export async function countSubscriptionsByHealth(
+  ctx: { db: PrismaClientOrTransaction },
+  now: Date,
+): Promise<Record<SubscriptionHealthLabel, number>> {
+  const rows = await ctx.db.$queryRaw<{ health: SubscriptionHealthLabel; count: number }[]>`
+    SELECT health, count(*)::int AS count FROM (
+      SELECT CASE
+        WHEN disabled_reason IS NOT NULL THEN 'disabled'
+        WHEN circuit_opened_at IS NOT NULL OR held_until > ${now} THEN 'circuit_open'
+        WHEN failing_since IS NOT NULL THEN 'failing'
+        ELSE 'healthy'
+      END AS health
+      FROM subscriptions WHERE deleted_at IS NULL
+    ) AS states
+    GROUP BY health`;
+  const counts: Record<SubscriptionHealthLabel, number> = { healthy: 0, failing: 0, circuit_open: 0, disabled: 0 };
+  for (const row of rows) counts[row.health] = row.count;
+  return counts;
+}
+
+/**
+ * The subscriptions counted as circuit_open by `countSubscriptionsByHealth`: circuit open, or
+ * held by a Retry-After. Only these, so a per-subscription metric stays small.
+ */
+export async function listHeldSubscriptionIds(ctx: { db: PrismaClientOrTransaction }, now: Date): Promise<string[]> {
+  const rows = await ctx.db.$queryRaw<{ id: string }[]>`
+    SELECT id FROM subscriptions
+    WHERE deleted_at IS NULL AND disabled_reason IS NULL AND (circuit_opened_at IS NOT NULL OR held_until > ${now})
+    ORDER BY id`;
+  return rows.map((row) => row.id);
 }

@@ -56,7 +56,8 @@ const updateRouteDef = createRoute({
   description:
     "Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to " +
     "deliveries created after it; deliveries already created keep the settings they were created with. " +
-    "`description` and `secret` cannot be changed.",
+    "`max_in_flight` and `rate_limit` apply to attempts that start after the change. `active: true` also re-enables a " +
+    "subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.",
   request: { params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } } },
   responses: { 200: jsonResponse(subscriptionSchema, "The updated subscription"), ...errorResponses },
 });
@@ -72,15 +73,21 @@ const deleteRouteDef = createRoute({
 });
 
 export function subscriptionRoutes(deps: ApiDeps) {
-  const ctx = { db: deps.db, secretBox: deps.secretBox, destinationPolicy: deps.config.destinationPolicy };
+  const ctx = {
+    db: deps.db,
+    secretBox: deps.secretBox,
+    destinationPolicy: deps.config.destinationPolicy,
+    defaultMaxInFlight: deps.config.isolation.defaultMaxInFlight,
+  };
   return newRouter()
     .openapi(createRouteDef, async (c) => {
-      const { subscription, secret } = await createSubscription(ctx, c.req.valid("json"));
-      return c.json({ ...toSubscriptionJson(subscription), secret }, 201);
+      const { max_in_flight, rate_limit, ...body } = c.req.valid("json");
+      const { subscription, secret } = await createSubscription(ctx, { ...body, maxInFlight: max_in_flight, rateLimit: rate_limit });
+      return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 201);
     })
     .openapi(getRouteDef, async (c) => {
       const subscription = await getSubscription(ctx, c.req.valid("param").subscription_id);
-      return c.json(toSubscriptionJson(subscription), 200);
+      return c.json(toSubscriptionJson(subscription, new Date()), 200);
     })
     .openapi(listRouteDef, async (c) => {
       const query = c.req.valid("query");
@@ -89,13 +96,20 @@ export function subscriptionRoutes(deps: ApiDeps) {
         startingAfter: query.starting_after,
         endingBefore: query.ending_before,
       });
-      return c.json({ object: "list" as const, url: "/v1/subscriptions", has_more: page.hasMore, data: page.data.map(toSubscriptionJson) }, 200);
+      const now = new Date();
+      const data = page.data.map((subscription) => toSubscriptionJson(subscription, now));
+      return c.json({ object: "list" as const, url: "/v1/subscriptions", has_more: page.hasMore, data }, 200);
     })
     .openapi(
       updateRouteDef,
       async (c) => {
-        const subscription = await updateSubscription(ctx, c.req.valid("param").subscription_id, c.req.valid("json"));
-        return c.json(toSubscriptionJson(subscription), 200);
+        const { max_in_flight, rate_limit, ...changes } = c.req.valid("json");
+        const subscription = await updateSubscription(ctx, c.req.valid("param").subscription_id, {
+          ...changes,
+          maxInFlight: max_in_flight,
+          rateLimit: rate_limit,
+        });
+        return c.json(toSubscriptionJson(subscription, new Date()), 200);
       },
       (result) => {
         if (!result.success) throw validationError(result.error, rawInput(result), { notUpdatable: notUpdatableFields });

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { subscribedEventsSchema } from "@webhooks/core";
+import { healthState, heldUntil, subscribedEventsSchema } from "@webhooks/core";
 import type { SubscriptionRecord } from "@webhooks/db";
 import { cursorQueries, isoTimestamp, limitQuery, listSchema, text } from "../http/schemas.ts";
 
@@ -8,7 +8,42 @@ const events = subscribedEventsSchema.meta({
   example: ["invoice.paid", "invoice.payment_failed"],
 });
 const url = text(2048).openapi({ description: "HTTPS endpoint that receives deliveries.", example: "https://example.com/webhooks" });
-const active = z.boolean().openapi({ description: "false pauses deliveries, true resumes them." });
+const active = z.boolean().openapi({
+  description:
+    "false pauses deliveries, true resumes them. true also re-enables a subscription the service disabled " +
+    "(clearing disabled_reason) and closes its circuit.",
+});
+
+const integerBetween = (name: string, min: number, max: number) => {
+  const message = `${name} must be an integer between ${min} and ${max}`;
+  return z.number({ error: message }).int(message).min(min, message).max(max, message);
+};
+
+// Contract §11. Out-of-range values are refused, never clamped.
+const maxInFlightDescription =
+  "At most this many attempts to this subscription in flight at once, across every worker, 1 to 1000. " +
+  "A change applies to attempts that start after it.";
+const maxInFlight = integerBetween("max_in_flight", 1, 1000).openapi({ description: maxInFlightDescription, example: 10 });
+const rateLimitDescription =
+  "At most this many attempts per second to this subscription, across every worker, 1 to 10000; null for no limit. " +
+  "A change applies to attempts that start after it.";
+const rateLimit = integerBetween("rate_limit", 1, 10_000).nullable().openapi({ description: rateLimitDescription, example: 50 });
+
+const nullableTimestamp = (description: string) => z.string().nullable().openapi({ format: "date-time", description });
+
+const healthSchema = z
+  .object({
+    state: z.enum(["healthy", "failing", "circuit_open"]).openapi({
+      description:
+        "healthy: the last attempts succeeded (or none was made); failing: attempts have failed since the last success; " +
+        "circuit_open: attempts are held until retry_at, after repeated failures or a Retry-After from the endpoint.",
+    }),
+    consecutive_failures: z.number().int().openapi({ description: "Timeouts, connection errors and 5xx responses in a row; a success resets it." }),
+    last_success_at: nullableTimestamp("When an attempt last succeeded, or null."),
+    last_failure_at: nullableTimestamp("When an attempt last failed, or null."),
+    retry_at: nullableTimestamp("While attempts are held: when they may start again (the next probe of an open circuit, or the end of a Retry-After). Otherwise null."),
+  })
+  .openapi("SubscriptionHealth", { description: "The endpoint's health, kept by the service. Read-only." });
 
 export const subscriptionSchema = z
   .object({
@@ -19,6 +54,14 @@ export const subscriptionSchema = z
     description: z.string(),
     active: z.boolean(),
     created_at: z.string().openapi({ format: "date-time" }),
+    max_in_flight: z.number().int().openapi({ description: "At most this many attempts in flight at once, across every worker." }),
+    rate_limit: z.number().int().nullable().openapi({ description: "At most this many attempts per second, or null for no limit." }),
+    health: healthSchema,
+    disabled_reason: z.enum(["failing", "gone"]).nullable().openapi({
+      description:
+        "Why the service disabled the subscription (active is then false): failing, no successful attempt for AUTO_DISABLE_AFTER " +
+        "while attempts failed; gone, the endpoint answered 410. null if it did not. PUT active:true clears it. Read-only.",
+    }),
   })
   .openapi("Subscription");
 
@@ -43,16 +86,26 @@ export const createSubscriptionBody = z
     events,
     description: text(1024).optional().openapi({ description: "Free text; cannot be changed by an update." }),
     active: active.optional().openapi({ default: true }),
+    max_in_flight: maxInFlight.optional().openapi({
+      description: `${maxInFlightDescription} Default: the deployment's DEFAULT_MAX_IN_FLIGHT (10 unless configured otherwise).`,
+    }),
+    rate_limit: rateLimit.optional().openapi({ default: null }),
   })
   .openapi("CreateSubscription");
 
-/** Spec §4.2: only url, events and active can be updated, each optional. */
+/** Spec §4.2 and contract §11: url, events, active, max_in_flight and rate_limit, each optional. */
 export const updateSubscriptionBody = z
-  .strictObject({ url: url.optional(), events: events.optional(), active: active.optional() })
+  .strictObject({
+    url: url.optional(),
+    events: events.optional(),
+    active: active.optional(),
+    max_in_flight: maxInFlight.optional(),
+    rate_limit: rateLimit.optional().openapi({ description: `${rateLimitDescription} Send null to remove the limit.` }),
+  })
   .openapi("UpdateSubscription");
 
 /** Sending these to PUT gets a message saying so, rather than "unknown parameter". */
-export const notUpdatableFields = ["description", "secret"] as const;
+export const notUpdatableFields = ["description", "secret", "health", "disabled_reason"] as const;
 
 export const subscriptionIdParam = z.object({
   subscription_id: z.string().openapi({ param: { name: "subscription_id", in: "path" }, example: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
@@ -60,7 +113,11 @@ export const subscriptionIdParam = z.object({
 
 export const listSubscriptionsQuery = z.strictObject({ limit: limitQuery, ...cursorQueries });
 
-export function toSubscriptionJson(subscription: SubscriptionRecord) {
+const isoOrNull = (date: Date | null): string | null => (date === null ? null : isoTimestamp(date));
+
+/** `now` is the time of the request: whether a hold is still on depends on it. */
+export function toSubscriptionJson(subscription: SubscriptionRecord, now: Date) {
+  const retryAt = heldUntil(subscription, now);
   return {
     id: subscription.id,
     object: "subscription" as const,
@@ -69,5 +126,15 @@ export function toSubscriptionJson(subscription: SubscriptionRecord) {
     description: subscription.description,
     active: subscription.active,
     created_at: isoTimestamp(subscription.createdAt),
+    max_in_flight: subscription.maxInFlight,
+    rate_limit: subscription.rateLimit,
+    health: {
+      state: healthState(subscription, now),
+      consecutive_failures: subscription.consecutiveFailures,
+      last_success_at: isoOrNull(subscription.lastSuccessAt),
+      last_failure_at: isoOrNull(subscription.lastFailureAt),
+      retry_at: isoOrNull(retryAt),
+    },
+    disabled_reason: subscription.disabledReason,
   };
 }

@@ -14,6 +14,21 @@ export function redactUrl(url: string): string {
   }
 }
 
+/**
+ * The cause of a failed connection, in one line. Node's network errors carry a code (ECONNREFUSED,
+ * ENOTFOUND, ETIMEDOUT) that their message may lack, and a connection tried on several addresses
+ * (`localhost`: ::1 and 127.0.0.1) fails with an AggregateError whose own message is empty.
+ */
+export function connectionFailureReason(error: unknown): string {
+  if (error instanceof AggregateError && !error.message && error.errors.length > 0) {
+    return [...new Set(error.errors.map(connectionFailureReason))].join("; ");
+  }
+  if (!(error instanceof Error)) return String(error);
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== "string" || error.message.includes(code)) return error.message || "unknown error";
+  return error.message ? `${code} ${error.message}` : code;
+}
+
 export function postgresUnreachableMessage(url: string, reason: string): string {
   return (
     `Cannot reach PostgreSQL at ${redactUrl(url)} (${reason}). Start it ` +

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { postgresUnreachableMessage, redactUrl, redisUnreachableMessage } from "../src/startup.ts";
+import { connectionFailureReason, postgresUnreachableMessage, redactUrl, redisUnreachableMessage } from "../src/startup.ts";
 
 describe("redactUrl", () => {
   it.each([
@@ -36,5 +36,32 @@ describe("start-up messages", () => {
     expect(redis).toContain("ETIMEDOUT");
     expect(redis).toContain("REDIS_URL");
     expect(redis).not.toContain("hunter2");
+  });
+});
+
+describe("connectionFailureReason", () => {
+  function networkError(message: string, code: string): Error {
+    return Object.assign(new Error(message), { code });
+  }
+
+  it("keeps a message that already names its code", () => {
+    expect(connectionFailureReason(networkError("connect ECONNREFUSED 127.0.0.1:6379", "ECONNREFUSED"))).toBe("connect ECONNREFUSED 127.0.0.1:6379");
+  });
+
+  it("adds the code a message lacks, or stands in for an empty message", () => {
+    expect(connectionFailureReason(networkError("connect timed out", "ETIMEDOUT"))).toBe("ETIMEDOUT connect timed out");
+    expect(connectionFailureReason(networkError("", "ECONNRESET"))).toBe("ECONNRESET");
+  });
+
+  it("reads the causes inside an AggregateError with no message of its own (localhost: ::1 and 127.0.0.1)", () => {
+    const both = new AggregateError([
+      networkError("connect ECONNREFUSED ::1:6379", "ECONNREFUSED"),
+      networkError("connect ECONNREFUSED 127.0.0.1:6379", "ECONNREFUSED"),
+    ]);
+    expect(connectionFailureReason(both)).toBe("connect ECONNREFUSED ::1:6379; connect ECONNREFUSED 127.0.0.1:6379");
+  });
+
+  it("describes what is not an Error at all", () => {
+    expect(connectionFailureReason("socket hang up")).toBe("socket hang up");
   });
 });

@@ -19,7 +19,7 @@ import { subscriptionRoutes } from "./subscriptions/routes.ts";
  */
 export function createApp(deps: ApiDeps) {
   const app = new OpenAPIHono<ApiEnv>();
-  const metrics = createApiMetrics(deps.queue);
+  const metrics = createApiMetrics(deps.queue, deps.db);
 
   app.use("*", requestContext(deps.logger));
   app.use("*", metrics.measure);

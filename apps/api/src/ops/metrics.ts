@@ -1,14 +1,53 @@
+import { countSubscriptionsByHealth, listHeldSubscriptionIds, type PrismaClientOrTransaction } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { registerQueueDepthGauge } from "@webhooks/queue";
 import type { MiddlewareHandler } from "hono";
-import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { ApiEnv } from "../http/types.ts";
 
+/**
+ * Endpoint health (contract §11), read-only, from PostgreSQL when Prometheus scrapes: the
+ * workers keep it in the subscriptions table, so any API process can report it.
+ */
+function registerSubscriptionHealthGauges(registry: Registry, db: PrismaClientOrTransaction): void {
+  new Gauge({
+    name: "webhook_subscriptions",
+    help: "Subscriptions (not deleted) by health: healthy, failing, circuit_open, or disabled by the service",
+    labelNames: ["health"],
+    registers: [registry],
+    async collect() {
+      try {
+        const counts = await countSubscriptionsByHealth({ db }, new Date());
+        for (const [health, count] of Object.entries(counts)) this.set({ health }, count);
+      } catch {
+        // Database unreachable: report nothing rather than failing the whole scrape.
+        this.reset();
+      }
+    },
+  });
+  new Gauge({
+    name: "webhook_subscription_circuit_open",
+    help: "1 for each subscription whose attempts are held: circuit open, or a Retry-After not yet over",
+    labelNames: ["subscription_id"],
+    registers: [registry],
+    async collect() {
+      // Only the held subscriptions are reported: one that recovered must drop out of the series.
+      this.reset();
+      try {
+        for (const subscriptionId of await listHeldSubscriptionIds({ db }, new Date())) this.set({ subscription_id: subscriptionId }, 1);
+      } catch {
+        // As above: nothing rather than a failed scrape.
+      }
+    },
+  });
+}
+
 /** The API's Prometheus metrics. The worker exposes the delivery outcomes on its own port. */
-export function createApiMetrics(queue: DeliveryQueue) {
+export function createApiMetrics(queue: DeliveryQueue, db: PrismaClientOrTransaction) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   registerQueueDepthGauge(registry, queue);
+  registerSubscriptionHealthGauges(registry, db);
   const requests = new Histogram({
     name: "webhook_api_request_duration_seconds",
     help: "HTTP requests handled by the API, by route and status",

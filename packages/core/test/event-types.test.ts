@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { ALL_EVENT_TYPES, eventTypeSchema, matchesEventType, subscribedEventsSchema } from "../src/event-types.ts";
+import {
+  ALL_EVENT_TYPES,
+  eventTypeSchema,
+  isOperationalEventType,
+  matchesEventType,
+  operationalEventTypes,
+  subscribedEventsSchema,
+} from "../src/event-types.ts";
 
 describe("eventTypeSchema", () => {
   it.each(["invoice.paid", "a", "user_created", "order-shipped", "billing:invoice.paid", "V2.Invoice.Paid", "x".repeat(255)])(
@@ -96,5 +103,28 @@ describe("matchesEventType", () => {
     ["nothing", [], "invoice.paid"],
   ])("does not match %s", (_case, subscribed, type) => {
     expect(matchesEventType(subscribed, type)).toBe(false);
+  });
+
+  // Contract §11: a subscription gets operational events only by naming them.
+  it.each(Object.values(operationalEventTypes))("does not match %s with *, only by its name", (type) => {
+    expect(matchesEventType(["*"], type)).toBe(false);
+    expect(matchesEventType(["invoice.paid", "*"], type)).toBe(false);
+    expect(matchesEventType([type], type)).toBe(true);
+    expect(matchesEventType(["*", type], type)).toBe(true);
+  });
+
+  it("lets * match a type that only contains the word operational", () => {
+    expect(matchesEventType(["*"], "billing.operational.review")).toBe(true);
+    expect(matchesEventType(["*"], "operational")).toBe(true);
+  });
+});
+
+describe("isOperationalEventType", () => {
+  it("is true for the operational. prefix only", () => {
+    for (const type of Object.values(operationalEventTypes)) expect(isOperationalEventType(type)).toBe(true);
+    expect(isOperationalEventType("operational.anything")).toBe(true);
+    for (const type of ["operational", "operationalx.y", "Operational.subscription.disabled", "billing.operational.review"]) {
+      expect(isOperationalEventType(type)).toBe(false);
+    }
   });
 });

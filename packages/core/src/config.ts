@@ -63,6 +63,7 @@ const envSchema = z.object({
   ALLOW_PRIVATE_DESTINATIONS: boolean.optional(),
   ADMIN_USERNAME: z.string().min(1).optional(),
   ADMIN_PASSWORD: z.string().min(1).optional(),
+  METRICS_TOKEN: z.string().regex(/^\S+$/, "must be a token without spaces").optional(),
   WORKER_CONCURRENCY: integer(1, 10_000).default(100),
   WORKER_METRICS_PORT: integer(0, 65535).default(3001),
   DELIVERY_TIMEOUT: duration.default(15_000),
@@ -104,6 +105,8 @@ export interface Config {
   rateLimitPerSecond: number;
   destinationPolicy: { allowHttp: boolean; allowPrivateNetworks: boolean };
   admin: { username: string; password: string } | undefined;
+  /** When set, the API's /metrics needs `Authorization: Bearer <token>`. */
+  metricsToken: string | undefined;
   worker: {
     concurrency: number;
     metricsPort: number;
@@ -145,7 +148,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     const problems = parsed.error.issues.map((issue) => {
       const name = String(issue.path[0]);
       // Echo the value to help fix it, except where it may hold a credential.
-      const sensitive = /KEY|PASSWORD|URL/.test(name);
+      const sensitive = /KEY|PASSWORD|TOKEN|URL/.test(name);
       const got = env[name] === undefined || sensitive ? "" : ` (got ${JSON.stringify(env[name])})`;
       return `${name} ${issue.message}${got}`;
     });
@@ -177,6 +180,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       allowPrivateNetworks: e.ALLOW_PRIVATE_DESTINATIONS ?? !production,
     },
     admin: e.ADMIN_USERNAME && e.ADMIN_PASSWORD ? { username: e.ADMIN_USERNAME, password: e.ADMIN_PASSWORD } : undefined,
+    metricsToken: e.METRICS_TOKEN,
     worker: {
       concurrency: e.WORKER_CONCURRENCY,
       metricsPort: e.WORKER_METRICS_PORT,

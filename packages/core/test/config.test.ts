@@ -353,3 +353,16 @@ describe("loadConfig API_KEYS", () => {
     expect(loadConfig({ API_KEYS: text }).apiKeys).toEqual(keys);
   });
 });
+
+describe("loadConfig METRICS_TOKEN", () => {
+  it("leaves /metrics open by default and reads a token when given", () => {
+    expect(loadConfig({}).metricsToken).toBeUndefined();
+    expect(loadConfig({ METRICS_TOKEN: "mt_0123456789abcdef" }).metricsToken).toBe("mt_0123456789abcdef");
+  });
+
+  it("refuses a token with spaces, without echoing it", () => {
+    const error = configError({ METRICS_TOKEN: "two words" });
+    expect(error.message).toContain("METRICS_TOKEN must be a token without spaces");
+    expect(error.message).not.toContain("two words");
+  });
+});

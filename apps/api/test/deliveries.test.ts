@@ -220,6 +220,22 @@ describe("GET /v1/deliveries/{id}", () => {
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ object: "list", url: `/v1/deliveries/${row.id}/attempts`, has_more: false, data: [] });
   });
+
+  it("shows duration_ms as null for an attempt in flight or with an unknown outcome", async () => {
+    const row = rows[1]!;
+    await sql(database.url, `
+      INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, error) VALUES
+        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5A', $1, 1, 'https://example.com/0', now() - interval '2 minutes', 120, 500, NULL),
+        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown'),
+        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5C', $1, 3, 'https://example.com/0', now(), NULL, NULL, NULL)`, [row.id]);
+    const response = await api.call("GET", `/v1/deliveries/${row.id}/attempts`);
+    expect(response.status).toBe(200);
+    expect(response.body.data.map((a: { number: number; duration_ms: number | null }) => [a.number, a.duration_ms])).toEqual([
+      [3, null],
+      [2, null],
+      [1, 120],
+    ]);
+  });
 });
 
 describe("POST /v1/deliveries/{id}/retry", () => {

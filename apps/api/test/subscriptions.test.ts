@@ -396,6 +396,19 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     expect(paused.body.health.state).toBe("circuit_open");
   });
 
+  it("describes every new field in the OpenAPI document", async () => {
+    const { schemas } = (await api.call("GET", "/openapi.json", { key: null })).body.components;
+    for (const [schema, fields] of [
+      ["Subscription", ["max_in_flight", "rate_limit", "disabled_reason"]],
+      ["SubscriptionHealth", ["state", "consecutive_failures", "last_success_at", "last_failure_at", "retry_at"]],
+      ["CreateSubscription", ["max_in_flight", "rate_limit"]],
+      ["UpdateSubscription", ["max_in_flight", "rate_limit"]],
+    ] as const) {
+      for (const field of fields) expect(schemas[schema].properties[field].description, `${schema}.${field}`).toEqual(expect.any(String));
+    }
+    expect(schemas.CreateSubscription.properties.max_in_flight.description).toContain("DEFAULT_MAX_IN_FLIGHT");
+  });
+
   it("shows a Retry-After hold until it ends, judged at the time of the request", async () => {
     const created = await create();
     const [held] = await sql<{ held_until: Date }>(

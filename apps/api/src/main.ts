@@ -1,10 +1,11 @@
 // Starts the API: checks configuration and services, applies migrations, serves HTTP.
-import { serve } from "@hono/node-server";
+import type { AddressInfo } from "node:net";
 import { createLogger, loadConfigOrExit } from "@webhooks/core";
 import { applyMigrations, checkPostgres } from "@webhooks/db";
 import { checkEvictionPolicy, checkRedis } from "@webhooks/queue";
 import { createApp } from "./app.ts";
 import { connectApiDeps } from "./deps.ts";
+import { createApiServer } from "./http/server.ts";
 
 const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "api" });
@@ -26,8 +27,10 @@ if (evictionPolicy) logger.warn({ evictionPolicy }, "Redis maxmemory-policy shou
 if (config.apiKeys.length === 0) logger.warn("API_KEYS is empty: only keys created with `npm run keys -- create` are accepted");
 const app = createApp(deps);
 
-const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
-  logger.info({ port: info.port, host: config.host, docs: `http://localhost:${info.port}/docs` }, "API listening");
+const server = createApiServer(app.fetch, logger);
+server.listen(config.port, config.host, () => {
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ port, host: config.host, docs: `http://localhost:${port}/docs` }, "API listening");
 });
 
 let stopping = false;

@@ -1,6 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { serve, type ServerType } from "@hono/node-server";
-import { connectApiDeps, createApp } from "@webhooks/api";
+import { connectApiDeps, createApiServer, createApp } from "@webhooks/api";
 import { createLogger, type Config } from "@webhooks/core";
 import type { PrismaClient } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
@@ -31,9 +30,9 @@ export interface TestApi {
 export async function startTestApi(config: Config): Promise<TestApi> {
   const deps = await connectApiDeps({ ...config, databasePoolSize: 5 }, createLogger({ level: config.logLevel, name: "api" }), { redisReadyTimeoutMs: 1_000 });
   const app = createApp(deps);
-  const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
+  // The server main.ts runs, with its timeouts and its answers to requests the adapter refuses.
+  const server = createApiServer(app.fetch, deps.logger);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
   return {

@@ -142,13 +142,16 @@ describe("PUT /v1/subscriptions/{id}", () => {
     expect(fetched.body).toEqual(response.body);
   });
 
-  it("treats an empty body, or {}, as no change", async () => {
+  it("treats {} as no change, and refuses a missing body (the OpenAPI document marks it required)", async () => {
     const created = await create({ description: "same" });
     const { secret: _secret, ...expected } = created;
-    for (const options of [{ body: "" }, { json: {} }, {}]) {
-      const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, options);
-      expect(response.status).toBe(200);
-      expect(response.body).toEqual(expected);
+    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: {} });
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual(expected);
+    for (const options of [{ body: "" }, {}]) {
+      const missing = await api.call("PUT", `/v1/subscriptions/${created.id}`, options);
+      expect(missing.status).toBe(400);
+      expect(missing.body.error).toMatchObject({ type: "invalid_request_error", code: "body_missing" });
     }
   });
 

@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { getDelivery, listAttempts, listDeliveries, resendDelivery } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
-import { DEFAULT_PAGE_SIZE, errorResponses, jsonResponse } from "../http/schemas.ts";
+import { DEFAULT_PAGE_SIZE, errorResponses, jsonResponse, noParametersBody } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import {
   attemptListSchema,
@@ -55,7 +55,7 @@ const retryRouteDef = createRoute({
   description:
     "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
     "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing.",
-  request: { params: deliveryIdParam },
+  request: { params: deliveryIdParam, body: { required: false, content: { "application/json": { schema: noParametersBody } } } },
   responses: { 202: jsonResponse(deliverySchema, "The delivery, queued"), ...errorResponses },
 });
 

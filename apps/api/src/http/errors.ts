@@ -3,6 +3,7 @@ import type { Context, ErrorHandler, NotFoundHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError, apiErrorFromDomain, errorBody } from "./api-error.ts";
+import { DATABASE_RETRY_AFTER_SECONDS, isDatabaseUnreachable } from "./database-unavailable.ts";
 import type { ApiEnv } from "./types.ts";
 
 function respond(c: Context<ApiEnv>, error: ApiError) {
@@ -14,6 +15,16 @@ function respond(c: Context<ApiEnv>, error: ApiError) {
 export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
   if (err instanceof ApiError) return respond(c, err);
   if (err instanceof DomainError) return respond(c, apiErrorFromDomain(err));
+  if (isDatabaseUnreachable(err)) {
+    // Not the client's fault and not a bug here: say so, and when to try again.
+    (c.var.logger ?? console).warn({ err }, "database unreachable");
+    return respond(
+      c,
+      new ApiError(503, "api_error", "service_unavailable", "The service is temporarily unavailable: its database cannot be reached. Try again shortly.", undefined, {
+        "retry-after": String(DATABASE_RETRY_AFTER_SECONDS),
+      }),
+    );
+  }
   if (err instanceof HTTPException && err.status < 500) {
     // Raised by Hono's own middleware (e.g. basic auth); keep its headers, such as WWW-Authenticate.
     const headers = Object.fromEntries(err.getResponse().headers);

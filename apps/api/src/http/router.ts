@@ -1,6 +1,6 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { ApiEnv } from "./types.ts";
-import { validationError } from "./validation.ts";
+import { repeatedQueryParameterError, validationError } from "./validation.ts";
 
 /**
  * Every router of the API: a request that fails its route's schema becomes a 400 in the contract's
@@ -9,7 +9,10 @@ import { validationError } from "./validation.ts";
 export function newRouter(): OpenAPIHono<ApiEnv> {
   return new OpenAPIHono<ApiEnv>({
     defaultHook: (result) => {
-      if (!result.success) throw validationError(result.error, rawInput(result));
+      if (!result.success) {
+        const input = rawInput(result);
+        throw (result.target === "query" ? repeatedQueryParameterError(result.error, input) : undefined) ?? validationError(result.error, input);
+      }
       return undefined;
     },
   });

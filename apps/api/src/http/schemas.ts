@@ -55,6 +55,9 @@ export const cursorQueries = {
 
 export const DEFAULT_PAGE_SIZE = 20;
 
+/** The body of an action that takes no parameters: none, `{}`, or a 400 naming the unknown one. */
+export const noParametersBody = z.strictObject({}).openapi("NoParameters", { description: "No parameters: send no body, or `{}`." });
+
 export const errorSchema = z
   .object({
     error: z.object({

@@ -41,3 +41,17 @@ export function validationError(error: z.ZodError, input: unknown, wording: { no
   const code = outOfRange ? "parameter_out_of_range" : "parameter_invalid";
   return new ApiError(400, "invalid_request_error", code, message, param || undefined);
 }
+
+/**
+ * A query parameter given more than once (`?limit=5&limit=6`) arrives as an array, which zod
+ * would describe as "expected string, received array". Every query parameter is single-valued.
+ */
+export function repeatedQueryParameterError(error: z.ZodError, input: unknown): ApiError | undefined {
+  for (const issue of error.issues) {
+    const name = issue.path[0];
+    if (typeof name === "string" && Array.isArray(valueAt(input, [name]))) {
+      return new ApiError(400, "invalid_request_error", "parameter_invalid", `${name} must be given once`, name);
+    }
+  }
+  return undefined;
+}

@@ -1,7 +1,8 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { deliveryRoutes } from "./deliveries/routes.ts";
 import { eventRoutes } from "./events/routes.ts";
-import { requireApiKey } from "./http/auth.ts";
+import { requireApiKey, requireMetricsToken } from "./http/auth.ts";
+import { AuthFailureThrottle } from "./http/auth-throttle.ts";
 import { handleError, notFoundOrWrongMethod } from "./http/errors.ts";
 import { jsonBody } from "./http/json-body.ts";
 import { rateLimit } from "./http/rate-limit.ts";
@@ -20,10 +21,11 @@ import { subscriptionRoutes } from "./subscriptions/routes.ts";
 export function createApp(deps: ApiDeps) {
   const app = new OpenAPIHono<ApiEnv>();
   const metrics = createApiMetrics(deps.queue, deps.db);
+  const authThrottle = new AuthFailureThrottle();
 
   app.use("*", requestContext(deps.logger));
   app.use("*", metrics.measure);
-  app.use("/v1/*", requireApiKey(deps.authenticator));
+  app.use("/v1/*", requireApiKey(deps.authenticator, authThrottle));
   if (deps.config.rateLimitPerSecond > 0) app.use("/v1/*", rateLimit(deps.config.rateLimitPerSecond));
   app.use("/v1/*", jsonBody(deps.config.bodyLimitBytes));
 
@@ -47,8 +49,9 @@ export function createApp(deps: ApiDeps) {
   });
   app.route("/", docsRoutes());
   app.route("/", healthRoutes(deps));
+  if (deps.config.metricsToken) app.use("/metrics", requireMetricsToken(deps.config.metricsToken, authThrottle));
   app.get("/metrics", async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
-  if (deps.config.admin) app.route(ADMIN_BASE_PATH, adminRoutes(deps.queue, deps.config.admin));
+  if (deps.config.admin) app.route(ADMIN_BASE_PATH, adminRoutes(deps.queue, deps.config.admin, authThrottle));
 
   app.notFound(notFoundOrWrongMethod(app.routes));
   app.onError(handleError);

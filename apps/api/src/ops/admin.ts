@@ -5,6 +5,7 @@ import { serveStatic } from "@hono/node-server/serve-static";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { Hono } from "hono";
 import { basicAuth } from "hono/basic-auth";
+import { type AuthFailureThrottle, clientAddress, tooManyFailedAuthentications } from "../http/auth-throttle.ts";
 import type { ApiEnv } from "../http/types.ts";
 
 export const ADMIN_BASE_PATH = "/admin/queues";
@@ -17,12 +18,24 @@ export const ADMIN_BASE_PATH = "/admin/queues";
  */
 const LINK_TO_OTHER_ORIGIN = /<link\b[^>]*\bhref="(?:https?:)?\/\/[^"]*"[^>]*>\s*/gi;
 
-/** Bull Board, the queue dashboard, behind HTTP Basic auth (contract §3). */
-export function adminRoutes(queue: DeliveryQueue, credentials: { username: string; password: string }) {
+/**
+ * Bull Board, the queue dashboard, behind HTTP Basic auth (contract §3). An address over the
+ * failure limit is answered 429 whatever it sends, right password or not: a password can be
+ * guessed, and letting the right one through would tell the guesser when it was right.
+ */
+export function adminRoutes(queue: DeliveryQueue, credentials: { username: string; password: string }, throttle: AuthFailureThrottle) {
   const serverAdapter = new HonoAdapter(serveStatic);
   serverAdapter.setBasePath(ADMIN_BASE_PATH);
   createBullBoard({ queues: [new BullMQAdapter(queue.queue)], serverAdapter, options: { uiConfig: { boardTitle: "Webhook deliveries" } } });
   const app = new Hono<ApiEnv>();
+  app.use("*", async (c, next) => {
+    const address = clientAddress(c);
+    const retryAfter = throttle.retryAfterSeconds(address);
+    if (retryAfter > 0) throw tooManyFailedAuthentications(retryAfter);
+    await next();
+    // basicAuth's 401 has been turned into a response by the error handler by now.
+    if (c.res.status === 401) throttle.recordFailure(address);
+  });
   app.use("*", basicAuth({ ...credentials, realm: "Webhook delivery service admin" }));
   app.use("*", async (c, next) => {
     await next();

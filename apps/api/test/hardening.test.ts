@@ -1,0 +1,375 @@
+import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
+import { connectApiDeps, createApiServer, createApp, SERVER_TIMEOUTS } from "@webhooks/api";
+import { newId } from "@webhooks/core";
+import { createTestDatabase, startTestApi, testConfig, TEST_API_KEY, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/** What the hostile-input probe left over: answers a client can trust, and limits on abuse. */
+let database: TestDatabase;
+let api: TestApi;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  api = await startTestApi(testConfig(database.url));
+});
+afterAll(async () => {
+  await api.close();
+  await database.drop();
+});
+
+function expectErrorShape(response: { body: { error: Record<string, unknown> }; headers: Record<string, string> }) {
+  expect(response.body.error).toMatchObject({ type: expect.any(String), code: expect.any(String), message: expect.any(String) });
+  expect(response.body.error.request_id).toMatch(/^req_/);
+  expect(response.body.error.request_id).toBe(response.headers["request-id"]);
+}
+
+const port = (baseUrl: string) => Number(new URL(baseUrl).port);
+
+/** Sends raw bytes on a fresh connection and returns everything the server sent until it closed. */
+function rawExchange(baseUrl: string, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port(baseUrl), "127.0.0.1");
+    let received = "";
+    socket.setTimeout(5_000, () => socket.destroy(new Error("no answer within 5 s")));
+    socket.on("data", (chunk) => (received += chunk.toString()));
+    socket.on("error", reject);
+    socket.on("close", () => resolve(received));
+    socket.write(bytes);
+  });
+}
+
+function parseRawResponse(text: string) {
+  const [head = "", ...rest] = text.split("\r\n\r\n");
+  const [statusLine = "", ...headerLines] = head.split("\r\n");
+  const headers = Object.fromEntries(headerLines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
+  return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(rest.join("\r\n")) };
+}
+
+/** A TCP proxy on loopback to PostgreSQL, which a test can cut as if the server went down. */
+async function startProxy(target: { host: string; port: number }): Promise<{ port: number; cut(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect(target.port, target.host);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => {});
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    async cut() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
+
+function withPort(url: string, newPort: number): string {
+  const parsed = new URL(url);
+  parsed.port = String(newPort);
+  return parsed.toString();
+}
+
+async function createDelivery(): Promise<string> {
+  const type = `hardening.${Math.random().toString(36).slice(2, 8)}`;
+  expect((await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/in", events: [type] } })).status).toBe(201);
+  const event = await api.call("POST", "/v1/events", { json: { type, data: {} } });
+  expect(event.status).toBe(202);
+  const list = await api.call("GET", `/v1/deliveries?event=${type}`);
+  expect(list.body.data).toHaveLength(1);
+  return list.body.data[0].id;
+}
+
+describe("item 14: unknown, missing and repeated parameters", () => {
+  it("refuses unknown body parameters on retry, naming them; accepts no body and {}", async () => {
+    const id = await createDelivery();
+    const unknown = await api.call("POST", `/v1/deliveries/${id}/retry`, { json: { force: true } });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_unknown", param: "force" });
+    expect(unknown.body.error.message).toContain("force");
+    expectErrorShape(unknown);
+
+    expect((await api.call("POST", `/v1/deliveries/${id}/retry`)).status).toBe(202);
+    expect((await api.call("POST", `/v1/deliveries/${id}/retry`, { json: {} })).status).toBe(202);
+  });
+
+  it("answers 400 to PUT /v1/subscriptions/{id} without a body; {} is still a no-op update", async () => {
+    const created = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/put", events: ["a.b"] } });
+    const path = `/v1/subscriptions/${created.body.id}`;
+    for (const headers of [{}, { "content-type": "application/json" }] as Record<string, string>[]) {
+      const response = await api.call("PUT", path, { headers });
+      expect(response.status).toBe(400);
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "body_missing" });
+      expectErrorShape(response);
+    }
+    expect((await api.call("PUT", path, { json: {} })).status).toBe(200);
+    // Where no route takes PUT, the answer is still the 405.
+    expect((await api.call("PUT", "/v1/events")).status).toBe(405);
+  });
+
+  it("says a query parameter must be given once, for every query parameter", async () => {
+    const id = await createDelivery();
+    const cases: [string, string][] = [
+      ["/v1/deliveries?limit=5&limit=6", "limit"],
+      ["/v1/deliveries?status=queued&status=failed", "status"],
+      ["/v1/deliveries?since=2026-01-01T00:00:00Z&since=2026-01-02T00:00:00Z", "since"],
+      ["/v1/subscriptions?starting_after=a&starting_after=b", "starting_after"],
+      [`/v1/deliveries/${id}/attempts?limit=1&limit=1`, "limit"],
+    ];
+    for (const [path, param] of cases) {
+      const response = await api.call("GET", path);
+      expect(response.status, path).toBe(400);
+      expect(response.body.error, path).toMatchObject({ code: "parameter_invalid", param, message: `${param} must be given once` });
+      expectErrorShape(response);
+    }
+  });
+});
+
+describe("item 16: client aborts and an unreachable database", () => {
+  it("counts a client that closes mid-body as 499 and logs it below error", async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: "debug" }, { write: (line: string) => void lines.push(line) });
+    const deps = await connectApiDeps({ ...testConfig(database.url), databasePoolSize: 2 }, logger, { redisReadyTimeoutMs: 1_000 });
+    const server = createApiServer(createApp(deps).fetch, logger);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      await new Promise<void>((resolve) => {
+        const socket = connect(port(baseUrl), "127.0.0.1", () => {
+          socket.write(
+            `POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TEST_API_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"type":"`,
+            () => setTimeout(() => socket.destroy(), 100),
+          );
+        });
+        socket.on("close", () => resolve());
+      });
+      // The request finishes on the server a moment after the socket closes.
+      let metrics = "";
+      for (let i = 0; i < 50 && !metrics.includes('status="499"'); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        metrics = await (await fetch(`${baseUrl}/metrics`)).text();
+      }
+      // Refused in the body reader, before routing: the route label is the middleware's.
+      expect(metrics).toMatch(/webhook_api_request_duration_seconds_count\{method="POST",route="[^"]+",status="499"\} 1/);
+      expect(metrics).not.toContain('status="500"');
+      const entries = lines.map((line) => JSON.parse(line) as { level: number; msg: string; status?: number });
+      expect(entries.filter((entry) => entry.level >= 50)).toEqual([]);
+      expect(entries.find((entry) => entry.msg === "request" && entry.status === 499)).toBeDefined();
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await deps.close();
+    }
+  });
+
+  it("answers 503 with Retry-After on every route while PostgreSQL is unreachable", async () => {
+    // A port with nothing listening: the database is down from the start.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const deadPort = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const down = await startTestApi(testConfig(withPort(database.url, deadPort)));
+    try {
+      const requests: [string, string, unknown][] = [
+        ["POST", "/v1/events", { type: "down.test", data: { a: 1 } }],
+        ["GET", `/v1/events/${newId("event")}`, undefined],
+        ["GET", "/v1/subscriptions", undefined],
+        ["POST", "/v1/subscriptions", { url: "https://example.com/x", events: ["*"] }],
+        ["GET", "/v1/deliveries", undefined],
+        ["POST", `/v1/deliveries/${newId("delivery")}/retry`, undefined],
+      ];
+      for (const [method, path, json] of requests) {
+        const response = await down.call(method, path, json === undefined ? {} : { json });
+        expect(response.status, `${method} ${path}`).toBe(503);
+        expect(response.body.error).toMatchObject({ type: "api_error", code: "service_unavailable" });
+        expect(Number(response.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+        expectErrorShape(response);
+      }
+    } finally {
+      await down.close();
+    }
+  });
+
+  it("answers 503 when PostgreSQL goes away mid-burst, and never drops the connection", async () => {
+    const target = new URL(database.url);
+    const proxy = await startProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const viaProxy = await startTestApi(testConfig(withPort(database.url, proxy.port)));
+    try {
+      const publish = (i: number) => viaProxy.call("POST", "/v1/events", { json: { type: "burst.test", data: { i } } });
+      expect((await Promise.all(Array.from({ length: 10 }, (_, i) => publish(i)))).map((r) => r.status)).toEqual(Array(10).fill(202));
+      const burst = Array.from({ length: 30 }, (_, i) => publish(i));
+      await proxy.cut();
+      const statuses = (await Promise.all(burst)).map((response) => response.status);
+      // Those written before the cut are accepted; every other one gets an answer, and it is a 503.
+      expect(statuses.every((status) => status === 202 || status === 503), statuses.join(",")).toBe(true);
+      const after = await publish(99);
+      expect(after.status).toBe(503);
+      expect(after.body.error).toMatchObject({ type: "api_error", code: "service_unavailable" });
+      expect(after.headers["retry-after"]).toBeDefined();
+      expect((await viaProxy.call("GET", "/v1/deliveries")).status).toBe(503);
+    } finally {
+      await viaProxy.close();
+      await proxy.cut().catch(() => {});
+    }
+  });
+});
+
+describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
+  it("answers them in the contract's shape, with a request-id", async () => {
+    const requests = [
+      "GET /v1\\deliveries HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nHost: bad/host\r\nConnection: close\r\n\r\n",
+      "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    ];
+    for (const request of requests) {
+      const response = parseRawResponse(await rawExchange(api.baseUrl, request));
+      expect(response.status, request).toBe(400);
+      expect(response.headers["content-type"]).toContain("application/json");
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_request" });
+      expectErrorShape(response);
+    }
+  });
+
+  it("closes 200 connections that trickle their headers, and keeps serving others", { timeout: 30_000 }, async () => {
+    const started = Date.now();
+    const closedAfter: number[] = [];
+    const sockets: Socket[] = [];
+    const trickle = setInterval(() => {
+      for (const socket of sockets) if (!socket.destroyed) socket.write("a");
+    }, 500);
+    try {
+      await Promise.all(
+        Array.from(
+          { length: 200 },
+          () =>
+            new Promise<void>((resolve) => {
+              const socket = connect(port(api.baseUrl), "127.0.0.1", () => {
+                socket.write("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+                resolve();
+              });
+              socket.on("error", () => {});
+              socket.on("close", () => closedAfter.push(Date.now() - started));
+              sockets.push(socket);
+            }),
+        ),
+      );
+      // The server still answers while they hang on.
+      expect((await api.call("GET", "/healthz", { key: null })).status).toBe(200);
+      const deadline = SERVER_TIMEOUTS.headersTimeoutMs + SERVER_TIMEOUTS.connectionsCheckingIntervalMs + 3_000;
+      while (closedAfter.length < 200 && Date.now() - started < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(closedAfter).toHaveLength(200);
+      // Closed by the headers timeout, not earlier.
+      expect(Math.min(...closedAfter)).toBeGreaterThanOrEqual(SERVER_TIMEOUTS.headersTimeoutMs - 1_000);
+    } finally {
+      clearInterval(trickle);
+      for (const socket of sockets) socket.destroy();
+    }
+  });
+});
+
+describe("item 18: numbers in event data are kept exactly or refused", () => {
+  it("refuses numbers that parsing would change, naming their path", async () => {
+    const cases: [string, string][] = [
+      ['{"type":"num.test","data":{"big":1e400}}', "data.big"],
+      ['{"type":"num.test","data":{"int":12345678901234567890}}', "data.int"],
+      ['{"type":"num.test","data":{"list":[1,{"x":-9007199254740993}]}}', "data.list[1].x"],
+      ['{"type":"num.test","data":{"pi":3.14159265358979323846}}', "data.pi"],
+      ['{"type":"num.test","data":{"tiny":1e-400}}', "data.tiny"],
+    ];
+    for (const [body, param] of cases) {
+      const response = await api.call("POST", "/v1/events", { body, headers: { "content-type": "application/json" } });
+      expect(response.status, body).toBe(400);
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param });
+      expect(response.body.error.message).toMatch(new RegExp(`^${param.replace(/[.[\]]/g, "\\$&")} `));
+    }
+  });
+
+  it("stores and returns every accepted number as sent", async () => {
+    const body = '{"type":"num.ok","data":{"max":9007199254740991,"min":-9007199254740991,"tenth":0.1,"small":2.5e-3,"huge":1.7976931348623157e308,"text":"12345678901234567890"}}';
+    const response = await api.call("POST", "/v1/events", { body, headers: { "content-type": "application/json" } });
+    expect(response.status).toBe(202);
+    const stored = await api.call("GET", `/v1/events/${response.body.id}`);
+    expect(stored.body.data).toEqual(JSON.parse(body).data);
+  });
+
+  it("does not let two different values pass as the same request", async () => {
+    const headers = { "content-type": "application/json", "idempotency-key": `num-${Date.now()}` };
+    const first = await api.call("POST", "/v1/events", { body: '{"type":"num.key","data":{"n":12345678901234567890}}', headers });
+    const second = await api.call("POST", "/v1/events", { body: '{"type":"num.key","data":{"n":12345678901234567891}}', headers });
+    expect([first.status, second.status]).toEqual([400, 400]);
+  });
+});
+
+describe("item 19: failed authentication is throttled; /metrics can be protected", () => {
+  it("answers 429 with Retry-After after 20 wrong keys from one address; a right key still passes", async () => {
+    const own = await startTestApi(testConfig(database.url));
+    try {
+      for (let i = 0; i < 20; i++) expect((await own.call("GET", "/v1/deliveries", { key: `wrong-${i}` })).status).toBe(401);
+      const throttled = await own.call("GET", "/v1/deliveries", { key: "wrong-again" });
+      expect(throttled.status).toBe(429);
+      expect(throttled.body.error).toMatchObject({ type: "rate_limit_error", code: "too_many_failed_authentications" });
+      expect(Number(throttled.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+      expectErrorShape(throttled);
+      expect((await own.call("GET", "/v1/deliveries", { key: null })).status).toBe(429);
+      expect((await own.call("GET", "/v1/deliveries")).status).toBe(200);
+      expect((await own.call("GET", "/healthz", { key: null })).status).toBe(200);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it("locks Bull Board for an address after 20 wrong passwords, right password included", async () => {
+    const own = await startTestApi(testConfig(database.url, { ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" }));
+    const basic = (password: string) => ({ authorization: `Basic ${Buffer.from(`admin:${password}`).toString("base64")}` });
+    try {
+      expect((await own.call("GET", "/admin/queues", { key: null, headers: basic("s3cret") })).status).toBe(200);
+      for (let i = 0; i < 20; i++) expect((await own.call("GET", "/admin/queues", { key: null, headers: basic(`guess${i}`) })).status).toBe(401);
+      const locked = await own.call("GET", "/admin/queues", { key: null, headers: basic("s3cret") });
+      expect(locked.status).toBe(429);
+      expect(locked.headers["retry-after"]).toBeDefined();
+      expectErrorShape(locked);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it("looks a wrong key up in PostgreSQL at most once, and a malformed one never", async () => {
+    const target = new URL(database.url);
+    const proxy = await startProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const own = await startTestApi(testConfig(withPort(database.url, proxy.port)));
+    const wellFormed = (c: string) => `whk_${c.repeat(43)}`;
+    try {
+      expect((await own.call("GET", "/v1/deliveries", { key: wellFormed("A") })).status).toBe(401);
+      await proxy.cut();
+      // PostgreSQL is gone: only a key that needs a query can tell.
+      expect((await own.call("GET", "/v1/deliveries", { key: wellFormed("A") })).status).toBe(401);
+      expect((await own.call("GET", "/v1/deliveries", { key: "whk_short" })).status).toBe(401);
+      expect((await own.call("GET", "/v1/deliveries", { key: wellFormed("B") })).status).toBe(503);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it("puts /metrics behind METRICS_TOKEN when it is set", async () => {
+    const own = await startTestApi(testConfig(database.url, { METRICS_TOKEN: "metrics-token-123" }));
+    try {
+      for (const headers of [{}, { authorization: "Bearer nope" }, { authorization: `Bearer ${TEST_API_KEY}` }] as Record<string, string>[]) {
+        const response = await own.call("GET", "/metrics", { key: null, headers });
+        expect(response.status).toBe(401);
+        expect(response.body.error).toMatchObject({ type: "authentication_error", code: "metrics_token_invalid" });
+        expectErrorShape(response);
+      }
+      const allowed = await own.call("GET", "/metrics", { key: null, headers: { authorization: "Bearer metrics-token-123" } });
+      expect(allowed.status).toBe(200);
+      expect(allowed.body).toContain("webhook_api_request_duration_seconds");
+      expect((await own.call("GET", "/healthz", { key: null })).status).toBe(200);
+    } finally {
+      await own.close();
+    }
+  });
+});

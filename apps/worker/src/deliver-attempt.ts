@@ -80,7 +80,9 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Pro
       return { kind: "done" };
     }
 
-    // 5. Sign and send.
+    // 5. Sign and send (paced, for a rate-limited subscription).
+    const rateLimit = delivery.subscription.rateLimit;
+    if (rateLimit !== null) await paceSend(deps, delivery.subscriptionId, rateLimit, deliveryId);
     const body = webhookBody(delivery);
     const headers = signWebhook({
       secretKey: deps.secretKeys.get(delivery.secretId, delivery.secretCiphertext),
@@ -123,6 +125,15 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Pro
       return [] as Wake[];
     });
     await wake(deps, wakes);
+  }
+}
+
+/** Contract §11: the receiver never sees more than rate_limit requests in a second. */
+async function paceSend(deps: AttemptDeps, subscriptionId: string, rateLimit: number, deliveryId: string): Promise<void> {
+  for (;;) {
+    const waitMs = await deps.gate.pace(subscriptionId, rateLimit, deliveryId);
+    if (waitMs <= 0) return;
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
   }
 }
 

@@ -114,9 +114,12 @@ export function changesHealth(health: EndpointHealth, result: AttemptResult, now
 
 const LAST_SUCCESS_PRECISION_MS = 1_000;
 
-/** PUT active:true after a disable: clears the reason and closes the circuit (contract §11). */
+/**
+ * PUT active:true after a disable: clears the reason and closes the circuit (contract §11). The
+ * failing streak starts afresh too, or the first failure after it would disable it again.
+ */
 export function reenable(health: EndpointHealth): EndpointHealth {
-  return { ...health, active: true, disabledReason: null, circuitOpenedAt: null, heldUntil: null, consecutiveFailures: 0 };
+  return { ...health, active: true, disabledReason: null, circuitOpenedAt: null, heldUntil: null, consecutiveFailures: 0, failingSince: null };
 }
 
 /** What the API shows as `health.state`. */

@@ -33,7 +33,9 @@ const eventTypeOf: Record<HealthChange, OperationalEventType> = {
  * Applies finished attempts to their subscriptions' health (core's endpoint-health rules) and
  * publishes the operational events their changes call for, in one transaction: the health and
  * the event that announces it are committed together or not at all. The rows are locked in id
- * order, so concurrent workers serialise per subscription without deadlocking.
+ * order, so concurrent workers serialise per subscription without deadlocking, and with FOR NO
+ * KEY UPDATE, which does not conflict with the key-share locks that inserting deliveries takes
+ * on their subscription (FOR UPDATE would make every publish to it wait, and could deadlock).
  *
  * Returns the updates and the operational deliveries, which the caller enqueues after commit.
  */
@@ -57,7 +59,7 @@ export async function recordEndpointResults(
       active: boolean;
     }>(
       `SELECT id, consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active
-       FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`,
+       FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
       [ids],
     );
     const updates = new Map<string, HealthUpdate>();

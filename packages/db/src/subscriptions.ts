@@ -83,6 +83,7 @@ const reenabledHealth = {
   circuitOpenedAt: null,
   heldUntil: null,
   consecutiveFailures: 0,
+  failingSince: null,
 } as const satisfies Partial<EndpointHealth>;
 
 function assertDeliverableUrl(url: string, policy: DestinationPolicy): void {

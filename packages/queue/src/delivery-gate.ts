@@ -7,18 +7,19 @@ import type { Redis } from "ioredis";
  * Per subscription S, in Redis:
  * - in-flight:S      attempts under way (delivery id -> lease expiry), at most max_in_flight;
  * - in-flight origin the same per origin (scheme, host, port), at most ORIGIN_MAX_IN_FLIGHT;
- * - rate:S           the starts of the last second, at most rate_limit (a sliding window, so the
- *                    receiver never sees more than rate_limit in any second);
+ * - rate:S           the starts of the last RATE_WINDOW_MS, at most rate_limit (a sliding
+ *                    window a little longer than a second, see below);
  * - probe:S          the one probe an open circuit lets through per interval;
  * - line:S           deliveries waiting, in the order they began to wait;
- * - turn:S           the one delivery of the line whose turn it is (taken out of the line and
- *                    woken, now or at a known time).
+ * - turn:S           the deliveries whose turn it is (taken out of the line and woken, now
+ *                    or at a known time); they count as taking room until they start.
  *
  * A delivery that must wait joins the line and its job leaves the worker slot (the worker parks
- * it as a delayed job). It is woken, one at a time, when it may start: when an attempt of S ends
- * (a slot is free), when an attempt starts and S still has room (so a backlog drains at the
- * subscription's full allowance), or at a known time (the end of a Retry-After hold, the next
- * probe of an open circuit, the moment the rate window has room). No delivery polls. A wake that
+ * it as a delayed job). Deliveries are woken from the head of the line, as many as there is room
+ * for, when they may start: when an attempt of S ends (a slot is free), when an attempt starts
+ * and S still has room (so a backlog drains at the subscription's full allowance, in parallel),
+ * or at a known time (the end of a Retry-After hold, the next probe of an open circuit, the
+ * moment the rate window has room). No delivery polls. A wake that
  * gets lost (a worker killed between the decision and the wake) is recovered by `nudge`, which
  * the reconciler runs for every subscription with a line, and by the parked job's own long
  * fallback timer.
@@ -29,6 +30,15 @@ import type { Redis } from "ioredis";
 
 /** A turn not taken up by then was lost (its worker died): the line moves on. */
 const LOST_TURN_MS = 60_000;
+
+/**
+ * rate_limit counts the starts in a window 100 ms longer than a second: an attempt reaches the
+ * receiver some milliseconds after the gate lets it start (the attempt is recorded first), and
+ * that time varies, so with an exact second two starts 1,000 ms apart could arrive 900 ms apart.
+ * The margin keeps the receiver's own count per second at or below rate_limit, at the price of
+ * a sustained rate of rate_limit per 1.1 s.
+ */
+const RATE_WINDOW_MS = 1_100;
 
 /** What the gate knows of a delivery's subscription, read with the claim (fresh each attempt). */
 export interface GateInput {
@@ -61,33 +71,51 @@ export type GateDecision =
   | { go: true; probe: boolean; wakes: Wake[] }
   | { go: false; reason: GateWaitReason; wakes: Wake[] };
 
+/** A single wake-up moves at most this many deliveries out of a line (bounds one script's work). */
+const MAX_WAKES = 50;
+
 const SHARED_LUA = `
-local function wake_next(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, now)
-  if redis.call('ZCARD', turn) > 0 then return nil end
-  local head = redis.call('ZRANGE', line, 0, 0)[1]
-  if not head then return nil end
-  if redis.call('ZCARD', inflight) >= max_in_flight or redis.call('ZCARD', origin) >= origin_max then return nil end
+-- Gives turns to the head of the line, as many as the subscription, its origin and its rate
+-- window have room for now (pending turns count as taken); when only the rate window is full,
+-- gives the head one turn for the moment it frees. Returns {id, at, id, at, ...}.
+local function wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes)
+  local woken = {}
+  local waiting = redis.call('ZCARD', line)
+  if waiting == 0 then return woken end
+  local pending = redis.call('ZCARD', turn)
+  local room = math.min(max_in_flight - redis.call('ZCARD', inflight), origin_max - redis.call('ZCARD', origin)) - pending
+  if room <= 0 then return woken end
   local at = now
   if rate_limit > 0 then
-    redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - 1000)
-    if redis.call('ZCARD', rate) >= rate_limit then
-      at = tonumber(redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')[2]) + 1000
+    redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - rate_window)
+    local rate_room = rate_limit - redis.call('ZCARD', rate) - pending
+    if rate_room <= 0 then
+      if pending > 0 then return woken end
+      room = 1
+      at = tonumber(redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')[2]) + rate_window
+    else
+      room = math.min(room, rate_room)
     end
   end
-  redis.call('ZREM', line, head)
-  redis.call('ZADD', turn, at, head)
-  return {head, tostring(at)}
+  local heads = redis.call('ZRANGE', line, 0, math.min(room, waiting, max_wakes) - 1)
+  for _, head in ipairs(heads) do
+    redis.call('ZREM', line, head)
+    redis.call('ZADD', turn, at, head)
+    table.insert(woken, head)
+    table.insert(woken, tostring(at))
+  end
+  return woken
 end
 `;
 
 // KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, probe:S, origin-line, lines
-// ARGV: id, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open, probe_ms, subscription, disabled, lost_turn_ms
+// ARGV: id, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open, probe_ms, subscription, disabled, lost_turn_ms, rate_window, max_wakes
 const ACQUIRE_LUA = `${SHARED_LUA}
 local inflight, origin, rate, line, turn, probe, origin_line, lines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_in_flight, origin_max, rate_limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local held_until, circuit_open, probe_ms = tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
-local subscription, disabled, lost_turn_ms = ARGV[10], ARGV[11] == '1', tonumber(ARGV[12])
+local subscription, disabled, lost_turn_ms, rate_window, max_wakes = ARGV[10], ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
@@ -141,10 +169,10 @@ if redis.call('ZCARD', inflight) >= max_in_flight then blocked = 'max_in_flight'
 elseif redis.call('ZCARD', origin) >= origin_max then blocked = 'origin_max_in_flight' end
 local rate_wait = nil
 if not blocked and rate_limit > 0 then
-  redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - 1000)
+  redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - rate_window)
   if redis.call('ZCARD', rate) >= rate_limit then
     blocked = 'rate_limit'
-    rate_wait = tonumber(redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')[2]) + 1000 - now
+    rate_wait = tonumber(redis.call('ZRANGE', rate, 0, 0, 'WITHSCORES')[2]) + rate_window - now
   end
 end
 if blocked then
@@ -156,29 +184,29 @@ redis.call('ZADD', inflight, now + lease, id)
 redis.call('ZADD', origin, now + lease, id)
 if rate_limit > 0 then
   redis.call('ZADD', rate, now, id .. '@' .. now)
-  redis.call('PEXPIRE', rate, 2000)
+  redis.call('PEXPIRE', rate, rate_window * 2)
 end
 -- A probe decides alone whether the rest may follow; otherwise pass the turn on while there is room.
 if is_probe then return {1, '1'} end
-local woken = wake_next(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, now)
-if woken then return {1, '0', woken[1], woken[2]} end
-return {1, '0'}
+local reply = {1, '0'}
+for _, item in ipairs(wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes)) do
+  table.insert(reply, item)
+end
+return reply
 `;
 
 // KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, origin-line
-// ARGV: id, now, max_in_flight, origin_max, rate_limit, key prefix, lost_turn_ms
+// ARGV: id, now, max_in_flight, origin_max, rate_limit, key prefix, lost_turn_ms, rate_window, max_wakes
 const RELEASE_LUA = `${SHARED_LUA}
 local inflight, origin, rate, line, turn, origin_line = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, now = ARGV[1], tonumber(ARGV[2])
-local max_in_flight, origin_max, rate_limit, prefix, lost_turn_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local max_in_flight, origin_max, rate_limit, prefix, lost_turn_ms, rate_window, max_wakes = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 redis.call('ZREM', inflight, id)
 redis.call('ZREM', origin, id)
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
-local result = {}
-local woken = wake_next(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, now)
-if woken then table.insert(result, woken[1]); table.insert(result, woken[2]) end
+local result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes)
 -- The origin has room again: give a turn to a subscription that waited for it.
 if redis.call('ZCARD', origin) < origin_max then
   local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
@@ -216,10 +244,23 @@ redis.call('ZADD', turn, now, head)
 return head
 `;
 
+// KEYS: sent:S   ARGV: now, rate_limit, member
+const PACE_LUA = `
+local sent, now, rate_limit, member = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+redis.call('ZREMRANGEBYSCORE', sent, '-inf', now - 1000)
+if redis.call('ZCARD', sent) >= rate_limit then
+  return tonumber(redis.call('ZRANGE', sent, 0, 0, 'WITHSCORES')[2]) + 1000 - now
+end
+redis.call('ZADD', sent, now, member)
+redis.call('PEXPIRE', sent, 2000)
+return 0
+`;
+
 interface GateCommands {
   gateAcquire(...args: (string | number)[]): Promise<(string | number)[]>;
   gateRelease(...args: (string | number)[]): Promise<string[]>;
   gateNudge(...args: (string | number)[]): Promise<string | null>;
+  gatePace(...args: (string | number)[]): Promise<number>;
 }
 
 export class DeliveryGate {
@@ -232,6 +273,7 @@ export class DeliveryGate {
     redis.defineCommand("gateAcquire", { numberOfKeys: 8, lua: ACQUIRE_LUA });
     redis.defineCommand("gateRelease", { numberOfKeys: 6, lua: RELEASE_LUA });
     redis.defineCommand("gateNudge", { numberOfKeys: 4, lua: NUDGE_LUA });
+    redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
     this.#redis = redis as Redis & GateCommands;
   }
 
@@ -257,6 +299,8 @@ export class DeliveryGate {
       input.subscriptionId,
       input.disabled ? "1" : "0",
       LOST_TURN_MS,
+      RATE_WINDOW_MS,
+      MAX_WAKES,
     );
     const wakes = wakesFrom(reply.slice(2));
     if (Number(reply[0]) === 1) return { go: true, probe: reply[1] === "1", wakes };
@@ -279,8 +323,20 @@ export class DeliveryGate {
       input.rateLimit ?? 0,
       this.#prefix,
       LOST_TURN_MS,
+      RATE_WINDOW_MS,
+      MAX_WAKES,
     );
     return wakesFrom(reply);
+  }
+
+  /**
+   * The last step before a rate-limited subscription's request leaves: admission counted starts,
+   * but the time from start to send varies, so the sends themselves are counted too, over an
+   * exact second. Returns 0 when the request may leave now (and counts it), or how long to wait.
+   * Admission keeps this wait rare and short.
+   */
+  async pace(subscriptionId: string, rateLimit: number, deliveryId: string, now = Date.now()): Promise<number> {
+    return Number(await this.#redis.gatePace(this.#key("sent", subscriptionId), now, rateLimit, `${deliveryId}@${now}`));
   }
 
   /** When the delivery's turn is (epoch ms), if it has been given one. */

@@ -64,20 +64,22 @@ export class DeliveryQueue {
    * the one parking itself, and it looks for its turn once parked (see the worker).
    */
   async wake(wakes: Wake[]): Promise<void> {
-    for (const { deliveryId, at } of wakes) {
-      const delay = Math.max(0, at - Date.now());
-      const job = await this.queue.getJob(deliveryId);
-      if (!job) {
-        await this.queue.add(catalog.jobName, { deliveryId }, { jobId: deliveryId, delay });
-        continue;
-      }
-      try {
-        if (!(await job.isDelayed())) continue;
-        if (delay === 0) await job.promote();
-        else await job.changeDelay(delay);
-      } catch {
-        // It left the delayed state meanwhile (promoted by another waker, or started): fine.
-      }
+    await Promise.all(wakes.map((wake) => this.#wakeOne(wake)));
+  }
+
+  async #wakeOne({ deliveryId, at }: Wake): Promise<void> {
+    const delay = Math.max(0, at - Date.now());
+    const job = await this.queue.getJob(deliveryId);
+    if (!job) {
+      await this.queue.add(catalog.jobName, { deliveryId }, { jobId: deliveryId, delay });
+      return;
+    }
+    try {
+      if (!(await job.isDelayed())) return;
+      if (delay === 0) await job.promote();
+      else await job.changeDelay(delay);
+    } catch {
+      // It left the delayed state meanwhile (promoted by another waker, or started): fine.
     }
   }
 

@@ -35,7 +35,11 @@ export async function spawnService(
   const ready = options.ready ?? (name === "worker" ? "worker started" : "API listening");
 
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not start in time:\n${output}`)), options.timeoutMs ?? 30_000);
+    const timer = setTimeout(() => {
+      // The caller gets no handle to a process that failed to start: stop it here, or it lives on.
+      child.kill("SIGKILL");
+      reject(new Error(`${name} did not start in time:\n${output}`));
+    }, options.timeoutMs ?? 30_000);
     const check = () => {
       if (output.includes(ready)) {
         clearTimeout(timer);

@@ -25,6 +25,9 @@ export interface TestReceiver {
   received: ReceivedWebhook[];
   /** Requests being handled right now, by webhook-id: more than 1 means a concurrent duplicate. */
   maxConcurrentPerId: number;
+  /** Requests being answered right now, and the most there ever were at once. */
+  concurrent: number;
+  maxConcurrent: number;
   /** Secrets to verify with, keyed by nothing: any one that verifies counts. */
   secrets: string[];
   reply: (webhook: ReceivedWebhook, index: number) => Reply;
@@ -43,6 +46,8 @@ export async function startReceiver(reply: TestReceiver["reply"] = () => ({ stat
     url: "",
     received: [],
     maxConcurrentPerId: 0,
+    concurrent: 0,
+    maxConcurrent: 0,
     secrets: [],
     reply,
     countsById() {
@@ -57,6 +62,16 @@ export async function startReceiver(reply: TestReceiver["reply"] = () => ({ stat
   };
 
   const server = createServer((req, res) => {
+    // Counted from the request's arrival to its answer (or its connection closing).
+    state.concurrent += 1;
+    state.maxConcurrent = Math.max(state.maxConcurrent, state.concurrent);
+    let counted = true;
+    const done = () => {
+      if (counted) state.concurrent -= 1;
+      counted = false;
+    };
+    res.once("finish", done);
+    res.once("close", done);
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {

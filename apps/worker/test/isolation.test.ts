@@ -1,0 +1,270 @@
+import { createTestDatabase, spawnService, startReceiver, startTestApi, testEnv, waitFor, type ServiceProcess, type TestApi, type TestReceiver } from "@webhooks/testing";
+import { loadConfig } from "@webhooks/core";
+import { afterEach, describe, expect, it } from "vitest";
+import { publish, startStack, type Stack } from "./stack.ts";
+
+/**
+ * Endpoint isolation (contract §11), with real receivers on loopback: one customer's slow, dead
+ * or refusing endpoint never delays anyone else's webhooks, and the limits a subscription sets
+ * hold across every worker process.
+ */
+const cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const close of cleanup.splice(0).reverse()) await close().catch(() => {});
+});
+
+async function stack(overrides: Record<string, string> = {}): Promise<Stack> {
+  const database = await createTestDatabase();
+  cleanup.push(() => database.drop());
+  const started = await startStack(database.url, overrides);
+  cleanup.push(() => started.close());
+  return started;
+}
+
+async function receiver(reply?: TestReceiver["reply"]): Promise<TestReceiver> {
+  const started = await startReceiver(reply);
+  cleanup.push(() => started.close());
+  return started;
+}
+
+/** Two worker processes sharing the API's database and queue, as in production. */
+async function twoWorkerProcesses(overrides: Record<string, string>): Promise<{ api: TestApi; env: Record<string, string> }> {
+  const database = await createTestDatabase();
+  cleanup.push(() => database.drop());
+  const env = testEnv(database.url, overrides);
+  const api = await startTestApi(loadConfig(env));
+  cleanup.push(() => api.close());
+  for (let i = 0; i < 2; i++) {
+    const worker: ServiceProcess = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
+    cleanup.push(async () => {
+      worker.kill("SIGKILL");
+      await worker.exited;
+    });
+  }
+  return { api, env };
+}
+
+async function subscribe(api: TestApi, body: Record<string, unknown>): Promise<{ id: string; secret: string }> {
+  const response = await api.call("POST", "/v1/subscriptions", { json: { events: ["*"], ...body } });
+  if (response.status !== 201) throw new Error(`subscribe failed: ${JSON.stringify(response.body)}`);
+  return { id: response.body.id, secret: response.body.secret };
+}
+
+async function deliveriesOfSubscription(api: TestApi, subscriptionId: string): Promise<Record<string, any>[]> {
+  const response = await api.call("GET", `/v1/deliveries?limit=100&subscription_id=${subscriptionId}`);
+  return response.body.data;
+}
+
+async function health(api: TestApi, subscriptionId: string): Promise<Record<string, any>> {
+  return (await api.call("GET", `/v1/subscriptions/${subscriptionId}`)).body;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("endpoint isolation", () => {
+  it("keeps a healthy subscription's webhooks flowing beside endpoints that never answer", async () => {
+    // 20 worker slots; five hanging endpoints may hold 2 each. Without isolation the hanging
+    // deliveries would take every slot for the whole timeout.
+    const s = await stack({ WORKER_CONCURRENCY: "20", DEFAULT_MAX_IN_FLIGHT: "2", DELIVERY_TIMEOUT: "8s", RETRY_SCHEDULE: "1s" });
+    const healthy = await receiver();
+    const hanging: TestReceiver[] = [];
+    for (let i = 0; i < 5; i++) {
+      const rx = await receiver(() => ({ status: 200, delayMs: 60_000 }));
+      hanging.push(rx);
+      await subscribe(s.api, { url: rx.url, events: ["noise"] });
+    }
+    const sub = await subscribe(s.api, { url: healthy.url, events: ["healthy"] });
+    healthy.secrets.push(sub.secret);
+
+    // 100 deliveries to the hanging endpoints, then the healthy events beside them.
+    for (let i = 0; i < 20; i++) await publish(s.api, "noise", { i });
+    await waitFor(() => hanging.every((rx) => rx.concurrent === 2), { what: "every hanging endpoint holding its 2 slots" });
+    const sentAt: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      sentAt.push(Date.now());
+      await publish(s.api, "healthy", { i });
+      await sleep(50);
+    }
+    await waitFor(() => healthy.received.length === 20, { timeoutMs: 5_000, what: "all 20 healthy webhooks" });
+    const latencies = healthy.received.map((webhook) => webhook.receivedAt - sentAt[Number(webhook.json.data.i)]!);
+    // Well under the 8 s the hanging attempts take: they did not wait for a slot.
+    expect(Math.max(...latencies)).toBeLessThan(2_000);
+    expect(healthy.received.every((webhook) => webhook.signatureValid)).toBe(true);
+    // Each hanging endpoint never saw more than its max_in_flight.
+    expect(hanging.map((rx) => rx.maxConcurrent)).toEqual([2, 2, 2, 2, 2]);
+    // The waiting deliveries spent no attempt: only those in flight count one.
+    const noise = (await s.api.call("GET", "/v1/deliveries?limit=100&event=noise")).body.data as Record<string, any>[];
+    expect(noise).toHaveLength(100);
+    expect(noise.filter((d) => d.attempts > 0)).toHaveLength(10);
+  });
+
+  it("caps a destination at max_in_flight across two worker processes, and at the origin's cap", async () => {
+    const { api } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "20", ORIGIN_MAX_IN_FLIGHT: "5" });
+    const slow = await receiver(() => ({ status: 200, delayMs: 150 }));
+    const sub = await subscribe(api, { url: `${slow.url}/capped`, events: ["capped"], max_in_flight: 3 });
+    slow.secrets.push(sub.secret);
+    for (let i = 0; i < 30; i++) await publish(api, "capped", { i });
+    await waitFor(() => slow.received.length === 30, { timeoutMs: 30_000, what: "30 deliveries" });
+    expect(slow.maxConcurrent).toBe(3);
+
+    // Three subscriptions on one origin: together never more than ORIGIN_MAX_IN_FLIGHT.
+    const shared = await receiver(() => ({ status: 200, delayMs: 150 }));
+    for (let i = 0; i < 3; i++) await subscribe(api, { url: `${shared.url}/path-${i}`, events: ["shared"], max_in_flight: 4 });
+    for (let i = 0; i < 15; i++) await publish(api, "shared", { i });
+    await waitFor(() => shared.received.length === 45, { timeoutMs: 30_000, what: "45 deliveries to one origin" });
+    expect(shared.maxConcurrent).toBe(5);
+    // Waiting spent nothing: one attempt each.
+    await waitFor(async () => ((await api.call("GET", "/v1/deliveries?limit=100&status=queued")).body.data as unknown[]).length === 0, { what: "nothing queued" });
+    const all = (await api.call("GET", "/v1/deliveries?limit=100&event=shared")).body.data as Record<string, any>[];
+    expect(all.map((d) => d.attempts)).toEqual(Array(45).fill(1));
+  });
+
+  it("holds rate_limit across two worker processes", async () => {
+    const { api } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "20" });
+    const rx = await receiver();
+    const sub = await subscribe(api, { url: rx.url, events: ["limited"], rate_limit: 5 });
+    rx.secrets.push(sub.secret);
+    for (let i = 0; i < 20; i++) await publish(api, "limited", { i });
+    await waitFor(() => rx.received.length === 20, { timeoutMs: 30_000, what: "20 deliveries" });
+    const times = rx.received.map((webhook) => webhook.receivedAt).sort((a, b) => a - b);
+    // In every second the receiver sees at most 5: any 6 arrivals span at least a second (less
+    // 50 ms, for this busy machine's variation between an attempt's start and its arrival).
+    for (let i = 0; i + 5 < times.length; i++) expect(times[i + 5]! - times[i]!).toBeGreaterThanOrEqual(950);
+    // And the limit is a limit, not a stall: 20 at 5/s takes about 3 s.
+    expect(times.at(-1)! - times[0]!).toBeLessThan(6_000);
+    expect(rx.received.every((webhook) => webhook.signatureValid)).toBe(true);
+  });
+
+  it("holds the whole subscription on a 429 with Retry-After, spending no attempt", async () => {
+    const s = await stack({ RETRY_SCHEDULE: "100ms" });
+    let refused = false;
+    const rx = await receiver(() => {
+      if (!refused) {
+        refused = true;
+        return { status: 429, headers: { "retry-after": "2" } };
+      }
+      return { status: 200 };
+    });
+    const sub = await subscribe(s.api, { url: rx.url, events: ["held"], max_in_flight: 1 });
+    await publish(s.api, "held", { i: 0 });
+    await waitFor(() => rx.received.length === 1, { what: "the 429" });
+    const refusedAt = rx.received[0]!.receivedAt;
+    const held = await waitFor(async () => {
+      const current = await health(s.api, sub.id);
+      return current.health.state === "circuit_open" ? current : undefined;
+    }, { what: "the hold" });
+    expect(Date.parse(held.health.retry_at) - refusedAt).toBeGreaterThan(1_500);
+    // Published during the hold: they wait for its end, not only the delivery that got the 429.
+    for (let i = 1; i <= 4; i++) await publish(s.api, "held", { i });
+    // The 429, then the first delivery's retry and the other four, all after the hold.
+    await waitFor(() => rx.received.length === 6, { timeoutMs: 10_000, what: "all five delivered" });
+    for (const webhook of rx.received.slice(1)) expect(webhook.receivedAt - refusedAt).toBeGreaterThanOrEqual(1_900);
+    const deliveries = await deliveriesOfSubscription(s.api, sub.id);
+    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).every((d) => d.status === "delivered"), { what: "all delivered" });
+    // One attempt each, but the first: two (the 429, then its retry after the hold).
+    expect((await deliveriesOfSubscription(s.api, sub.id)).map((d) => d.attempts).sort()).toEqual([1, 1, 1, 1, 2]);
+    expect(deliveries).toHaveLength(5);
+    expect((await health(s.api, sub.id)).health).toMatchObject({ state: "healthy", retry_at: null, consecutive_failures: 0 });
+  });
+
+  it("opens the circuit, probes once per interval without spending attempts, and closes it on success", async () => {
+    const s = await stack({ RETRY_SCHEDULE: "100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms", CIRCUIT_FAILURE_THRESHOLD: "3", CIRCUIT_PROBE_INTERVAL: "1s" });
+    let up = false;
+    const rx = await receiver(() => ({ status: up ? 200 : 500 }));
+    const monitor = await receiver();
+    const sub = await subscribe(s.api, { url: rx.url, events: ["flaky"] });
+    rx.secrets.push(sub.secret);
+    const watcher = await subscribe(s.api, {
+      url: monitor.url,
+      events: ["operational.subscription.circuit_opened", "operational.subscription.circuit_closed"],
+    });
+    monitor.secrets.push(watcher.secret);
+    // A "*" subscription never gets operational events.
+    const everything = await receiver();
+    await subscribe(s.api, { url: everything.url, events: ["*"] });
+
+    for (let i = 0; i < 10; i++) await publish(s.api, "flaky", { i });
+    await waitFor(async () => (await health(s.api, sub.id)).health.state === "circuit_open", { what: "the circuit to open" });
+    const opened = await health(s.api, sub.id);
+    expect(opened.health.consecutive_failures).toBeGreaterThanOrEqual(3);
+    expect(opened.health.retry_at).not.toBeNull();
+
+    // While open: about one probe per second, whatever the retry schedule (100 ms) would do.
+    const before = rx.received.length;
+    await sleep(3_000);
+    const probes = rx.received.length - before;
+    expect(probes).toBeGreaterThanOrEqual(1);
+    expect(probes).toBeLessThanOrEqual(4);
+    const spent = (await deliveriesOfSubscription(s.api, sub.id)).reduce((sum, d) => sum + d.attempts, 0);
+    expect(spent).toBe(rx.received.length);
+
+    up = true;
+    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).every((d) => d.status === "delivered"), { timeoutMs: 10_000, what: "the backlog to drain" });
+    expect((await health(s.api, sub.id)).health).toMatchObject({ state: "healthy", consecutive_failures: 0, retry_at: null });
+
+    await waitFor(() => monitor.received.length === 2, { what: "circuit_opened and circuit_closed" });
+    expect(monitor.received.map((w) => w.json.type)).toEqual(["operational.subscription.circuit_opened", "operational.subscription.circuit_closed"]);
+    expect(monitor.received.every((w) => w.signatureValid)).toBe(true);
+    expect(monitor.received[0]!.json.data).toMatchObject({ subscription_id: sub.id, reason: "consecutive_failures", response_code: 500 });
+    expect(monitor.received[1]!.json.data).toMatchObject({ subscription_id: sub.id, reason: "probe_succeeded", response_code: 200, error: null });
+    expect(everything.received.filter((w) => w.json.type.startsWith("operational."))).toEqual([]);
+  });
+
+  it("disables a subscription that keeps failing for AUTO_DISABLE_AFTER, and tells the operator", async () => {
+    const s = await stack({ RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms", AUTO_DISABLE_AFTER: "1s", CIRCUIT_FAILURE_THRESHOLD: "100" });
+    const rx = await receiver(() => ({ status: 500, body: "down" }));
+    const monitor = await receiver();
+    const sub = await subscribe(s.api, { url: rx.url, events: ["doomed"] });
+    const watcher = await subscribe(s.api, { url: monitor.url, events: ["operational.subscription.disabled"] });
+    monitor.secrets.push(watcher.secret);
+    await publish(s.api, "doomed", {});
+    await waitFor(async () => (await health(s.api, sub.id)).disabled_reason === "failing", { timeoutMs: 10_000, what: "auto-disable" });
+    const disabled = await health(s.api, sub.id);
+    expect(disabled).toMatchObject({ active: false, disabled_reason: "failing" });
+    await waitFor(() => monitor.received.length === 1, { what: "the disabled event" });
+    expect(monitor.received[0]!.json).toMatchObject({ type: "operational.subscription.disabled", data: { subscription_id: sub.id, reason: "failing", response_code: 500 } });
+    expect(monitor.received[0]!.signatureValid).toBe(true);
+
+    // Its pending delivery stays as it is, unattempted, while disabled.
+    const received = rx.received.length;
+    await sleep(800);
+    expect(rx.received.length).toBe(received);
+    const [pending] = await deliveriesOfSubscription(s.api, sub.id);
+    expect(pending).toMatchObject({ status: "failed" });
+    expect(pending!.attempts).toBe(received);
+    // New events do not reach it (it is inactive).
+    await publish(s.api, "doomed", {});
+    expect(await deliveriesOfSubscription(s.api, sub.id)).toHaveLength(1);
+  });
+
+  it("disables a subscription at once on 410 Gone", async () => {
+    const s = await stack({ RETRY_SCHEDULE: "100ms" });
+    const rx = await receiver(() => ({ status: 410 }));
+    const monitor = await receiver();
+    const sub = await subscribe(s.api, { url: rx.url, events: ["gone"] });
+    const watcher = await subscribe(s.api, { url: monitor.url, events: ["operational.subscription.disabled"] });
+    monitor.secrets.push(watcher.secret);
+    await publish(s.api, "gone", {});
+    await waitFor(() => monitor.received.length === 1, { what: "the disabled event" });
+    expect(monitor.received[0]!.json.data).toMatchObject({ subscription_id: sub.id, reason: "gone", response_code: 410 });
+    expect(monitor.received[0]!.signatureValid).toBe(true);
+    expect(await health(s.api, sub.id)).toMatchObject({ active: false, disabled_reason: "gone" });
+    expect(rx.received).toHaveLength(1);
+  });
+
+  it("delivers everything once receivers recover, with nothing lost or left waiting", async () => {
+    const s = await stack({ WORKER_CONCURRENCY: "10", DEFAULT_MAX_IN_FLIGHT: "2", RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms", CIRCUIT_FAILURE_THRESHOLD: "2", CIRCUIT_PROBE_INTERVAL: "500ms", DELIVERY_TIMEOUT: "1s" });
+    let up = false;
+    const flaky = await Promise.all([0, 1, 2].map(() => receiver(() => (up ? { status: 200 } : { status: 503 }))));
+    const slow = await receiver(() => (up ? { status: 200 } : { status: 200, delayMs: 5_000 }));
+    for (const rx of [...flaky, slow]) await subscribe(s.api, { url: rx.url, events: ["burst"] });
+    for (let i = 0; i < 25; i++) await publish(s.api, "burst", { i });
+    await sleep(2_000);
+    up = true;
+    await waitFor(async () => ((await s.api.call("GET", "/v1/deliveries?limit=100&status=delivered")).body.data as unknown[]).length === 100, {
+      timeoutMs: 30_000,
+      what: "all 100 delivered",
+    });
+    for (const rx of [...flaky, slow]) expect(new Set(rx.received.filter((w) => w.headers["webhook-id"]).map((w) => w.json.data.i)).size).toBe(25);
+  });
+});

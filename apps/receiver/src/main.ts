@@ -1,17 +1,25 @@
-// `npm run receiver -- --secret whsec_... [--port 4000] [--status 200]`
+// `WEBHOOK_SECRET=whsec_... npm run receiver -- [--port 4000] [--status 200]`
 // A local endpoint for trying the service: it checks each webhook's signature with the official
 // Standard Webhooks library and prints the webhook. --status makes it answer with another
 // status, to watch retries happen.
+//
+// The secret comes from the environment or a file, never from the command line: `npm run` prints
+// the command line with its arguments, and the shell history and `ps` keep them too.
+import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
 
-const usage = "Usage: npm run receiver -- --secret <whsec_...> [--port 4000] [--status 200]";
+const usage = `Usage: WEBHOOK_SECRET=<whsec_...> npm run receiver -- [--port 4000] [--status 200]
+       npm run receiver -- --secret-file <file holding whsec_...> [--port 4000] [--status 200]`;
 let options;
 try {
   options = parseArgs({
     options: {
-      secret: { type: "string", default: process.env.WEBHOOK_SECRET },
+      "secret-file": { type: "string" },
+      // Only to refuse it with a useful message: by then npm has already printed it.
+      secret: { type: "string" },
       port: { type: "string", default: "4000" },
       status: { type: "string", default: "200" },
       help: { type: "boolean", short: "h" },
@@ -25,14 +33,38 @@ if (options.help) {
   console.log(usage);
   process.exit(0);
 }
+if (options.secret !== undefined) {
+  console.error(`--secret is not accepted: npm prints the command line, secret included. Set WEBHOOK_SECRET or use --secret-file.\n${usage}`);
+  process.exit(1);
+}
 const port = Number(options.port);
 const status = Number(options.status);
-if (!Number.isInteger(port) || !Number.isInteger(status) || status < 100 || status > 599) {
+if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(status) || status < 100 || status > 599) {
   console.error(usage);
   process.exit(1);
 }
-const verifier = options.secret ? new Webhook(options.secret) : undefined;
-if (!verifier) console.warn("No --secret given: signatures will not be checked.");
+let secret = process.env.WEBHOOK_SECRET || undefined;
+if (options["secret-file"] !== undefined) {
+  if (secret) {
+    console.error(`Give the secret once: WEBHOOK_SECRET or --secret-file, not both.\n${usage}`);
+    process.exit(1);
+  }
+  try {
+    secret = readFileSync(options["secret-file"], "utf8").trim();
+  } catch (error) {
+    console.error(`Cannot read --secret-file: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+let verifier: Webhook | undefined;
+try {
+  verifier = secret ? new Webhook(secret) : undefined;
+} catch {
+  // The library's message would not say which input was wrong; never echo the value itself.
+  console.error("The secret is not a Standard Webhooks secret (whsec_ followed by base64): check WEBHOOK_SECRET or --secret-file.");
+  process.exit(1);
+}
+if (!verifier) console.warn("No secret given (WEBHOOK_SECRET or --secret-file): signatures will not be checked.");
 
 const server = createServer((req, res) => {
   const chunks: Buffer[] = [];
@@ -65,4 +97,6 @@ const server = createServer((req, res) => {
     res.writeHead(answer, { "content-type": "application/json" }).end(JSON.stringify({ received: answer < 300 }));
   });
 });
-server.listen(port, "127.0.0.1", () => console.log(`Receiving webhooks at http://127.0.0.1:${port}/ (Ctrl-C to stop)`));
+server.listen(port, "127.0.0.1", () => {
+  console.log(`Receiving webhooks at http://127.0.0.1:${(server.address() as AddressInfo).port}/ (Ctrl-C to stop)`);
+});

@@ -1,0 +1,125 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+// `npm run receiver` as the README runs it, from the repository root.
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+const SECRET = `whsec_${randomBytes(32).toString("base64")}`;
+
+interface Receiver {
+  url: string;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+function npmReceiver(args: string[], env: Record<string, string> = {}) {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_") && name !== "WEBHOOK_SECRET"));
+  // A process group of its own, so that stopping it stops npm and the receiver under it.
+  const child = spawn("npm", ["run", "receiver", "--", ...args], { cwd: ROOT, env: { ...inherited, ...env }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")));
+  return { child, exited, output: () => output };
+}
+
+async function startReceiver(args: string[], env: Record<string, string> = {}): Promise<Receiver> {
+  const { child, exited, output } = npmReceiver(["--port", "0", ...args], env);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`receiver did not start:\n${output()}`)), 30_000);
+    child.stdout.on("data", () => {
+      const match = /Receiving webhooks at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(output());
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`receiver exited (${code}):\n${output()}`));
+    });
+  });
+  return {
+    url,
+    output,
+    async stop() {
+      process.kill(-child.pid!, "SIGTERM");
+      await exited;
+    },
+  };
+}
+
+async function sendSigned(url: string, secret: string): Promise<number> {
+  const id = `evt_${randomBytes(8).toString("hex")}`;
+  const body = JSON.stringify({ type: "invoice.paid", timestamp: new Date().toISOString(), data: { invoice: "in_42" } });
+  const timestamp = new Date();
+  const signature = new Webhook(secret).sign(id, timestamp, body);
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(Math.floor(timestamp.getTime() / 1000)), "webhook-signature": signature },
+    body,
+  });
+  await response.text();
+  return response.status;
+}
+
+let directory: string;
+beforeAll(async () => {
+  directory = await mkdtemp(join(tmpdir(), "receiver-test-"));
+});
+afterAll(async () => {
+  await rm(directory, { recursive: true, force: true });
+});
+
+describe("npm run receiver", () => {
+  it("verifies signatures with the secret from WEBHOOK_SECRET, which it never prints", async () => {
+    const receiver = await startReceiver([], { WEBHOOK_SECRET: SECRET });
+    try {
+      expect(await sendSigned(receiver.url, SECRET)).toBe(200);
+      expect(await sendSigned(receiver.url, `whsec_${randomBytes(32).toString("base64")}`)).toBe(400);
+      expect(receiver.output()).toContain("signature valid");
+      expect(receiver.output()).toContain("SIGNATURE INVALID");
+    } finally {
+      await receiver.stop();
+    }
+    expect(receiver.output()).not.toContain(SECRET.slice("whsec_".length));
+  });
+
+  it("reads the secret from --secret-file", async () => {
+    const file = join(directory, "secret");
+    await writeFile(file, `${SECRET}\n`, { mode: 0o600 });
+    const receiver = await startReceiver(["--secret-file", file]);
+    try {
+      expect(await sendSigned(receiver.url, SECRET)).toBe(200);
+      expect(receiver.output()).toContain("signature valid");
+    } finally {
+      await receiver.stop();
+    }
+    expect(receiver.output()).not.toContain(SECRET.slice("whsec_".length));
+  });
+
+  it("refuses --secret, which npm would print, and a secret given twice", async () => {
+    const onCommandLine = npmReceiver(["--secret", "whsec_c2VjcmV0"]);
+    expect(await onCommandLine.exited).toBe(1);
+    expect(onCommandLine.output()).toContain("--secret is not accepted");
+    expect(onCommandLine.output()).toContain("WEBHOOK_SECRET");
+
+    const file = join(directory, "twice");
+    await writeFile(file, SECRET);
+    const twice = npmReceiver(["--secret-file", file], { WEBHOOK_SECRET: SECRET });
+    expect(await twice.exited).toBe(1);
+    expect(twice.output()).toContain("not both");
+  });
+
+  it("refuses a secret that is not a Standard Webhooks secret without echoing it", async () => {
+    const bad = npmReceiver([], { WEBHOOK_SECRET: "not-a-secret!!" });
+    expect(await bad.exited).toBe(1);
+    expect(bad.output()).toContain("not a Standard Webhooks secret");
+    expect(bad.output()).not.toContain("not-a-secret!!");
+  });
+});

@@ -44,6 +44,7 @@ export function createApp(deps: ApiDeps) {
       title: "Webhook Delivery Service API",
       version: "1.0.0",
       description: "Subscriptions, events and the delivery log. Errors share one shape; lists page by cursor.",
+      license: { name: "Apache-2.0", url: "https://www.apache.org/licenses/LICENSE-2.0" },
     },
     security: [{ apiKey: [] }],
   });

@@ -174,6 +174,7 @@ describe("operations", () => {
   it("serves an OpenAPI 3.1 document generated from the routes, and docs that use it", async () => {
     const response = await api.call("GET", "/openapi.json", { key: null });
     expect(response.body.openapi).toBe("3.1.0");
+    expect(response.body.info.license).toEqual({ name: "Apache-2.0", url: "https://www.apache.org/licenses/LICENSE-2.0" });
     expect(Object.keys(response.body.paths).sort()).toEqual(
       [
         "/v1/deliveries",

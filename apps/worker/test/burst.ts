@@ -48,3 +48,16 @@ export function duplicates(counts: Map<string, number>): { ids: number; extra: n
   }
   return { ids, extra };
 }
+
+/**
+ * Per event: the attempts its delivery counts, and the attempts in its log, of which those whose
+ * outcome is unknown (their worker died mid-send).
+ */
+export async function attemptsByEvent(databaseUrl: string): Promise<Map<string, { attempts: number; logged: number; unknown: number }>> {
+  const rows = await sql<{ event_id: string; attempts: number; logged: string; unknown: string }>(
+    databaseUrl,
+    `SELECT d.event_id, d.attempts, count(a.id) AS logged, count(a.id) FILTER (WHERE a.error LIKE 'outcome unknown%') AS unknown
+     FROM deliveries d LEFT JOIN delivery_attempts a ON a.delivery_id = d.id GROUP BY d.id`,
+  );
+  return new Map(rows.map((row) => [row.event_id, { attempts: row.attempts, logged: Number(row.logged), unknown: Number(row.unknown) }]));
+}

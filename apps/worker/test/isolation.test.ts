@@ -28,20 +28,22 @@ async function receiver(reply?: TestReceiver["reply"]): Promise<TestReceiver> {
 }
 
 /** Two worker processes sharing the API's database and queue, as in production. */
-async function twoWorkerProcesses(overrides: Record<string, string>): Promise<{ api: TestApi; env: Record<string, string> }> {
+async function twoWorkerProcesses(overrides: Record<string, string>): Promise<{ api: TestApi; env: Record<string, string>; workers: ServiceProcess[] }> {
   const database = await createTestDatabase();
   cleanup.push(() => database.drop());
   const env = testEnv(database.url, overrides);
   const api = await startTestApi(loadConfig(env));
   cleanup.push(() => api.close());
+  const workers: ServiceProcess[] = [];
   for (let i = 0; i < 2; i++) {
     const worker: ServiceProcess = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
+    workers.push(worker);
     cleanup.push(async () => {
       worker.kill("SIGKILL");
       await worker.exited;
     });
   }
-  return { api, env };
+  return { api, env, workers };
 }
 
 async function subscribe(api: TestApi, body: Record<string, unknown>): Promise<{ id: string; secret: string }> {
@@ -266,5 +268,22 @@ describe("endpoint isolation", () => {
       what: "all 100 delivered",
     });
     for (const rx of [...flaky, slow]) expect(new Set(rx.received.filter((w) => w.headers["webhook-id"]).map((w) => w.json.data.i)).size).toBe(25);
+  });
+
+  it("delivers everything, within the limits, when a worker is killed mid-run holding slots", async () => {
+    // The killed worker's slots come back when their lease ends (DELIVERY_TIMEOUT + 5 s), and the
+    // reconciler wakes the lines it left; nothing waits for a wake that died with it.
+    const { api, workers } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "10", DELIVERY_TIMEOUT: "1s", JOB_LOCK_DURATION: "2s", RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms" });
+    const rx = await receiver(() => ({ status: 200, delayMs: 100 }));
+    const sub = await subscribe(api, { url: rx.url, events: ["killed"], max_in_flight: 2 });
+    rx.secrets.push(sub.secret);
+    for (let i = 0; i < 40; i++) await publish(api, "killed", { i });
+    await waitFor(() => rx.received.length >= 10, { what: "the run to be under way" });
+    workers[0]!.kill("SIGKILL");
+    await workers[0]!.exited;
+    await waitFor(async () => (await deliveriesOfSubscription(api, sub.id)).every((d) => d.status === "delivered"), { timeoutMs: 40_000, what: "all 40 delivered" });
+    expect(new Set(rx.received.map((w) => w.json.data.i)).size).toBe(40);
+    expect(rx.maxConcurrent).toBeLessThanOrEqual(2);
+    expect(rx.received.every((w) => w.signatureValid)).toBe(true);
   });
 });

@@ -5,7 +5,7 @@ import type { Receiver } from "./receiver.ts";
 import { sleep, startApi, startWorker } from "./services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
 import { summarize, type Summary } from "./stats.ts";
-import { EVENT_TYPE, reportServiceOutput, type WorkerSetup } from "./throughput.ts";
+import { EVENT_TYPE, reportServiceOutput, workerEnv, type WorkerSetup } from "./throughput.ts";
 
 export interface LatencyResult extends WorkerSetup {
   targetRate: number;
@@ -43,7 +43,7 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup, rat
   const prefix = `${RUN_PREFIX}-latency-${ratePerSecond}`;
   const api = await startApi(databaseUrl, prefix);
   const workers = await Promise.all(
-    Array.from({ length: setup.workers }, (_, i) => startWorker(`worker-${i + 1}`, databaseUrl, prefix, { WORKER_CONCURRENCY: String(setup.concurrency) })),
+    Array.from({ length: setup.workers }, (_, i) => startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup))),
   );
   const client = new ApiClient(api.baseUrl, connections);
   try {

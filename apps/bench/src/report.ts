@@ -269,7 +269,8 @@ export function renderReport(r: BenchResults): string {
       `${settings.throughput.publishConcurrency} closed-loop clients (one undici Pool with keep-alive), i.e. ` +
       `${round(settings.throughput.events * settings.throughput.subscriptions)} deliveries. The clock runs from the first publish until the ` +
       "receiver has verified the last delivery. Then PostgreSQL must hold every delivery as `delivered` and `GET /v1/deliveries?status=queued` " +
-      "must return nothing. Setups (worker processes x WORKER_CONCURRENCY):",
+      "must return nothing. The one receiver stands in for the hosts of as many customers, so the origin cap (`ORIGIN_MAX_IN_FLIGHT`) is set to " +
+      "the setup's total concurrency (it is one origin here); everything else is at its default. Setups (worker processes x WORKER_CONCURRENCY):",
     table(
       ["setup", "deliveries/s", "seconds", "publishing took", "all `delivered` in PostgreSQL after", "invalid signatures", "duplicates", "queued listed by API", "peak DB connections", "CPU (cores) by process"],
       r.throughput.map((t) => [

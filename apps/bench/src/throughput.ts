@@ -10,6 +10,17 @@ export interface WorkerSetup {
   concurrency: number;
 }
 
+/**
+ * A worker's settings for the throughput and latency phases. Their subscriptions all point at
+ * one loopback receiver, which stands in for as many customers' hosts; being one origin here, it
+ * would be held to ORIGIN_MAX_IN_FLIGHT, which protects everyone from one bad host and is not what
+ * these phases measure. So the origin may have every worker slot; each subscription keeps its
+ * default max_in_flight.
+ */
+export function workerEnv(setup: WorkerSetup): Record<string, string> {
+  return { WORKER_CONCURRENCY: String(setup.concurrency), ORIGIN_MAX_IN_FLIGHT: String(setup.concurrency * setup.workers) };
+}
+
 /** What PostgreSQL did for the run, from its statistics views (the database is fresh per run). */
 export interface DatabaseWork {
   transactions: number;
@@ -84,7 +95,7 @@ export async function measureThroughput(
   const api = await startApi(databaseUrl, prefix, {}, options.nodeArgs?.api);
   const workers = await Promise.all(
     Array.from({ length: setup.workers }, (_, i) =>
-      startWorker(`worker-${i + 1}`, databaseUrl, prefix, { WORKER_CONCURRENCY: String(setup.concurrency) }, options.nodeArgs?.worker(i)),
+      startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup), options.nodeArgs?.worker(i)),
     ),
   );
   options.onStarted?.({ api: api.pid, workers: workers.map((worker) => worker.pid) });

@@ -60,10 +60,10 @@ describe("/metrics: endpoint health (contract §11)", () => {
     expect(samples(text, "webhook_subscription_circuit_open", "subscription_id")).toEqual({ [circuitOpen]: 1, [retryAfter]: 1 });
     expect(text).not.toContain(paused);
 
-    // Re-enabling closes the circuit: the next scrape no longer shows it.
+    // Re-enabling closes the circuit and starts afresh: the next scrape counts it healthy.
     expect((await api.call("PUT", `/v1/subscriptions/${circuitOpen}`, { json: { active: true } })).status).toBe(200);
     const after = await scrape();
-    expect(samples(after, "webhook_subscriptions", "health")).toEqual({ healthy: 3, failing: 2, circuit_open: 1, disabled: 1 });
+    expect(samples(after, "webhook_subscriptions", "health")).toEqual({ healthy: 4, failing: 1, circuit_open: 1, disabled: 1 });
     expect(samples(after, "webhook_subscription_circuit_open", "subscription_id")).toEqual({ [retryAfter]: 1 });
   });
 

@@ -366,9 +366,10 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     expect(reenabled.body).toMatchObject({
       active: true,
       disabled_reason: null,
-      // The failures since the last success stay on record; the circuit no longer holds attempts.
+      // A fresh start: the circuit no longer holds attempts, and the failing window begins again
+      // (or the next failure would disable it at once); the last success and failure stay on record.
       health: {
-        state: "failing",
+        state: "healthy",
         consecutive_failures: 0,
         last_success_at: times.last_success_at.toISOString(),
         last_failure_at: times.last_failure_at.toISOString(),
@@ -381,7 +382,7 @@ describe("endpoint isolation settings and health (contract §11)", () => {
       circuit_opened_at: null,
       held_until: null,
       consecutive_failures: 0,
-      failing_since: times.failing_since,
+      failing_since: null,
     });
   });
 

@@ -61,12 +61,29 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
     deps.metrics.jobErrors.inc();
     deps.logger.error({ err: error, jobId: job?.id, attemptsMade: job?.attemptsMade }, "delivery job failed");
   });
+  // A job whose lock could not be renewed is no longer this worker's: it was parked or rescheduled
+  // a moment earlier (its lock went with it), or another worker took it over after a stall (the
+  // delivery's lease still keeps the two from sending it at once). BullMQ reports it twice: here,
+  // and as an `error`, which is skipped below.
+  worker.on("lockRenewalFailed", (jobIds) => {
+    deps.logger.warn({ jobIds }, "could not renew the lock of jobs that left this worker (parked, rescheduled or taken over after a stall)");
+  });
   // While Redis is unreachable this fires on every reconnection attempt: log it every 10 s at most.
   let lastErrorLog = 0;
   worker.on("error", (error) => {
+    if (error.message.startsWith("could not renew lock for job")) return;
     if (Date.now() - lastErrorLog < 10_000) return;
     lastErrorLog = Date.now();
-    deps.logger.error({ err: error }, "worker error (Redis unreachable?)");
+    const unreachable = isConnectionError(error);
+    deps.logger.error({ err: error }, unreachable ? "worker error: Redis is unreachable" : "worker error");
   });
   return worker;
+}
+
+/** Errors ioredis and Node give when the connection to Redis is down or cannot be made. */
+function isConnectionError(error: Error & { code?: string }): boolean {
+  return (
+    ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "EHOSTUNREACH"].includes(error.code ?? "") ||
+    /Connection is closed|connect ETIMEDOUT|Stream isn't writeable|MaxRetriesPerRequest/i.test(error.message)
+  );
 }

@@ -1,10 +1,8 @@
 import type { Logger } from "@webhooks/core";
-import { findDueDeliveries, inTransaction, type PrismaClient } from "@webhooks/db";
+import { findDueDeliveries, withReconcilerLock, type SqlClient } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue } from "@webhooks/queue";
 import type { WorkerMetrics } from "./metrics.ts";
 
-/** Every worker runs a reconciler; this lock lets one of them scan at a time. 'whrecon' in ASCII. */
-const RECONCILER_LOCK_KEY = 0x77687265636f6en;
 const BATCH = 500;
 /** A job due this recently is probably about to run; leave it to the queue. */
 const GRACE_MS = 1_000;
@@ -21,7 +19,7 @@ export class Reconciler {
   #stopped = false;
 
   constructor(
-    private readonly deps: { db: PrismaClient; queue: DeliveryQueue; gate: DeliveryGate; logger: Logger; metrics: WorkerMetrics },
+    private readonly deps: { sql: SqlClient; queue: DeliveryQueue; gate: DeliveryGate; logger: Logger; metrics: WorkerMetrics },
     private readonly intervalMs: number,
   ) {}
 
@@ -36,28 +34,27 @@ export class Reconciler {
     await this.#running;
   }
 
-  /** One pass; returns how many deliveries it enqueued (0 when another worker holds the lock). */
+  /**
+   * One pass; returns how many deliveries it enqueued (0 when another worker holds the lock).
+   * Each batch is one short statement; the Redis calls happen between them, outside any
+   * transaction.
+   */
   async reconcileOnce(): Promise<number> {
-    return inTransaction(
-      this.deps.db,
-      async (tx) => {
-        const [lock] = await tx.$queryRaw<{ locked: boolean }[]>`SELECT pg_try_advisory_xact_lock(${RECONCILER_LOCK_KEY}) AS locked`;
-        if (!lock?.locked) return 0;
-        let enqueued = 0;
-        let after: { nextAttemptAt: Date; id: string } | undefined;
-        for (;;) {
-          const due = await findDueDeliveries({ db: tx }, { graceMs: GRACE_MS, limit: BATCH, after });
-          if (due.length === 0) break;
-          const missing = await this.deps.queue.withoutJob(due.map((row) => row.id));
-          await this.deps.queue.enqueue(missing);
-          enqueued += missing.length;
-          after = due[due.length - 1];
-          if (due.length < BATCH || this.#stopped) break;
-        }
-        return enqueued;
-      },
-      { timeoutMs: 120_000 },
-    );
+    const enqueued = await withReconcilerLock({ sql: this.deps.sql }, async (sql) => {
+      let count = 0;
+      let after: { nextAttemptAt: Date; id: string } | undefined;
+      for (;;) {
+        const due = await findDueDeliveries({ sql }, { graceMs: GRACE_MS, limit: BATCH, after });
+        if (due.length === 0) break;
+        const missing = await this.deps.queue.withoutJob(due.map((row) => row.id));
+        await this.deps.queue.enqueue(missing);
+        count += missing.length;
+        after = due[due.length - 1];
+        if (due.length < BATCH || this.#stopped) break;
+      }
+      return count;
+    });
+    return enqueued ?? 0;
   }
 
   /**

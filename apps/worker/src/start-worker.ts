@@ -44,7 +44,6 @@ export interface RunningWorker {
 export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
   // Claims and records of concurrent jobs are batched, so a few connections serve any concurrency.
   const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
-  const db = database.prisma;
   const workerRedis = createRedisConnection(config.redisUrl, "worker");
   const producerRedis = createRedisConnection(config.redisUrl, "producer");
   const gateRedis = createRedisConnection(config.redisUrl, "gate");
@@ -79,7 +78,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
     },
     { connection: workerRedis, prefix: config.queuePrefix, concurrency: config.worker.concurrency, lockMs: config.worker.jobLockMs },
   );
-  const reconciler = new Reconciler({ db, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
+  const reconciler = new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
 
   let server: Server | undefined;
   let metricsPort = 0;

@@ -29,6 +29,20 @@ async function delivery(s: Stack, id: string) {
   return (await s.api.call("GET", `/v1/deliveries/${id}`)).body;
 }
 
+/**
+ * The delivery once no attempt of it is in flight, else undefined: `attempts` counts an attempt
+ * from the moment it starts, and these tests look at attempts whose outcome is recorded.
+ */
+async function settled(s: Stack, id: string) {
+  // The log first, then the delivery: an outcome and the delivery's state commit together, so if
+  // the log's newest attempt has its outcome and the counts agree, the delivery shows that state.
+  const log = await attempts(s, id);
+  const latest = log[0];
+  if (latest !== undefined && latest.duration_ms === null && latest.error === null) return undefined;
+  const current = await delivery(s, id);
+  return current.attempts === log.length ? current : undefined;
+}
+
 async function attempts(s: Stack, id: string) {
   return (await s.api.call("GET", `/v1/deliveries/${id}/attempts`)).body.data as Record<string, any>[];
 }
@@ -73,8 +87,8 @@ describe("a delivery", () => {
     const seen: Record<string, any>[] = [];
     for (const attempt of [1, 2, 3]) {
       const state = await waitFor(async () => {
-        const current = await delivery(s, created!.id);
-        return current.attempts === attempt ? current : undefined;
+        const current = await settled(s, created!.id);
+        return current?.attempts === attempt ? current : undefined;
       }, { what: `attempt ${attempt}` });
       seen.push({ ...state, observedAt: Date.now() });
     }
@@ -98,8 +112,8 @@ describe("a delivery", () => {
     await subscribe(s.api, rx.url);
     const [created] = await deliveriesOf(s.api, await publish(s.api, "always.fails"));
     const final = await waitFor(async () => {
-      const current = await delivery(s, created!.id);
-      return current.attempts === 3 && current.next_retry_at === null ? current : undefined;
+      const current = await settled(s, created!.id);
+      return current?.attempts === 3 && current.next_retry_at === null ? current : undefined;
     });
     expect(final).toMatchObject({ status: "failed", attempts: 3, response_code: 500, next_retry_at: null });
     await new Promise((resolve) => setTimeout(resolve, 400));
@@ -114,7 +128,7 @@ describe("a delivery", () => {
     const rx = await receiver(() => ({ status: 410 }));
     await subscribe(s.api, rx.url);
     const [created] = await deliveriesOf(s.api, await publish(s.api, "gone.away"));
-    await waitFor(async () => (await delivery(s, created!.id)).attempts === 1);
+    await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     await new Promise((resolve) => setTimeout(resolve, 400));
     expect(await delivery(s, created!.id)).toMatchObject({ status: "failed", attempts: 1, response_code: 410, next_retry_at: null });
     expect(rx.received).toHaveLength(1);
@@ -142,8 +156,8 @@ describe("a delivery", () => {
     const [created] = await deliveriesOf(s.api, await publish(s.api, "too.slow"));
     // attempts counts the attempt from the moment it starts; its outcome comes with the status.
     const state = await waitFor(async () => {
-      const current = await delivery(s, created!.id);
-      return current.attempts === 1 && current.status === "failed" ? current : undefined;
+      const current = await settled(s, created!.id);
+      return current?.attempts === 1 && current.status === "failed" ? current : undefined;
     });
     expect(state).toMatchObject({ status: "failed", response_code: null });
     expect(state.next_retry_at).not.toBeNull();
@@ -157,7 +171,7 @@ describe("a delivery", () => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
     await subscribe(s.api, "http://127.0.0.1:9/nothing-listens");
     const [created] = await deliveriesOf(s.api, await publish(s.api, "no.listener"));
-    await waitFor(async () => (await delivery(s, created!.id)).attempts === 1);
+    await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     const [attempt] = await attempts(s, created!.id);
     expect(attempt).toMatchObject({ response_code: null, error: "connection refused" });
   });
@@ -168,7 +182,7 @@ describe("a delivery", () => {
     const rx = await receiver(() => ({ status: 302, headers: { location: `${target.url}/elsewhere` } }));
     await subscribe(s.api, rx.url);
     const [created] = await deliveriesOf(s.api, await publish(s.api, "moved.away"));
-    await waitFor(async () => (await delivery(s, created!.id)).attempts === 1);
+    await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     expect(await delivery(s, created!.id)).toMatchObject({ status: "failed", response_code: 302 });
     expect(target.received).toHaveLength(0);
   });
@@ -178,7 +192,7 @@ describe("a delivery", () => {
     const rx = await receiver(() => ({ status: 500, body: "\u0000" + "é".repeat(60_000) }));
     await subscribe(s.api, rx.url);
     const [created] = await deliveriesOf(s.api, await publish(s.api, "big.answer"));
-    await waitFor(async () => (await delivery(s, created!.id)).attempts === 1);
+    await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     const [attempt] = await attempts(s, created!.id);
     expect(Buffer.byteLength(attempt!.response_body, "utf8")).toBeLessThanOrEqual(4 * 1024);
     expect(Buffer.byteLength(attempt!.response_body, "utf8")).toBeGreaterThan(4 * 1024 - 4);
@@ -201,7 +215,7 @@ describe("manual resend", () => {
     expect(response.body).toMatchObject({ status: "queued", next_retry_at: null });
     await waitFor(() => rx.received.length === 2, { timeoutMs: 1_000, intervalMs: 10 });
     expect(rx.received[1]!.receivedAt - asked).toBeLessThan(1_000);
-    await waitFor(async () => (await delivery(s, created!.id)).attempts === 2);
+    await waitFor(async () => (await settled(s, created!.id))?.attempts === 2);
     expect(await delivery(s, created!.id)).toMatchObject({ status: "delivered", attempts: 2 });
     // The same webhook-id: receivers can tell it is the same event.
     expect(rx.received[1]!.headers["webhook-id"]).toBe(rx.received[0]!.headers["webhook-id"]);
@@ -213,8 +227,8 @@ describe("manual resend", () => {
     await subscribe(s.api, rx.url);
     const [created] = await deliveriesOf(s.api, await publish(s.api, "resend.early"));
     const failed = await waitFor(async () => {
-      const current = await delivery(s, created!.id);
-      return current.attempts === 1 ? current : undefined;
+      const current = await settled(s, created!.id);
+      return current?.attempts === 1 ? current : undefined;
     });
     expect(Date.parse(failed.next_retry_at) - Date.now()).toBeGreaterThan(40 * 60_000);
 
@@ -232,8 +246,8 @@ describe("manual resend", () => {
     await subscribe(s.api, rx.url);
     const [created] = await deliveriesOf(s.api, await publish(s.api, "resend.final"));
     await waitFor(async () => {
-      const current = await delivery(s, created!.id);
-      return current.attempts === 2 && current.next_retry_at === null;
+      const current = await settled(s, created!.id);
+      return current?.attempts === 2 && current.next_retry_at === null;
     });
     healthy = true;
     await s.api.call("POST", `/v1/deliveries/${created!.id}/retry`);
@@ -256,8 +270,8 @@ describe("snapshot semantics (contract §8)", () => {
     const updated = await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { url: `${b.url}/b` } });
     expect(updated.body.url).toBe(`${b.url}/b`);
     await waitFor(async () => {
-      const current = await delivery(s, old!.id);
-      return current.attempts === 4 && current.next_retry_at === null;
+      const current = await settled(s, old!.id);
+      return current?.attempts === 4 && current.next_retry_at === null;
     }, { what: "retries exhausted" });
     expect(a.received).toHaveLength(4);
     expect(a.received.every((w) => w.path === "/a" && w.signatureValid)).toBe(true);
@@ -306,7 +320,7 @@ describe("egress safety in production mode", () => {
     const created = await deliveriesOf(s.api, eventId);
     expect(created).toHaveLength(3);
     for (const d of created) {
-      await waitFor(async () => (await delivery(s, d.id)).attempts === 1);
+      await waitFor(async () => (await settled(s, d.id))?.attempts === 1);
       const [attempt] = await attempts(s, d.id);
       expect(attempt!.error).toMatch(/^destination not allowed/);
       expect(attempt!.response_code).toBeNull();

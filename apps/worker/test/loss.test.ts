@@ -115,7 +115,8 @@ describe("no accepted event is ever lost", () => {
   });
 
   it("when a worker process is killed with SIGKILL in the middle of a burst", async () => {
-    const s = await setup({ WORKER_CONCURRENCY: "20", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s" }, () => ({ status: 200, delayMs: 10 }));
+    // A receiver slow enough that the worker always has requests in flight when it is killed.
+    const s = await setup({ WORKER_CONCURRENCY: "20", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s" }, () => ({ status: 200, delayMs: 50 }));
     const doomed = await workerProcess(s.env);
     let killed = false;
     const eventIds = await publishBurst(s.api, 1_000, {

@@ -1,26 +1,45 @@
-import type { PrismaClientOrTransaction } from "./client.ts";
+import type { SqlClient } from "./sql.ts";
 
 /**
  * Deliveries that should be in the queue: queued ones, and failed ones whose retry time has
  * passed (by `graceMs`, so a job that is about to fire is left alone), that no worker holds.
- * Paged by (next_attempt_at, id) so the reconciler can walk a large backlog in batches.
+ * Paged by (next_attempt_at, id) so the reconciler can walk a large backlog in batches, each its
+ * own short statement.
  */
 export async function findDueDeliveries(
-  ctx: { db: PrismaClientOrTransaction },
+  ctx: { sql: SqlClient },
   input: { graceMs: number; limit: number; after?: { nextAttemptAt: Date; id: string } | undefined },
 ): Promise<{ id: string; nextAttemptAt: Date }[]> {
   const after = input.after;
-  const rows = after
-    ? await ctx.db.$queryRaw<{ id: string; next_attempt_at: Date }[]>`
-        SELECT id, next_attempt_at FROM deliveries
-        WHERE next_attempt_at <= now() - ${input.graceMs} * interval '1 millisecond'
-          AND (leased_until IS NULL OR leased_until < now())
-          AND (next_attempt_at, id) > (${after.nextAttemptAt}, ${after.id})
-        ORDER BY next_attempt_at, id LIMIT ${input.limit}`
-    : await ctx.db.$queryRaw<{ id: string; next_attempt_at: Date }[]>`
-        SELECT id, next_attempt_at FROM deliveries
-        WHERE next_attempt_at <= now() - ${input.graceMs} * interval '1 millisecond'
-          AND (leased_until IS NULL OR leased_until < now())
-        ORDER BY next_attempt_at, id LIMIT ${input.limit}`;
+  // The row comparison walks the (next_attempt_at, id) index from the cursor.
+  const rows = await ctx.sql.query<{ id: string; next_attempt_at: Date }>(
+    `SELECT id, next_attempt_at FROM deliveries
+     WHERE next_attempt_at <= now() - $1::int * interval '1 millisecond'
+       AND (leased_until IS NULL OR leased_until < now())
+       AND ($2::timestamptz IS NULL OR (next_attempt_at, id) > ($2::timestamptz, $3::text))
+     ORDER BY next_attempt_at, id LIMIT $4`,
+    [input.graceMs, after?.nextAttemptAt.toISOString() ?? null, after?.id ?? "", input.limit],
+  );
   return rows.map((row) => ({ id: row.id, nextAttemptAt: row.next_attempt_at }));
+}
+
+/** Every worker runs a reconciler; this lock lets one of them scan at a time. 'whrecon' in ASCII. */
+const RECONCILER_LOCK_KEY = (0x77687265636f6en).toString();
+
+/**
+ * Runs `work` if this process can take the reconciler's lock, holding it on one connection for
+ * the whole pass (a session lock, not a transaction: the pass makes Redis calls between its short
+ * statements, and must not hold a snapshot open meanwhile). Returns undefined when another
+ * process holds it.
+ */
+export async function withReconcilerLock<T>(ctx: { sql: SqlClient }, work: (sql: SqlClient) => Promise<T>): Promise<T | undefined> {
+  return ctx.sql.withConnection(async (sql) => {
+    const [lock] = await sql.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1::bigint) AS locked", [RECONCILER_LOCK_KEY]);
+    if (!lock?.locked) return undefined;
+    try {
+      return await work(sql);
+    } finally {
+      await sql.query("SELECT pg_advisory_unlock($1::bigint)", [RECONCILER_LOCK_KEY]);
+    }
+  });
 }

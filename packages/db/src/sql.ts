@@ -15,6 +15,20 @@ export class SqlClient {
     return result.rows;
   }
 
+  /**
+   * Runs `work` on one connection of its own, outside any transaction: for session-level state
+   * such as an advisory lock held across several short statements.
+   */
+  async withConnection<T>(work: (sql: SqlClient) => Promise<T>): Promise<T> {
+    if (!("totalCount" in this.pool)) return work(this);
+    const client = await this.pool.connect();
+    try {
+      return await work(new SqlClient(client));
+    } finally {
+      client.release();
+    }
+  }
+
   /** Runs `work` in one transaction on one connection (or in the caller's, when already in one). */
   async transaction<T>(work: (sql: SqlClient) => Promise<T>): Promise<T> {
     if (!("connect" in this.pool) || !("totalCount" in this.pool)) return work(this);

@@ -35,7 +35,7 @@ it("pages through every due delivery, skipping leased and finished ones", async 
   const seen: string[] = [];
   let after: { nextAttemptAt: Date; id: string } | undefined;
   for (let page = 0; page < 10; page++) {
-    const due = await findDueDeliveries({ db: database.prisma }, { graceMs: 1_000, limit: 2, after });
+    const due = await findDueDeliveries({ sql: database.sql }, { graceMs: 1_000, limit: 2, after });
     if (due.length === 0) break;
     expect(due.length).toBeLessThanOrEqual(2);
     seen.push(...due.map((row) => row.id));

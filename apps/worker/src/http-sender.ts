@@ -1,7 +1,7 @@
-import { ipLiteralHost, isPublicAddress, type DestinationPolicy } from "@webhooks/core";
+import { checkDestinationUrl, type DestinationPolicy } from "@webhooks/core";
 import { StringDecoder } from "node:string_decoder";
 import { Agent, request } from "undici";
-import { createSafeLookup, DestinationNotAllowedError, type Resolver } from "./safe-lookup.ts";
+import { createSafeLookup, type Resolver } from "./safe-lookup.ts";
 
 /** We read this much of a response at most, and keep this much of it in the attempt log. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -70,21 +70,14 @@ export class HttpSender {
     }
   }
 
-  /** IP literals never reach the DNS lookup, so they are checked here (contract §10). */
+  /**
+   * What the URL alone tells (contract §10), with the same rules as the API's check when the
+   * subscription was saved: a scheme, an IP literal or a localhost name never reach the DNS
+   * lookup, which checks every other name on the address it resolves to.
+   */
   #refuse(url: string): string | undefined {
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      return "invalid url";
-    }
-    if (parsed.protocol === "http:" && !this.options.policy.allowHttp) return "destination not allowed: plain http";
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return "destination not allowed: not http(s)";
-    if (!this.options.policy.allowPrivateNetworks) {
-      const literal = ipLiteralHost(parsed);
-      if (literal !== undefined && !isPublicAddress(literal)) return new DestinationNotAllowedError(literal, [literal]).message;
-    }
-    return undefined;
+    const verdict = checkDestinationUrl(url, this.options.policy);
+    return verdict.ok ? undefined : `destination not allowed: url ${verdict.reason}`;
   }
 
   async close(): Promise<void> {

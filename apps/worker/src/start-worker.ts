@@ -1,11 +1,11 @@
-import { createServer, type Server } from "node:http";
-import { SecretBox, type Config, type Logger } from "@webhooks/core";
+import { SecretBox, settlesWithin, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { checkEvictionPolicy, createRedisConnection, DeliveryGate, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import { createAttemptBatches } from "./attempt-batches.ts";
 import { createDeliveryWorker } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
 import { createWorkerMetrics } from "./metrics.ts";
+import { startOpsServer } from "./ops-server.ts";
 import { Reconciler } from "./reconciler.ts";
 import type { Resolver } from "./safe-lookup.ts";
 import { SecretKeys } from "./secret-keys.ts";
@@ -13,21 +13,6 @@ import { SecretKeys } from "./secret-keys.ts";
 const FORCED_CLOSE_MS = 2_000;
 /** A delivery's lease outlives the attempt's timeout by this much, to cover the database writes. */
 const LEASE_MARGIN_MS = 5_000;
-
-/** Whether `work` settled within `ms`; it is left to finish (or not) on its own after that. */
-async function withinDeadline(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const settled = work.then(
-    () => true,
-    () => true,
-  );
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  const result = await Promise.race([settled, late]);
-  clearTimeout(timer);
-  return result;
-}
 
 export interface RunningWorker {
   /** The metrics server's port (0 when it is off). */
@@ -80,25 +65,8 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   );
   const reconciler = new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
 
-  let server: Server | undefined;
-  let metricsPort = 0;
-  if (options.metrics !== false) {
-    server = createServer((req, res) => {
-      if (req.url === "/metrics") {
-        metrics.registry
-          .metrics()
-          .then((text) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(text))
-          .catch(() => res.writeHead(500).end());
-      } else if (req.url === "/healthz") {
-        res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
-      } else {
-        res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"type":"invalid_request_error","code":"resource_missing","message":"Not found"}}');
-      }
-    });
-    await new Promise<void>((resolve) => server!.listen(config.worker.metricsPort, config.host, resolve));
-    const address = server.address();
-    metricsPort = typeof address === "object" && address ? address.port : 0;
-  }
+  const opsServer = options.metrics !== false ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort) : undefined;
+  const metricsPort = opsServer?.port ?? 0;
 
   void worker.run();
   reconciler.start();
@@ -110,14 +78,14 @@ export async function startWorker(config: Config, logger: Logger, options: { res
     async close() {
       await reconciler.stop();
       // close() stops taking jobs at once and resolves when the jobs in flight are done.
-      const drained = await withinDeadline(worker.close(), config.worker.shutdownTimeoutMs);
+      const drained = await settlesWithin(worker.close(), config.worker.shutdownTimeoutMs);
       if (!drained) {
         logger.warn({ timeoutMs: config.worker.shutdownTimeoutMs }, "jobs still in flight at the shutdown deadline; leaving them to another worker");
         // BullMQ also waits here for a Redis that may be gone; stop reconnecting so it cannot.
         workerRedis.disconnect();
-        await withinDeadline(worker.close(true), FORCED_CLOSE_MS);
+        await settlesWithin(worker.close(true), FORCED_CLOSE_MS);
       }
-      await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+      await opsServer?.close();
       // Closing the connection pool waits for requests in flight; after the deadline, do not.
       if (drained) await sender.close().catch(() => {});
       else void sender.close().catch(() => {});

@@ -1,4 +1,5 @@
 export * from "./config.ts";
+export * from "./deadline.ts";
 export * from "./delivery-lifecycle.ts";
 export * from "./delivery-status.ts";
 export * from "./destination-policy.ts";

@@ -1,4 +1,4 @@
-import { jobCatalog, type DeliveryJob } from "@webhooks/core";
+import { jobCatalog, withDeadline, type DeliveryJob } from "@webhooks/core";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Wake } from "./delivery-gate.ts";
@@ -6,7 +6,6 @@ import type { Wake } from "./delivery-gate.ts";
 const catalog = jobCatalog.deliveries;
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
-export type DeliveriesQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
 
 /**
  * The producer side of the deliveries queue. The job id is the delivery id, so adding one that
@@ -14,7 +13,8 @@ export type DeliveriesQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
  * `enqueue` for the same delivery safely.
  */
 export class DeliveryQueue {
-  readonly queue: DeliveriesQueue;
+  /** The BullMQ queue itself (Bull Board shows it). */
+  readonly queue: Queue<DeliveryJob, void, typeof catalog.jobName>;
   #lastErrorLog = 0;
 
   constructor(
@@ -89,17 +89,7 @@ export class DeliveryQueue {
    */
   async #failFast<T>(operation: () => Promise<T>): Promise<T> {
     if (this.redis.status !== "ready") throw new Error(`Redis is not connected (${this.redis.status})`);
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([
-        operation(),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS);
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return withDeadline(operation(), ENQUEUE_TIMEOUT_MS, "Redis");
   }
 
   /** The deliveries among these that have no job in Redis at all. */

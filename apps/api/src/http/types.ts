@@ -1,4 +1,3 @@
-import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Config, Logger, SecretBox } from "@webhooks/core";
 import type { PrismaClient, SqlClient } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
@@ -26,4 +25,3 @@ export interface ApiEnv {
   };
 }
 
-export type ApiApp = OpenAPIHono<ApiEnv>;

@@ -1,15 +1,12 @@
+import { withDeadline } from "@webhooks/core";
 import { Hono } from "hono";
 import type { ApiDeps, ApiEnv } from "../http/types.ts";
 
 const READINESS_TIMEOUT_MS = 2_000;
 
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  return Promise.race([work, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref())]);
-}
-
 async function probe(check: () => Promise<unknown>): Promise<{ ok: boolean; error?: string }> {
   try {
-    await withTimeout(check(), READINESS_TIMEOUT_MS);
+    await withDeadline(check(), READINESS_TIMEOUT_MS, "the service");
     return { ok: true };
   } catch (error) {
     return { ok: false, error: (error as Error).message };

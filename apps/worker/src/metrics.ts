@@ -37,6 +37,11 @@ export function createWorkerMetrics(queue: DeliveryQueue) {
       help: "Due deliveries the reconciler found without a job and enqueued again",
       registers: [registry],
     }),
+    reconcilerScanned: new Counter({
+      name: "webhook_reconciler_scanned_total",
+      help: "Due deliveries the reconciler checked for a job (its work: proportional to what came due, not to the backlog)",
+      registers: [registry],
+    }),
     jobErrors: new Counter({
       name: "webhook_job_errors_total",
       help: "Delivery jobs that failed for our own reasons (database unreachable, ...), not the receiver's",

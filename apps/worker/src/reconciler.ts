@@ -1,17 +1,40 @@
 import type { Logger } from "@webhooks/core";
-import { findDueDeliveries, withReconcilerLock, type SqlClient } from "@webhooks/db";
+import { databaseNow, findDueDeliveries, withReconcilerLock, type DueCursor, type SqlClient } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue } from "@webhooks/queue";
 import type { WorkerMetrics } from "./metrics.ts";
 
 const BATCH = 500;
 /** A job due this recently is probably about to run; leave it to the queue. */
 const GRACE_MS = 1_000;
+/**
+ * A delivery is written with next_attempt_at = now() of its transaction, and becomes visible at
+ * commit, a moment later: each pass looks this far behind its watermark so none slips past.
+ */
+const WATERMARK_OVERLAP_MS = 60_000;
+/** Deliveries the rolling sweep checks per pass, for jobs lost other than with all of Redis. */
+const SWEEP_PER_PASS = 1_000;
+
+export interface ReconcilePass {
+  /** Due deliveries looked at. */
+  scanned: number;
+  /** Those that had no job, now enqueued. */
+  enqueued: number;
+  /** Whether it checked every due delivery (the first pass, or after Redis lost its data). */
+  full: boolean;
+}
 
 /**
  * PostgreSQL is the source of truth, Redis the fast path (contract §7). If Redis loses jobs (a
  * flush, a failover, an API that could not reach it when the event was published), deliveries
- * are still due in PostgreSQL. The reconciler walks the due ones and enqueues those without a
- * job. Job id = delivery id, so even if two reconcilers raced, nothing would be queued twice.
+ * are still due in PostgreSQL. The reconciler finds the due ones without a job and enqueues
+ * them. Job id = delivery id, so even if two reconcilers raced, nothing would be queued twice.
+ *
+ * Its work is proportional to what may be missing, not to the backlog: a pass checks the
+ * deliveries that came due since the last pass (a watermark kept in Redis, so that a Redis that
+ * lost its data also lost the watermark, and the next pass checks everything), plus a bounded
+ * slice of a rolling sweep over all due ones, for a job lost on its own (removed by hand, or
+ * dropped after BullMQ's own retries). A million deliveries waiting for a dead receiver cost a
+ * pass nothing but that slice.
  */
 export class Reconciler {
   #timer: NodeJS.Timeout | undefined;
@@ -34,27 +57,40 @@ export class Reconciler {
     await this.#running;
   }
 
-  /**
-   * One pass; returns how many deliveries it enqueued (0 when another worker holds the lock).
-   * Each batch is one short statement; the Redis calls happen between them, outside any
-   * transaction.
-   */
-  async reconcileOnce(): Promise<number> {
-    const enqueued = await withReconcilerLock({ sql: this.deps.sql }, async (sql) => {
-      let count = 0;
-      let after: { nextAttemptAt: Date; id: string } | undefined;
-      for (;;) {
-        const due = await findDueDeliveries({ sql }, { graceMs: GRACE_MS, limit: BATCH, after });
-        if (due.length === 0) break;
-        const missing = await this.deps.queue.withoutJob(due.map((row) => row.id));
-        await this.deps.queue.enqueue(missing);
-        count += missing.length;
-        after = due[due.length - 1];
-        if (due.length < BATCH || this.#stopped) break;
-      }
-      return count;
+  /** One pass; undefined when another worker holds the lock. */
+  async reconcileOnce(): Promise<ReconcilePass | undefined> {
+    return withReconcilerLock({ sql: this.deps.sql }, async (sql) => {
+      const state = await this.deps.queue.reconcilerState();
+      const watermark = new Date((await databaseNow({ sql })).getTime() - GRACE_MS);
+      const pass: ReconcilePass = { scanned: 0, enqueued: 0, full: state === undefined };
+
+      // What came due since the last pass (everything, when there is no watermark).
+      const dueSince = state ? new Date(state.watermark.getTime() - WATERMARK_OVERLAP_MS) : undefined;
+      await this.#check(sql, pass, { dueSince, limit: Infinity });
+      // A slice of the rolling sweep, going on from where the last pass stopped.
+      const sweep = state && !this.#stopped ? await this.#check(sql, pass, { after: state.sweep, limit: SWEEP_PER_PASS }) : undefined;
+
+      if (!this.#stopped) await this.deps.queue.saveReconcilerState({ watermark, sweep });
+      this.deps.metrics.reconcilerScanned.inc(pass.scanned);
+      return pass;
     });
-    return enqueued ?? 0;
+  }
+
+  /** Checks due deliveries page by page; returns where it stopped, or undefined at the end. */
+  async #check(sql: SqlClient, pass: ReconcilePass, range: { dueSince?: Date | undefined; after?: DueCursor | undefined; limit: number }): Promise<DueCursor | undefined> {
+    let after = range.after;
+    let checked = 0;
+    while (checked < range.limit && !this.#stopped) {
+      const due = await findDueDeliveries({ sql }, { graceMs: GRACE_MS, limit: Math.min(BATCH, range.limit - checked), after, dueSince: range.dueSince });
+      if (due.length === 0) return undefined;
+      const missing = await this.deps.queue.withoutJob(due.map((row) => row.id));
+      await this.deps.queue.enqueue(missing);
+      pass.scanned += due.length;
+      pass.enqueued += missing.length;
+      checked += due.length;
+      after = due[due.length - 1];
+    }
+    return after;
   }
 
   /**
@@ -71,7 +107,7 @@ export class Reconciler {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
       this.#running = Promise.all([this.reconcileOnce(), this.nudgeLines()])
-        .then(([enqueued]) => enqueued)
+        .then(([pass]) => pass?.enqueued ?? 0)
         .then((enqueued) => {
           if (enqueued > 0) {
             this.deps.metrics.reconcilerEnqueued.inc(enqueued);

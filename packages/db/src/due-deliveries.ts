@@ -1,26 +1,38 @@
 import type { SqlClient } from "./sql.ts";
 
+export interface DueCursor {
+  nextAttemptAt: Date;
+  id: string;
+}
+
 /**
  * Deliveries that should be in the queue: queued ones, and failed ones whose retry time has
  * passed (by `graceMs`, so a job that is about to fire is left alone), that no worker holds.
- * Paged by (next_attempt_at, id) so the reconciler can walk a large backlog in batches, each its
- * own short statement.
+ * Paged by (next_attempt_at, id), each page its own short statement; `after` starts past a
+ * cursor, and `dueSince` skips those that came due before a time (the reconciler's watermark).
  */
 export async function findDueDeliveries(
   ctx: { sql: SqlClient },
-  input: { graceMs: number; limit: number; after?: { nextAttemptAt: Date; id: string } | undefined },
-): Promise<{ id: string; nextAttemptAt: Date }[]> {
+  input: { graceMs: number; limit: number; after?: DueCursor | undefined; dueSince?: Date | undefined },
+): Promise<DueCursor[]> {
   const after = input.after;
   // The row comparison walks the (next_attempt_at, id) index from the cursor.
   const rows = await ctx.sql.query<{ id: string; next_attempt_at: Date }>(
     `SELECT id, next_attempt_at FROM deliveries
      WHERE next_attempt_at <= now() - $1::int * interval '1 millisecond'
+       AND ($5::timestamptz IS NULL OR next_attempt_at >= $5::timestamptz)
        AND (leased_until IS NULL OR leased_until < now())
        AND ($2::timestamptz IS NULL OR (next_attempt_at, id) > ($2::timestamptz, $3::text))
      ORDER BY next_attempt_at, id LIMIT $4`,
-    [input.graceMs, after?.nextAttemptAt.toISOString() ?? null, after?.id ?? "", input.limit],
+    [input.graceMs, after?.nextAttemptAt.toISOString() ?? null, after?.id ?? "", input.limit, input.dueSince?.toISOString() ?? null],
   );
   return rows.map((row) => ({ id: row.id, nextAttemptAt: row.next_attempt_at }));
+}
+
+/** The database's clock, which next_attempt_at is measured on. */
+export async function databaseNow(ctx: { sql: SqlClient }): Promise<Date> {
+  const [row] = await ctx.sql.query<{ now: Date }>("SELECT now() AS now", []);
+  return row!.now;
 }
 
 /** Every worker runs a reconciler; this lock lets one of them scan at a time. 'whrecon' in ASCII. */

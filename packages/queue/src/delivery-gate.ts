@@ -28,8 +28,12 @@ import type { Redis } from "ioredis";
  * Cluster would refuse; the cluster work will hash-tag them onto one slot.
  */
 
-/** A turn not taken up by then was lost (its worker died): the line moves on. */
-const LOST_TURN_MS = 60_000;
+/**
+ * A turn not taken up this long after its time was lost (the worker that gave it died before
+ * waking the job): the line moves on. Forgetting a turn too early is harmless, since the caps are
+ * checked when the delivery comes anyway; a turn only lets it go ahead of the line.
+ */
+const LOST_TURN_MS = 10_000;
 
 /**
  * rate_limit counts the starts in a window 100 ms longer than a second: an attempt reaches the

@@ -4,6 +4,13 @@ import type { Redis } from "ioredis";
 import type { Wake } from "./delivery-gate.ts";
 
 const catalog = jobCatalog.deliveries;
+
+export interface ReconcilerState {
+  /** Due deliveries up to this time (database clock) have been checked for a job. */
+  watermark: Date;
+  /** Where the rolling sweep over every due delivery goes on from. */
+  sweep: { nextAttemptAt: Date; id: string } | undefined;
+}
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
 
@@ -103,6 +110,34 @@ export class DeliveryQueue {
       if (error) throw error;
       return exists === 0;
     });
+  }
+
+  /**
+   * Where the reconciler left off, kept in Redis on purpose: if Redis loses its data, this goes
+   * with the jobs, and the next pass knows to check everything.
+   */
+  async reconcilerState(): Promise<ReconcilerState | undefined> {
+    const fields = await this.redis.hgetall(this.#reconcilerKey);
+    if (!fields.watermark) return undefined;
+    return {
+      watermark: new Date(Number(fields.watermark)),
+      sweep: fields.sweep_at && fields.sweep_id ? { nextAttemptAt: new Date(Number(fields.sweep_at)), id: fields.sweep_id } : undefined,
+    };
+  }
+
+  async saveReconcilerState(state: ReconcilerState): Promise<void> {
+    await this.redis
+      .multi()
+      .del(this.#reconcilerKey)
+      .hset(this.#reconcilerKey, {
+        watermark: state.watermark.getTime(),
+        ...(state.sweep ? { sweep_at: state.sweep.nextAttemptAt.getTime(), sweep_id: state.sweep.id } : {}),
+      })
+      .exec();
+  }
+
+  get #reconcilerKey(): string {
+    return `${this.queue.opts.prefix}:${catalog.queueName}:reconciler`;
   }
 
   /** Jobs by state, for the queue-depth metric. */

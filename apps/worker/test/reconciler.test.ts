@@ -1,0 +1,92 @@
+import { createLogger, SecretBox } from "@webhooks/core";
+import { createDatabase, createSubscription, publishEvents, type Database } from "@webhooks/db";
+import { createRedisConnection, DeliveryGate, DeliveryQueue } from "@webhooks/queue";
+import { createTestDatabase, REDIS_URL, sql, type TestDatabase } from "@webhooks/testing";
+import { randomBytes } from "node:crypto";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createWorkerMetrics } from "../src/metrics.ts";
+import { Reconciler } from "../src/reconciler.ts";
+
+/**
+ * The reconciler's work per pass is proportional to what may be missing from Redis (what came
+ * due since the last pass, and a bounded slice of a rolling sweep), not to the backlog; and it
+ * still finds every delivery without a job.
+ */
+let testDb: TestDatabase;
+let database: Database;
+let redis: Redis;
+let queue: DeliveryQueue;
+let reconciler: Reconciler;
+const prefix = `test-${randomBytes(5).toString("hex")}`;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  database = createDatabase({ databaseUrl: testDb.url, poolSize: 4 });
+  redis = createRedisConnection(REDIS_URL, "producer");
+  const gateRedis = createRedisConnection(REDIS_URL, "gate");
+  queue = new DeliveryQueue(redis, prefix);
+  const metrics = createWorkerMetrics(queue);
+  reconciler = new Reconciler(
+    { sql: database.sql, queue, gate: new DeliveryGate(gateRedis, prefix), logger: createLogger({ level: "silent", name: "test" }), metrics },
+    60_000,
+  );
+  await createSubscription(
+    { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 5)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
+    { url: "https://example.com/backlog", events: ["*"] },
+  );
+  return async () => {
+    gateRedis.disconnect();
+  };
+});
+
+afterAll(async () => {
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await queue.close();
+  redis.disconnect();
+  await database.close();
+  await testDb.drop();
+});
+
+async function publish(count: number): Promise<string[]> {
+  const results = await publishEvents({ sql: database.sql }, Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })));
+  return results.flatMap((r) => (r instanceof Error ? [] : r.deliveryIds));
+}
+
+describe("the reconciler", () => {
+  it("checks a large backlog once, then only what came due, plus a bounded sweep", async () => {
+    // A backlog that came due ten minutes ago, and whose jobs Redis never got.
+    const backlog = await publish(1_500);
+    await sql(testDb.url, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
+
+    // No watermark yet (a fresh Redis): everything is checked, and every delivery enqueued.
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, full: true });
+    expect(await queue.withoutJob(backlog)).toEqual([]);
+
+    // Nothing new came due: a pass checks only its slice of the sweep, whatever the backlog.
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, full: false });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, full: false });
+
+    // A delivery that comes due now, without a job, is found by the next pass at once.
+    const [fresh] = await publish(1);
+    await sql(testDb.url, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [fresh]);
+    const pass = await reconciler.reconcileOnce();
+    expect(pass?.enqueued).toBe(1);
+    expect(pass!.scanned).toBeLessThanOrEqual(1 + 1_000);
+    expect(await queue.withoutJob([fresh!])).toEqual([]);
+
+    // Jobs lost on their own (removed by hand): the sweep finds them within a round of passes.
+    const lost = backlog.slice(700, 705);
+    for (const id of lost) await queue.queue.remove(id);
+    let found = 0;
+    for (let i = 0; i < 3 && found < lost.length; i++) found += (await reconciler.reconcileOnce())?.enqueued ?? 0;
+    expect(found).toBe(lost.length);
+    expect(await queue.withoutJob(lost)).toEqual([]);
+
+    // Redis lost its data (the watermark went with the jobs): the next pass checks everything.
+    const keys = await redis.keys(`${prefix}:*`);
+    await redis.del(...keys);
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_501, enqueued: 1_501, full: true });
+  });
+});

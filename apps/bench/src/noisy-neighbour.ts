@@ -13,6 +13,21 @@ import { reportServiceOutput } from "./throughput.ts";
 /** Type A goes to the healthy subscription only, type B to the 10 bad ones only. */
 export const HEALTHY_TYPE = "noisy.healthy";
 export const NOISE_TYPE = "noisy.noise";
+export const HANDOFF_TYPE = "noisy.handoff";
+
+/**
+ * How soon a waiting delivery starts once it may: a subscription with max_in_flight 1 gets a
+ * burst, so each delivery but the first waits in its line for the one slot; the gap between the
+ * receiver answering one request and the next request arriving is all the waiting adds (record,
+ * release, wake, claim, gate, recording the start, send).
+ */
+export interface HandoffResult {
+  deliveries: number;
+  /** Response of one attempt to the arrival of the next, in ms. */
+  gap: Summary;
+  /** The most requests the receiver had at once (max_in_flight is 1). */
+  peakOpen: number;
+}
 
 export interface HealthyRun {
   /** Healthy events published in the measured window, and how many the API did not accept. */
@@ -44,6 +59,7 @@ export interface NoisyNeighbourResult {
   /** Per erroring receiver: the requests it got (each answered 500). */
   erroringRequests: number[];
   invalidSignatures: number;
+  handoff: HandoffResult;
 }
 
 /**
@@ -129,6 +145,52 @@ async function publishOpenLoop(
  * the same beside a steady stream of B. Latency is measured as in phase 2, from the scheduled send
  * time, open loop.
  */
+/** Answers every request after `serviceMs`, and notes when each arrived and was answered. */
+async function startSteadyReceiver(serviceMs: number) {
+  const requests: { arrivedAt: number; answeredAt: number }[] = [];
+  let open = 0;
+  let peakOpen = 0;
+  const server = createServer((req, res) => {
+    const arrivedAt = performance.now();
+    open += 1;
+    peakOpen = Math.max(peakOpen, open);
+    req.resume();
+    req.on("end", () =>
+      setTimeout(() => {
+        open -= 1;
+        requests.push({ arrivedAt, answeredAt: performance.now() });
+        res.writeHead(200).end("ok");
+      }, serviceMs),
+    );
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const close = onCleanup("close the hand-off receiver", () => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, peakOpen: () => peakOpen, close };
+}
+
+async function measureHandoff(client: ApiClient): Promise<HandoffResult> {
+  const s = settings.noisyNeighbour.handoff;
+  const steady = await startSteadyReceiver(s.serviceMs);
+  try {
+    const created = await client.request<{ id: string }>("POST", "/v1/subscriptions", { url: `${steady.url}/handoff`, events: [HANDOFF_TYPE], max_in_flight: 1 });
+    if (created.status !== 201) throw new Error(`POST /v1/subscriptions answered ${created.status}`);
+    await Promise.all(Array.from({ length: s.deliveries }, (_, seq) => client.publish(HANDOFF_TYPE, { seq })));
+    const deadline = performance.now() + s.timeoutMs;
+    while (steady.requests.length < s.deliveries && performance.now() < deadline) await sleep(10);
+    const sorted = [...steady.requests].sort((a, b) => a.arrivedAt - b.arrivedAt);
+    const gaps = sorted.slice(1).map((request, i) => request.arrivedAt - sorted[i]!.answeredAt);
+    const result = { deliveries: steady.requests.length, gap: summarize(gaps), peakOpen: steady.peakOpen() };
+    console.log(
+      `  hand-off, max_in_flight 1, ${s.deliveries} deliveries: next request ${fmt(result.gap.p50)} (p50), ${fmt(result.gap.p99)} (p99) ` +
+        `after the previous answer; ${result.deliveries} delivered, at most ${result.peakOpen} at once`,
+    );
+    return result;
+  } finally {
+    await steady.close();
+  }
+}
+
 export async function measureNoisyNeighbour(receiver: Receiver): Promise<NoisyNeighbourResult> {
   const s = settings.noisyNeighbour;
   const hangingTogether = { open: 0, peakOpen: 0 };
@@ -187,6 +249,7 @@ export async function measureNoisyNeighbour(receiver: Receiver): Promise<NoisyNe
 
     await healthyRun("warmup", s.warmupMs);
     const alone = await healthyRun("alone", s.aloneMs);
+    const handoff = await measureHandoff(client);
     let noiseSent = 0;
     let noiseRejected = 0;
     const beside = await healthyRun("beside", s.besideMs, async () => {
@@ -205,6 +268,7 @@ export async function measureNoisyNeighbour(receiver: Receiver): Promise<NoisyNe
       hangingRequests: hanging.map((r) => r.requests),
       erroringRequests: erroring.map((r) => r.requests),
       invalidSignatures: receiver.invalid,
+      handoff,
     };
     const show = (run: HealthyRun) =>
       `p50 ${fmt(run.latency.p50)}, p99 ${fmt(run.latency.p99)}, max ${fmt(run.latency.max)}; delivered ${run.delivered} of ${run.sent}` +

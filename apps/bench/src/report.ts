@@ -213,6 +213,12 @@ export function noisySection(n: NoisyNeighbourResult, cores: number): string[] {
       `every healthy webhook delivered: ${yesNo(delivered!.met)} (${delivered!.measured}). Invalid signatures: ${n.invalidSignatures}. ` +
       `The machine had ${n.alone.cpu.machineCores.toFixed(2)} of its ${cores} cores busy on average during part 1 and ` +
       `${n.beside.cpu.machineCores.toFixed(2)} during part 2; on a busy or shared machine the ratio is only as steady as the p99 alone.`,
+    `**Hand-off** (between parts 1 and 2): how soon a delivery that waits starts once it may. A subscription with \`max_in_flight\` 1 ` +
+      `gets ${round(n.handoff.deliveries)} events at once, and its receiver answers each request after ${s.handoff.serviceMs} ms, so every ` +
+      "delivery but the first waits in the subscription's line for the one slot. From the receiver's answer to the next request's arrival " +
+      "(the attempt recorded, the slot released, the next delivery woken, claimed, let through and recorded as started, the request sent): " +
+      `p50 ${fmt(n.handoff.gap.p50)}, p99 ${fmt(n.handoff.gap.p99)}, max ${fmt(n.handoff.gap.max)}. Requests the receiver had at once: at most ` +
+      `${n.handoff.peakOpen}. Nothing polls: the gap is the work of the hand-off itself.`,
   ];
 }
 

@@ -73,6 +73,8 @@ export const settings = {
     /** After each part's last send, how long the healthy webhooks still have to arrive. */
     drainMs: 5_000,
     connections: 64,
+    /** Between parts 1 and 2: how soon a waiting delivery starts once its subscription's one slot frees. */
+    handoff: { deliveries: 200, serviceMs: 10, timeoutMs: 30_000 },
   },
 } as const;
 

@@ -86,6 +86,21 @@ const envSchema = z.object({
   CIRCUIT_PROBE_INTERVAL: duration.default(30_000),
   // Compared with timestamps, never handed to a timer: up to a year.
   AUTO_DISABLE_AFTER: durationUpTo(366 * 24 * 3_600_000, "366d").default(5 * 24 * 3_600_000),
+  // Contract §14. Compared with created_at, never handed to a timer: up to ten years. `off` keeps
+  // everything; 0 is refused rather than read as "delete every finished delivery at once".
+  RETENTION: z
+    .string()
+    .default("30d")
+    .transform((text, ctx) => {
+      if (text === "off") return undefined;
+      const ms = parseDuration(text);
+      if (ms === undefined || ms === 0 || ms > 3660 * 24 * 3_600_000) {
+        ctx.addIssue({ code: "custom", message: "must be a duration such as 12h, 30d or 365d, more than 0 and at most 3660d, or off" });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+  PRUNE_INTERVAL: duration.refine((ms) => ms > 0, "must be more than 0").default(60_000),
   JOB_LOCK_DURATION: duration.default(30_000),
   SHUTDOWN_TIMEOUT: duration.default(30_000),
 });
@@ -118,6 +133,12 @@ export interface Config {
   };
   /** Endpoint isolation and health (contract §11). */
   isolation: IsolationConfig;
+  /** Contract §14: how long finished deliveries are kept, and how often the worker prunes. */
+  retention: {
+    /** Finished deliveries older than this are deleted; undefined (RETENTION=off) keeps them all. */
+    maxAgeMs: number | undefined;
+    pruneIntervalMs: number;
+  };
 }
 
 export interface IsolationConfig {
@@ -197,6 +218,10 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       circuitFailureThreshold: e.CIRCUIT_FAILURE_THRESHOLD,
       circuitProbeIntervalMs: e.CIRCUIT_PROBE_INTERVAL,
       autoDisableAfterMs: e.AUTO_DISABLE_AFTER,
+    },
+    retention: {
+      maxAgeMs: e.RETENTION,
+      pruneIntervalMs: e.PRUNE_INTERVAL,
     },
   };
 }

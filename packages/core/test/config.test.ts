@@ -68,6 +68,22 @@ describe("loadConfig defaults", () => {
     expect(() => loadConfig({ AUTO_DISABLE_AFTER: "400d" })).toThrow(/AUTO_DISABLE_AFTER must be a duration .* at most 366d/);
   });
 
+  it("keeps finished deliveries 30 days and prunes every minute (contract §14)", () => {
+    expect(config.retention).toEqual({ maxAgeMs: 30 * 24 * HOUR, pruneIntervalMs: MINUTE });
+  });
+
+  it("reads RETENTION beyond the timer limit, or off; refuses 0 and out-of-range values", () => {
+    expect(loadConfig({ RETENTION: "400d" }).retention.maxAgeMs).toBe(400 * 24 * HOUR);
+    expect(loadConfig({ RETENTION: "3660d" }).retention.maxAgeMs).toBe(3660 * 24 * HOUR);
+    expect(loadConfig({ RETENTION: "off" }).retention.maxAgeMs).toBeUndefined();
+    expect(() => loadConfig({ RETENTION: "0" })).toThrow(/RETENTION must be a duration .*more than 0 .*or off \(got "0"\)/);
+    expect(() => loadConfig({ RETENTION: "0d" })).toThrow(/RETENTION must be a duration/);
+    expect(() => loadConfig({ RETENTION: "3661d" })).toThrow(/RETENTION must be a duration .*at most 3660d/);
+    expect(() => loadConfig({ RETENTION: "OFF" })).toThrow(/RETENTION must be a duration/);
+    expect(() => loadConfig({ PRUNE_INTERVAL: "0s" })).toThrow(/PRUNE_INTERVAL must be more than 0/);
+    expect(() => loadConfig({ PRUNE_INTERVAL: "30d" })).toThrow(/PRUNE_INTERVAL must be a duration .* at most 24d/);
+  });
+
   it("uses the API limits of contract §2", () => {
     expect(config.bodyLimitBytes).toBe(256 * 1024);
     expect(config.rateLimitPerSecond).toBe(0);
@@ -119,6 +135,8 @@ describe("loadConfig values", () => {
       CIRCUIT_FAILURE_THRESHOLD: "2",
       CIRCUIT_PROBE_INTERVAL: "500ms",
       AUTO_DISABLE_AFTER: "30d",
+      RETENTION: "90d",
+      PRUNE_INTERVAL: "5m",
     });
     expect(config).toEqual({
       isolation: {
@@ -129,6 +147,7 @@ describe("loadConfig values", () => {
         circuitProbeIntervalMs: 500,
         autoDisableAfterMs: 30 * 24 * HOUR,
       },
+      retention: { maxAgeMs: 90 * 24 * HOUR, pruneIntervalMs: 5 * MINUTE },
       env: "test",
       host: "127.0.0.1",
       port: 8080,
@@ -223,6 +242,9 @@ describe("loadConfig errors", () => {
     ["NODE_ENV", "staging"],
     ["WORKER_CONCURRENCY", "0"],
     ["BODY_LIMIT_BYTES", "10"],
+    ["RETENTION", "0"],
+    ["RETENTION", "forever"],
+    ["PRUNE_INTERVAL", "1.5m"],
   ])("refuses %s=%j with a ConfigError naming it", (name, value) => {
     const error = configError({ [name]: value });
     expect(error).toBeInstanceOf(ConfigError);

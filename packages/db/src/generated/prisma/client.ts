@@ -43,8 +43,10 @@ export { Prisma }
 
 /**
  * Model SigningSecret
- * A signing secret, stored encrypted (AES-256-GCM). Subscriptions point at their current one and
- * every delivery at the one it was created with, so a future rotation cannot re-sign old ones.
+ * A signing secret, stored encrypted (AES-256-GCM). A secret row never changes: a rotation adds a
+ * new one. Subscriptions point at their current one (and, during a rotation's overlap, at the one
+ * before it); every delivery records the one current when it was created. Attempts are signed
+ * with the subscription's secrets as they are at attempt time (contract §12).
  */
 export type SigningSecret = Prisma.SigningSecretModel
 /**
@@ -59,8 +61,10 @@ export type Subscription = Prisma.SubscriptionModel
 export type Event = Prisma.EventModel
 /**
  * Model Delivery
- * One event sent to one subscription. url and secret_id are a snapshot of the subscription taken
+ * One event sent to one subscription. url and headers are a snapshot of the subscription taken
  * when the delivery was created: every attempt uses them, whatever the subscription says later.
+ * secret_id records the secret current at creation; attempts are signed with the subscription's
+ * secrets at attempt time, so that a rotation's overlap covers older deliveries too (contract §12).
  */
 export type Delivery = Prisma.DeliveryModel
 /**

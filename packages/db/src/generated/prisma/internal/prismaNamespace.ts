@@ -932,7 +932,10 @@ export const SubscriptionScalarFieldEnum = {
   lastFailureAt: 'lastFailureAt',
   circuitOpenedAt: 'circuitOpenedAt',
   heldUntil: 'heldUntil',
-  disabledReason: 'disabledReason'
+  disabledReason: 'disabledReason',
+  previousSecretId: 'previousSecretId',
+  previousSecretExpiresAt: 'previousSecretExpiresAt',
+  headers: 'headers'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -957,6 +960,7 @@ export const DeliveryScalarFieldEnum = {
   eventType: 'eventType',
   url: 'url',
   secretId: 'secretId',
+  headers: 'headers',
   status: 'status',
   attempts: 'attempts',
   responseCode: 'responseCode',
@@ -1021,14 +1025,6 @@ export const QueryMode = {
 export type QueryMode = (typeof QueryMode)[keyof typeof QueryMode]
 
 
-export const NullsOrder = {
-  first: 'first',
-  last: 'last'
-} as const
-
-export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
-
-
 export const JsonNullValueFilter = {
   DbNull: DbNull,
   JsonNull: JsonNull,
@@ -1036,6 +1032,14 @@ export const JsonNullValueFilter = {
 } as const
 
 export type JsonNullValueFilter = (typeof JsonNullValueFilter)[keyof typeof JsonNullValueFilter]
+
+
+export const NullsOrder = {
+  first: 'first',
+  last: 'last'
+} as const
+
+export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
 
 
 

@@ -14,8 +14,10 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
 
 /**
  * Model Delivery
- * One event sent to one subscription. url and secret_id are a snapshot of the subscription taken
+ * One event sent to one subscription. url and headers are a snapshot of the subscription taken
  * when the delivery was created: every attempt uses them, whatever the subscription says later.
+ * secret_id records the secret current at creation; attempts are signed with the subscription's
+ * secrets at attempt time, so that a rotation's overlap covers older deliveries too (contract §12).
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -80,6 +82,7 @@ export type DeliveryCountAggregateOutputType = {
   eventType: number
   url: number
   secretId: number
+  headers: number
   status: number
   attempts: number
   responseCode: number
@@ -146,6 +149,7 @@ export type DeliveryCountAggregateInputType = {
   eventType?: true
   url?: true
   secretId?: true
+  headers?: true
   status?: true
   attempts?: true
   responseCode?: true
@@ -251,6 +255,7 @@ export type DeliveryGroupByOutputType = {
   eventType: string
   url: string
   secretId: string
+  headers: runtime.JsonValue
   status: $Enums.DeliveryStatus
   attempts: number
   responseCode: number | null
@@ -292,6 +297,7 @@ export type DeliveryWhereInput = {
   eventType?: Prisma.StringFilter<"Delivery"> | string
   url?: Prisma.StringFilter<"Delivery"> | string
   secretId?: Prisma.StringFilter<"Delivery"> | string
+  headers?: Prisma.JsonFilter<"Delivery">
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   responseCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
@@ -314,6 +320,7 @@ export type DeliveryOrderByWithRelationInput = {
   eventType?: Prisma.SortOrder
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
+  headers?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -339,6 +346,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   eventType?: Prisma.StringFilter<"Delivery"> | string
   url?: Prisma.StringFilter<"Delivery"> | string
   secretId?: Prisma.StringFilter<"Delivery"> | string
+  headers?: Prisma.JsonFilter<"Delivery">
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   responseCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
@@ -361,6 +369,7 @@ export type DeliveryOrderByWithAggregationInput = {
   eventType?: Prisma.SortOrder
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
+  headers?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -387,6 +396,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   url?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   secretId?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
+  headers?: Prisma.JsonWithAggregatesFilter<"Delivery">
   status?: Prisma.EnumDeliveryStatusWithAggregatesFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntWithAggregatesFilter<"Delivery"> | number
   responseCode?: Prisma.IntNullableWithAggregatesFilter<"Delivery"> | number | null
@@ -402,6 +412,7 @@ export type DeliveryCreateInput = {
   id: string
   eventType: string
   url: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -424,6 +435,7 @@ export type DeliveryUncheckedCreateInput = {
   eventType: string
   url: string
   secretId: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -440,6 +452,7 @@ export type DeliveryUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -462,6 +475,7 @@ export type DeliveryUncheckedUpdateInput = {
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -481,6 +495,7 @@ export type DeliveryCreateManyInput = {
   eventType: string
   url: string
   secretId: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -496,6 +511,7 @@ export type DeliveryUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -514,6 +530,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -542,6 +559,7 @@ export type DeliveryCountOrderByAggregateInput = {
   eventType?: Prisma.SortOrder
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
+  headers?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrder
@@ -752,6 +770,7 @@ export type DeliveryCreateWithoutSecretInput = {
   id: string
   eventType: string
   url: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -772,6 +791,7 @@ export type DeliveryUncheckedCreateWithoutSecretInput = {
   eventId: string
   eventType: string
   url: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -820,6 +840,7 @@ export type DeliveryScalarWhereInput = {
   eventType?: Prisma.StringFilter<"Delivery"> | string
   url?: Prisma.StringFilter<"Delivery"> | string
   secretId?: Prisma.StringFilter<"Delivery"> | string
+  headers?: Prisma.JsonFilter<"Delivery">
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   responseCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
@@ -835,6 +856,7 @@ export type DeliveryCreateWithoutSubscriptionInput = {
   id: string
   eventType: string
   url: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -855,6 +877,7 @@ export type DeliveryUncheckedCreateWithoutSubscriptionInput = {
   eventType: string
   url: string
   secretId: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -897,6 +920,7 @@ export type DeliveryCreateWithoutEventInput = {
   id: string
   eventType: string
   url: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -917,6 +941,7 @@ export type DeliveryUncheckedCreateWithoutEventInput = {
   eventType: string
   url: string
   secretId: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -959,6 +984,7 @@ export type DeliveryCreateWithoutAttemptLogInput = {
   id: string
   eventType: string
   url: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -980,6 +1006,7 @@ export type DeliveryUncheckedCreateWithoutAttemptLogInput = {
   eventType: string
   url: string
   secretId: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -1011,6 +1038,7 @@ export type DeliveryUpdateWithoutAttemptLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1032,6 +1060,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptLogInput = {
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1049,6 +1078,7 @@ export type DeliveryCreateManySecretInput = {
   eventId: string
   eventType: string
   url: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -1064,6 +1094,7 @@ export type DeliveryUpdateWithoutSecretInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1084,6 +1115,7 @@ export type DeliveryUncheckedUpdateWithoutSecretInput = {
   eventId?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1102,6 +1134,7 @@ export type DeliveryUncheckedUpdateManyWithoutSecretInput = {
   eventId?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1119,6 +1152,7 @@ export type DeliveryCreateManySubscriptionInput = {
   eventType: string
   url: string
   secretId: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -1134,6 +1168,7 @@ export type DeliveryUpdateWithoutSubscriptionInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1154,6 +1189,7 @@ export type DeliveryUncheckedUpdateWithoutSubscriptionInput = {
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1172,6 +1208,7 @@ export type DeliveryUncheckedUpdateManyWithoutSubscriptionInput = {
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1189,6 +1226,7 @@ export type DeliveryCreateManyEventInput = {
   eventType: string
   url: string
   secretId: string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -1204,6 +1242,7 @@ export type DeliveryUpdateWithoutEventInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1224,6 +1263,7 @@ export type DeliveryUncheckedUpdateWithoutEventInput = {
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1242,6 +1282,7 @@ export type DeliveryUncheckedUpdateManyWithoutEventInput = {
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -1291,6 +1332,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   eventType?: boolean
   url?: boolean
   secretId?: boolean
+  headers?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -1314,6 +1356,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   eventType?: boolean
   url?: boolean
   secretId?: boolean
+  headers?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -1335,6 +1378,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   eventType?: boolean
   url?: boolean
   secretId?: boolean
+  headers?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -1356,6 +1400,7 @@ export type DeliverySelectScalar = {
   eventType?: boolean
   url?: boolean
   secretId?: boolean
+  headers?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -1367,7 +1412,7 @@ export type DeliverySelectScalar = {
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "attemptOpen" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "attemptOpen" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
   event?: boolean | Prisma.EventDefaultArgs<ExtArgs>
@@ -1401,6 +1446,10 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     eventType: string
     url: string
     secretId: string
+    /**
+     * The subscription's extra request headers when the delivery was created (contract §12).
+     */
+    headers: runtime.JsonValue
     status: $Enums.DeliveryStatus
     attempts: number
     responseCode: number | null
@@ -1856,6 +1905,7 @@ export interface DeliveryFieldRefs {
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
   readonly url: Prisma.FieldRef<"Delivery", 'String'>
   readonly secretId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly headers: Prisma.FieldRef<"Delivery", 'Json'>
   readonly status: Prisma.FieldRef<"Delivery", 'DeliveryStatus'>
   readonly attempts: Prisma.FieldRef<"Delivery", 'Int'>
   readonly responseCode: Prisma.FieldRef<"Delivery", 'Int'>

@@ -14,8 +14,10 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
 
 /**
  * Model SigningSecret
- * A signing secret, stored encrypted (AES-256-GCM). Subscriptions point at their current one and
- * every delivery at the one it was created with, so a future rotation cannot re-sign old ones.
+ * A signing secret, stored encrypted (AES-256-GCM). A secret row never changes: a rotation adds a
+ * new one. Subscriptions point at their current one (and, during a rotation's overlap, at the one
+ * before it); every delivery records the one current when it was created. Attempts are signed
+ * with the subscription's secrets as they are at attempt time (contract §12).
  */
 export type SigningSecretModel = runtime.Types.Result.DefaultSelection<Prisma.$SigningSecretPayload>
 
@@ -168,6 +170,7 @@ export type SigningSecretWhereInput = {
   ciphertext?: Prisma.BytesFilter<"SigningSecret"> | runtime.Bytes
   createdAt?: Prisma.DateTimeFilter<"SigningSecret"> | Date | string
   subscriptions?: Prisma.SubscriptionListRelationFilter
+  previousSubscriptions?: Prisma.SubscriptionListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
 }
 
@@ -176,6 +179,7 @@ export type SigningSecretOrderByWithRelationInput = {
   ciphertext?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   subscriptions?: Prisma.SubscriptionOrderByRelationAggregateInput
+  previousSubscriptions?: Prisma.SubscriptionOrderByRelationAggregateInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
 }
 
@@ -187,6 +191,7 @@ export type SigningSecretWhereUniqueInput = Prisma.AtLeast<{
   ciphertext?: Prisma.BytesFilter<"SigningSecret"> | runtime.Bytes
   createdAt?: Prisma.DateTimeFilter<"SigningSecret"> | Date | string
   subscriptions?: Prisma.SubscriptionListRelationFilter
+  previousSubscriptions?: Prisma.SubscriptionListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
 }, "id">
 
@@ -213,6 +218,7 @@ export type SigningSecretCreateInput = {
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionCreateNestedManyWithoutSecretInput
+  previousSubscriptions?: Prisma.SubscriptionCreateNestedManyWithoutPreviousSecretInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSecretInput
 }
 
@@ -221,6 +227,7 @@ export type SigningSecretUncheckedCreateInput = {
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutSecretInput
+  previousSubscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutPreviousSecretInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSecretInput
 }
 
@@ -229,6 +236,7 @@ export type SigningSecretUpdateInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUpdateManyWithoutSecretNestedInput
+  previousSubscriptions?: Prisma.SubscriptionUpdateManyWithoutPreviousSecretNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSecretNestedInput
 }
 
@@ -237,6 +245,7 @@ export type SigningSecretUncheckedUpdateInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutSecretNestedInput
+  previousSubscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSecretNestedInput
 }
 
@@ -281,6 +290,11 @@ export type SigningSecretScalarRelationFilter = {
   isNot?: Prisma.SigningSecretWhereInput
 }
 
+export type SigningSecretNullableScalarRelationFilter = {
+  is?: Prisma.SigningSecretWhereInput | null
+  isNot?: Prisma.SigningSecretWhereInput | null
+}
+
 export type StringFieldUpdateOperationsInput = {
   set?: string
 }
@@ -299,12 +313,28 @@ export type SigningSecretCreateNestedOneWithoutSubscriptionsInput = {
   connect?: Prisma.SigningSecretWhereUniqueInput
 }
 
+export type SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput = {
+  create?: Prisma.XOR<Prisma.SigningSecretCreateWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUncheckedCreateWithoutPreviousSubscriptionsInput>
+  connectOrCreate?: Prisma.SigningSecretCreateOrConnectWithoutPreviousSubscriptionsInput
+  connect?: Prisma.SigningSecretWhereUniqueInput
+}
+
 export type SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput = {
   create?: Prisma.XOR<Prisma.SigningSecretCreateWithoutSubscriptionsInput, Prisma.SigningSecretUncheckedCreateWithoutSubscriptionsInput>
   connectOrCreate?: Prisma.SigningSecretCreateOrConnectWithoutSubscriptionsInput
   upsert?: Prisma.SigningSecretUpsertWithoutSubscriptionsInput
   connect?: Prisma.SigningSecretWhereUniqueInput
   update?: Prisma.XOR<Prisma.XOR<Prisma.SigningSecretUpdateToOneWithWhereWithoutSubscriptionsInput, Prisma.SigningSecretUpdateWithoutSubscriptionsInput>, Prisma.SigningSecretUncheckedUpdateWithoutSubscriptionsInput>
+}
+
+export type SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput = {
+  create?: Prisma.XOR<Prisma.SigningSecretCreateWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUncheckedCreateWithoutPreviousSubscriptionsInput>
+  connectOrCreate?: Prisma.SigningSecretCreateOrConnectWithoutPreviousSubscriptionsInput
+  upsert?: Prisma.SigningSecretUpsertWithoutPreviousSubscriptionsInput
+  disconnect?: Prisma.SigningSecretWhereInput | boolean
+  delete?: Prisma.SigningSecretWhereInput | boolean
+  connect?: Prisma.SigningSecretWhereUniqueInput
+  update?: Prisma.XOR<Prisma.XOR<Prisma.SigningSecretUpdateToOneWithWhereWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUpdateWithoutPreviousSubscriptionsInput>, Prisma.SigningSecretUncheckedUpdateWithoutPreviousSubscriptionsInput>
 }
 
 export type SigningSecretCreateNestedOneWithoutDeliveriesInput = {
@@ -325,6 +355,7 @@ export type SigningSecretCreateWithoutSubscriptionsInput = {
   id: string
   ciphertext: runtime.Bytes
   createdAt?: Date | string
+  previousSubscriptions?: Prisma.SubscriptionCreateNestedManyWithoutPreviousSecretInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSecretInput
 }
 
@@ -332,12 +363,34 @@ export type SigningSecretUncheckedCreateWithoutSubscriptionsInput = {
   id: string
   ciphertext: runtime.Bytes
   createdAt?: Date | string
+  previousSubscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutPreviousSecretInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSecretInput
 }
 
 export type SigningSecretCreateOrConnectWithoutSubscriptionsInput = {
   where: Prisma.SigningSecretWhereUniqueInput
   create: Prisma.XOR<Prisma.SigningSecretCreateWithoutSubscriptionsInput, Prisma.SigningSecretUncheckedCreateWithoutSubscriptionsInput>
+}
+
+export type SigningSecretCreateWithoutPreviousSubscriptionsInput = {
+  id: string
+  ciphertext: runtime.Bytes
+  createdAt?: Date | string
+  subscriptions?: Prisma.SubscriptionCreateNestedManyWithoutSecretInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSecretInput
+}
+
+export type SigningSecretUncheckedCreateWithoutPreviousSubscriptionsInput = {
+  id: string
+  ciphertext: runtime.Bytes
+  createdAt?: Date | string
+  subscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutSecretInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSecretInput
+}
+
+export type SigningSecretCreateOrConnectWithoutPreviousSubscriptionsInput = {
+  where: Prisma.SigningSecretWhereUniqueInput
+  create: Prisma.XOR<Prisma.SigningSecretCreateWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUncheckedCreateWithoutPreviousSubscriptionsInput>
 }
 
 export type SigningSecretUpsertWithoutSubscriptionsInput = {
@@ -355,6 +408,7 @@ export type SigningSecretUpdateWithoutSubscriptionsInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  previousSubscriptions?: Prisma.SubscriptionUpdateManyWithoutPreviousSecretNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSecretNestedInput
 }
 
@@ -362,6 +416,34 @@ export type SigningSecretUncheckedUpdateWithoutSubscriptionsInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  previousSubscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSecretNestedInput
+}
+
+export type SigningSecretUpsertWithoutPreviousSubscriptionsInput = {
+  update: Prisma.XOR<Prisma.SigningSecretUpdateWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUncheckedUpdateWithoutPreviousSubscriptionsInput>
+  create: Prisma.XOR<Prisma.SigningSecretCreateWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUncheckedCreateWithoutPreviousSubscriptionsInput>
+  where?: Prisma.SigningSecretWhereInput
+}
+
+export type SigningSecretUpdateToOneWithWhereWithoutPreviousSubscriptionsInput = {
+  where?: Prisma.SigningSecretWhereInput
+  data: Prisma.XOR<Prisma.SigningSecretUpdateWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUncheckedUpdateWithoutPreviousSubscriptionsInput>
+}
+
+export type SigningSecretUpdateWithoutPreviousSubscriptionsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  subscriptions?: Prisma.SubscriptionUpdateManyWithoutSecretNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutSecretNestedInput
+}
+
+export type SigningSecretUncheckedUpdateWithoutPreviousSubscriptionsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  subscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutSecretNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSecretNestedInput
 }
 
@@ -370,6 +452,7 @@ export type SigningSecretCreateWithoutDeliveriesInput = {
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionCreateNestedManyWithoutSecretInput
+  previousSubscriptions?: Prisma.SubscriptionCreateNestedManyWithoutPreviousSecretInput
 }
 
 export type SigningSecretUncheckedCreateWithoutDeliveriesInput = {
@@ -377,6 +460,7 @@ export type SigningSecretUncheckedCreateWithoutDeliveriesInput = {
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutSecretInput
+  previousSubscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutPreviousSecretInput
 }
 
 export type SigningSecretCreateOrConnectWithoutDeliveriesInput = {
@@ -400,6 +484,7 @@ export type SigningSecretUpdateWithoutDeliveriesInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUpdateManyWithoutSecretNestedInput
+  previousSubscriptions?: Prisma.SubscriptionUpdateManyWithoutPreviousSecretNestedInput
 }
 
 export type SigningSecretUncheckedUpdateWithoutDeliveriesInput = {
@@ -407,6 +492,7 @@ export type SigningSecretUncheckedUpdateWithoutDeliveriesInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutSecretNestedInput
+  previousSubscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretNestedInput
 }
 
 
@@ -416,11 +502,13 @@ export type SigningSecretUncheckedUpdateWithoutDeliveriesInput = {
 
 export type SigningSecretCountOutputType = {
   subscriptions: number
+  previousSubscriptions: number
   deliveries: number
 }
 
 export type SigningSecretCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   subscriptions?: boolean | SigningSecretCountOutputTypeCountSubscriptionsArgs
+  previousSubscriptions?: boolean | SigningSecretCountOutputTypeCountPreviousSubscriptionsArgs
   deliveries?: boolean | SigningSecretCountOutputTypeCountDeliveriesArgs
 }
 
@@ -444,6 +532,13 @@ export type SigningSecretCountOutputTypeCountSubscriptionsArgs<ExtArgs extends r
 /**
  * SigningSecretCountOutputType without action
  */
+export type SigningSecretCountOutputTypeCountPreviousSubscriptionsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  where?: Prisma.SubscriptionWhereInput
+}
+
+/**
+ * SigningSecretCountOutputType without action
+ */
 export type SigningSecretCountOutputTypeCountDeliveriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   where?: Prisma.DeliveryWhereInput
 }
@@ -454,6 +549,7 @@ export type SigningSecretSelect<ExtArgs extends runtime.Types.Extensions.Interna
   ciphertext?: boolean
   createdAt?: boolean
   subscriptions?: boolean | Prisma.SigningSecret$subscriptionsArgs<ExtArgs>
+  previousSubscriptions?: boolean | Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs>
   deliveries?: boolean | Prisma.SigningSecret$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.SigningSecretCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["signingSecret"]>
@@ -479,6 +575,7 @@ export type SigningSecretSelectScalar = {
 export type SigningSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "ciphertext" | "createdAt", ExtArgs["result"]["signingSecret"]>
 export type SigningSecretInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   subscriptions?: boolean | Prisma.SigningSecret$subscriptionsArgs<ExtArgs>
+  previousSubscriptions?: boolean | Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs>
   deliveries?: boolean | Prisma.SigningSecret$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.SigningSecretCountOutputTypeDefaultArgs<ExtArgs>
 }
@@ -489,6 +586,7 @@ export type $SigningSecretPayload<ExtArgs extends runtime.Types.Extensions.Inter
   name: "SigningSecret"
   objects: {
     subscriptions: Prisma.$SubscriptionPayload<ExtArgs>[]
+    previousSubscriptions: Prisma.$SubscriptionPayload<ExtArgs>[]
     deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
@@ -890,6 +988,7 @@ readonly fields: SigningSecretFieldRefs;
 export interface Prisma__SigningSecretClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
   subscriptions<T extends Prisma.SigningSecret$subscriptionsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecret$subscriptionsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$SubscriptionPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
+  previousSubscriptions<T extends Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$SubscriptionPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   deliveries<T extends Prisma.SigningSecret$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecret$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
@@ -1319,6 +1418,30 @@ export type SigningSecretDeleteManyArgs<ExtArgs extends runtime.Types.Extensions
  * SigningSecret.subscriptions
  */
 export type SigningSecret$subscriptionsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the Subscription
+   */
+  select?: Prisma.SubscriptionSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the Subscription
+   */
+  omit?: Prisma.SubscriptionOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.SubscriptionInclude<ExtArgs> | null
+  where?: Prisma.SubscriptionWhereInput
+  orderBy?: Prisma.SubscriptionOrderByWithRelationInput | Prisma.SubscriptionOrderByWithRelationInput[]
+  cursor?: Prisma.SubscriptionWhereUniqueInput
+  take?: number
+  skip?: number
+  distinct?: Prisma.SubscriptionScalarFieldEnum | Prisma.SubscriptionScalarFieldEnum[]
+}
+
+/**
+ * SigningSecret.previousSubscriptions
+ */
+export type SigningSecret$previousSubscriptionsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   /**
    * Select specific fields to fetch from the Subscription
    */

@@ -56,6 +56,8 @@ export type SubscriptionMinAggregateOutputType = {
   circuitOpenedAt: Date | null
   heldUntil: Date | null
   disabledReason: string | null
+  previousSecretId: string | null
+  previousSecretExpiresAt: Date | null
 }
 
 export type SubscriptionMaxAggregateOutputType = {
@@ -76,6 +78,8 @@ export type SubscriptionMaxAggregateOutputType = {
   circuitOpenedAt: Date | null
   heldUntil: Date | null
   disabledReason: string | null
+  previousSecretId: string | null
+  previousSecretExpiresAt: Date | null
 }
 
 export type SubscriptionCountAggregateOutputType = {
@@ -97,6 +101,9 @@ export type SubscriptionCountAggregateOutputType = {
   circuitOpenedAt: number
   heldUntil: number
   disabledReason: number
+  previousSecretId: number
+  previousSecretExpiresAt: number
+  headers: number
   _all: number
 }
 
@@ -131,6 +138,8 @@ export type SubscriptionMinAggregateInputType = {
   circuitOpenedAt?: true
   heldUntil?: true
   disabledReason?: true
+  previousSecretId?: true
+  previousSecretExpiresAt?: true
 }
 
 export type SubscriptionMaxAggregateInputType = {
@@ -151,6 +160,8 @@ export type SubscriptionMaxAggregateInputType = {
   circuitOpenedAt?: true
   heldUntil?: true
   disabledReason?: true
+  previousSecretId?: true
+  previousSecretExpiresAt?: true
 }
 
 export type SubscriptionCountAggregateInputType = {
@@ -172,6 +183,9 @@ export type SubscriptionCountAggregateInputType = {
   circuitOpenedAt?: true
   heldUntil?: true
   disabledReason?: true
+  previousSecretId?: true
+  previousSecretExpiresAt?: true
+  headers?: true
   _all?: true
 }
 
@@ -280,6 +294,9 @@ export type SubscriptionGroupByOutputType = {
   circuitOpenedAt: Date | null
   heldUntil: Date | null
   disabledReason: string | null
+  previousSecretId: string | null
+  previousSecretExpiresAt: Date | null
+  headers: runtime.JsonValue
   _count: SubscriptionCountAggregateOutputType | null
   _avg: SubscriptionAvgAggregateOutputType | null
   _sum: SubscriptionSumAggregateOutputType | null
@@ -324,7 +341,11 @@ export type SubscriptionWhereInput = {
   circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  headers?: Prisma.JsonFilter<"Subscription">
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
+  previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
   deliveries?: Prisma.DeliveryListRelationFilter
 }
 
@@ -347,7 +368,11 @@ export type SubscriptionOrderByWithRelationInput = {
   circuitOpenedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   heldUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  previousSecretId?: Prisma.SortOrderInput | Prisma.SortOrder
+  previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  headers?: Prisma.SortOrder
   secret?: Prisma.SigningSecretOrderByWithRelationInput
+  previousSecret?: Prisma.SigningSecretOrderByWithRelationInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
 }
 
@@ -373,7 +398,11 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  headers?: Prisma.JsonFilter<"Subscription">
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
+  previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
   deliveries?: Prisma.DeliveryListRelationFilter
 }, "id">
 
@@ -396,6 +425,9 @@ export type SubscriptionOrderByWithAggregationInput = {
   circuitOpenedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   heldUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  previousSecretId?: Prisma.SortOrderInput | Prisma.SortOrder
+  previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  headers?: Prisma.SortOrder
   _count?: Prisma.SubscriptionCountOrderByAggregateInput
   _avg?: Prisma.SubscriptionAvgOrderByAggregateInput
   _max?: Prisma.SubscriptionMaxOrderByAggregateInput
@@ -425,6 +457,9 @@ export type SubscriptionScalarWhereWithAggregatesInput = {
   circuitOpenedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
+  previousSecretId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
+  previousSecretExpiresAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  headers?: Prisma.JsonWithAggregatesFilter<"Subscription">
 }
 
 export type SubscriptionCreateInput = {
@@ -445,7 +480,10 @@ export type SubscriptionCreateInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
+  previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -468,6 +506,9 @@ export type SubscriptionUncheckedCreateInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretId?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -489,7 +530,10 @@ export type SubscriptionUpdateInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
+  previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -512,6 +556,9 @@ export type SubscriptionUncheckedUpdateInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -534,6 +581,9 @@ export type SubscriptionCreateManyInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretId?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUpdateManyMutationInput = {
@@ -554,6 +604,8 @@ export type SubscriptionUpdateManyMutationInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUncheckedUpdateManyInput = {
@@ -575,6 +627,9 @@ export type SubscriptionUncheckedUpdateManyInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionListRelationFilter = {
@@ -614,6 +669,9 @@ export type SubscriptionCountOrderByAggregateInput = {
   circuitOpenedAt?: Prisma.SortOrder
   heldUntil?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
+  previousSecretId?: Prisma.SortOrder
+  previousSecretExpiresAt?: Prisma.SortOrder
+  headers?: Prisma.SortOrder
 }
 
 export type SubscriptionAvgOrderByAggregateInput = {
@@ -640,6 +698,8 @@ export type SubscriptionMaxOrderByAggregateInput = {
   circuitOpenedAt?: Prisma.SortOrder
   heldUntil?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
+  previousSecretId?: Prisma.SortOrder
+  previousSecretExpiresAt?: Prisma.SortOrder
 }
 
 export type SubscriptionMinOrderByAggregateInput = {
@@ -660,6 +720,8 @@ export type SubscriptionMinOrderByAggregateInput = {
   circuitOpenedAt?: Prisma.SortOrder
   heldUntil?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
+  previousSecretId?: Prisma.SortOrder
+  previousSecretExpiresAt?: Prisma.SortOrder
 }
 
 export type SubscriptionSumOrderByAggregateInput = {
@@ -680,10 +742,24 @@ export type SubscriptionCreateNestedManyWithoutSecretInput = {
   connect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
 }
 
+export type SubscriptionCreateNestedManyWithoutPreviousSecretInput = {
+  create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput> | Prisma.SubscriptionCreateWithoutPreviousSecretInput[] | Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput[]
+  connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput | Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput[]
+  createMany?: Prisma.SubscriptionCreateManyPreviousSecretInputEnvelope
+  connect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+}
+
 export type SubscriptionUncheckedCreateNestedManyWithoutSecretInput = {
   create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutSecretInput, Prisma.SubscriptionUncheckedCreateWithoutSecretInput> | Prisma.SubscriptionCreateWithoutSecretInput[] | Prisma.SubscriptionUncheckedCreateWithoutSecretInput[]
   connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutSecretInput | Prisma.SubscriptionCreateOrConnectWithoutSecretInput[]
   createMany?: Prisma.SubscriptionCreateManySecretInputEnvelope
+  connect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+}
+
+export type SubscriptionUncheckedCreateNestedManyWithoutPreviousSecretInput = {
+  create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput> | Prisma.SubscriptionCreateWithoutPreviousSecretInput[] | Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput[]
+  connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput | Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput[]
+  createMany?: Prisma.SubscriptionCreateManyPreviousSecretInputEnvelope
   connect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
 }
 
@@ -701,6 +777,20 @@ export type SubscriptionUpdateManyWithoutSecretNestedInput = {
   deleteMany?: Prisma.SubscriptionScalarWhereInput | Prisma.SubscriptionScalarWhereInput[]
 }
 
+export type SubscriptionUpdateManyWithoutPreviousSecretNestedInput = {
+  create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput> | Prisma.SubscriptionCreateWithoutPreviousSecretInput[] | Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput[]
+  connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput | Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput[]
+  upsert?: Prisma.SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput | Prisma.SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput[]
+  createMany?: Prisma.SubscriptionCreateManyPreviousSecretInputEnvelope
+  set?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  disconnect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  delete?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  connect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  update?: Prisma.SubscriptionUpdateWithWhereUniqueWithoutPreviousSecretInput | Prisma.SubscriptionUpdateWithWhereUniqueWithoutPreviousSecretInput[]
+  updateMany?: Prisma.SubscriptionUpdateManyWithWhereWithoutPreviousSecretInput | Prisma.SubscriptionUpdateManyWithWhereWithoutPreviousSecretInput[]
+  deleteMany?: Prisma.SubscriptionScalarWhereInput | Prisma.SubscriptionScalarWhereInput[]
+}
+
 export type SubscriptionUncheckedUpdateManyWithoutSecretNestedInput = {
   create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutSecretInput, Prisma.SubscriptionUncheckedCreateWithoutSecretInput> | Prisma.SubscriptionCreateWithoutSecretInput[] | Prisma.SubscriptionUncheckedCreateWithoutSecretInput[]
   connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutSecretInput | Prisma.SubscriptionCreateOrConnectWithoutSecretInput[]
@@ -712,6 +802,20 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretNestedInput = {
   connect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
   update?: Prisma.SubscriptionUpdateWithWhereUniqueWithoutSecretInput | Prisma.SubscriptionUpdateWithWhereUniqueWithoutSecretInput[]
   updateMany?: Prisma.SubscriptionUpdateManyWithWhereWithoutSecretInput | Prisma.SubscriptionUpdateManyWithWhereWithoutSecretInput[]
+  deleteMany?: Prisma.SubscriptionScalarWhereInput | Prisma.SubscriptionScalarWhereInput[]
+}
+
+export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretNestedInput = {
+  create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput> | Prisma.SubscriptionCreateWithoutPreviousSecretInput[] | Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput[]
+  connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput | Prisma.SubscriptionCreateOrConnectWithoutPreviousSecretInput[]
+  upsert?: Prisma.SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput | Prisma.SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput[]
+  createMany?: Prisma.SubscriptionCreateManyPreviousSecretInputEnvelope
+  set?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  disconnect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  delete?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  connect?: Prisma.SubscriptionWhereUniqueInput | Prisma.SubscriptionWhereUniqueInput[]
+  update?: Prisma.SubscriptionUpdateWithWhereUniqueWithoutPreviousSecretInput | Prisma.SubscriptionUpdateWithWhereUniqueWithoutPreviousSecretInput[]
+  updateMany?: Prisma.SubscriptionUpdateManyWithWhereWithoutPreviousSecretInput | Prisma.SubscriptionUpdateManyWithWhereWithoutPreviousSecretInput[]
   deleteMany?: Prisma.SubscriptionScalarWhereInput | Prisma.SubscriptionScalarWhereInput[]
 }
 
@@ -784,6 +888,9 @@ export type SubscriptionCreateWithoutSecretInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -805,6 +912,9 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretId?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -815,6 +925,64 @@ export type SubscriptionCreateOrConnectWithoutSecretInput = {
 
 export type SubscriptionCreateManySecretInputEnvelope = {
   data: Prisma.SubscriptionCreateManySecretInput | Prisma.SubscriptionCreateManySecretInput[]
+  skipDuplicates?: boolean
+}
+
+export type SubscriptionCreateWithoutPreviousSecretInput = {
+  id: string
+  url: string
+  events?: Prisma.SubscriptionCreateeventsInput | string[]
+  description?: string
+  active?: boolean
+  createdAt?: Date | string
+  updatedAt?: Date | string
+  deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
+}
+
+export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
+  id: string
+  url: string
+  events?: Prisma.SubscriptionCreateeventsInput | string[]
+  description?: string
+  active?: boolean
+  secretId: string
+  createdAt?: Date | string
+  updatedAt?: Date | string
+  deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
+}
+
+export type SubscriptionCreateOrConnectWithoutPreviousSecretInput = {
+  where: Prisma.SubscriptionWhereUniqueInput
+  create: Prisma.XOR<Prisma.SubscriptionCreateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput>
+}
+
+export type SubscriptionCreateManyPreviousSecretInputEnvelope = {
+  data: Prisma.SubscriptionCreateManyPreviousSecretInput | Prisma.SubscriptionCreateManyPreviousSecretInput[]
   skipDuplicates?: boolean
 }
 
@@ -856,6 +1024,25 @@ export type SubscriptionScalarWhereInput = {
   circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  headers?: Prisma.JsonFilter<"Subscription">
+}
+
+export type SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput = {
+  where: Prisma.SubscriptionWhereUniqueInput
+  update: Prisma.XOR<Prisma.SubscriptionUpdateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedUpdateWithoutPreviousSecretInput>
+  create: Prisma.XOR<Prisma.SubscriptionCreateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedCreateWithoutPreviousSecretInput>
+}
+
+export type SubscriptionUpdateWithWhereUniqueWithoutPreviousSecretInput = {
+  where: Prisma.SubscriptionWhereUniqueInput
+  data: Prisma.XOR<Prisma.SubscriptionUpdateWithoutPreviousSecretInput, Prisma.SubscriptionUncheckedUpdateWithoutPreviousSecretInput>
+}
+
+export type SubscriptionUpdateManyWithWhereWithoutPreviousSecretInput = {
+  where: Prisma.SubscriptionScalarWhereInput
+  data: Prisma.XOR<Prisma.SubscriptionUpdateManyMutationInput, Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput>
 }
 
 export type SubscriptionCreateWithoutDeliveriesInput = {
@@ -876,7 +1063,10 @@ export type SubscriptionCreateWithoutDeliveriesInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
+  previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
 
 export type SubscriptionUncheckedCreateWithoutDeliveriesInput = {
@@ -898,6 +1088,9 @@ export type SubscriptionUncheckedCreateWithoutDeliveriesInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretId?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionCreateOrConnectWithoutDeliveriesInput = {
@@ -934,7 +1127,10 @@ export type SubscriptionUpdateWithoutDeliveriesInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
+  previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
 
 export type SubscriptionUncheckedUpdateWithoutDeliveriesInput = {
@@ -956,6 +1152,9 @@ export type SubscriptionUncheckedUpdateWithoutDeliveriesInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionCreateManySecretInput = {
@@ -976,6 +1175,32 @@ export type SubscriptionCreateManySecretInput = {
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
   disabledReason?: string | null
+  previousSecretId?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+}
+
+export type SubscriptionCreateManyPreviousSecretInput = {
+  id: string
+  url: string
+  events?: Prisma.SubscriptionCreateeventsInput | string[]
+  description?: string
+  active?: boolean
+  secretId: string
+  createdAt?: Date | string
+  updatedAt?: Date | string
+  deletedAt?: Date | string | null
+  maxInFlight?: number
+  rateLimit?: number | null
+  consecutiveFailures?: number
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  circuitOpenedAt?: Date | string | null
+  heldUntil?: Date | string | null
+  disabledReason?: string | null
+  previousSecretExpiresAt?: Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUpdateWithoutSecretInput = {
@@ -996,6 +1221,9 @@ export type SubscriptionUpdateWithoutSecretInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -1017,6 +1245,9 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -1038,6 +1269,80 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+}
+
+export type SubscriptionUpdateWithoutPreviousSecretInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  url?: Prisma.StringFieldUpdateOperationsInput | string
+  events?: Prisma.SubscriptionUpdateeventsInput | string[]
+  description?: Prisma.StringFieldUpdateOperationsInput | string
+  active?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
+}
+
+export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  url?: Prisma.StringFieldUpdateOperationsInput | string
+  events?: Prisma.SubscriptionUpdateeventsInput | string[]
+  description?: Prisma.StringFieldUpdateOperationsInput | string
+  active?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
+}
+
+export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  url?: Prisma.StringFieldUpdateOperationsInput | string
+  events?: Prisma.SubscriptionUpdateeventsInput | string[]
+  description?: Prisma.StringFieldUpdateOperationsInput | string
+  active?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  secretId?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
+  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
 }
 
 
@@ -1090,7 +1395,11 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   circuitOpenedAt?: boolean
   heldUntil?: boolean
   disabledReason?: boolean
+  previousSecretId?: boolean
+  previousSecretExpiresAt?: boolean
+  headers?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
+  previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
   deliveries?: boolean | Prisma.Subscription$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.SubscriptionCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1114,7 +1423,11 @@ export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   circuitOpenedAt?: boolean
   heldUntil?: boolean
   disabledReason?: boolean
+  previousSecretId?: boolean
+  previousSecretExpiresAt?: boolean
+  headers?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
+  previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
 
 export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -1136,7 +1449,11 @@ export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   circuitOpenedAt?: boolean
   heldUntil?: boolean
   disabledReason?: boolean
+  previousSecretId?: boolean
+  previousSecretExpiresAt?: boolean
+  headers?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
+  previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
 
 export type SubscriptionSelectScalar = {
@@ -1158,25 +1475,32 @@ export type SubscriptionSelectScalar = {
   circuitOpenedAt?: boolean
   heldUntil?: boolean
   disabledReason?: boolean
+  previousSecretId?: boolean
+  previousSecretExpiresAt?: boolean
+  headers?: boolean
 }
 
-export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason", ExtArgs["result"]["subscription"]>
+export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers", ExtArgs["result"]["subscription"]>
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
+  previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
   deliveries?: boolean | Prisma.Subscription$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.SubscriptionCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type SubscriptionIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
+  previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }
 export type SubscriptionIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
+  previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }
 
 export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Subscription"
   objects: {
     secret: Prisma.$SigningSecretPayload<ExtArgs>
+    previousSecret: Prisma.$SigningSecretPayload<ExtArgs> | null
     deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
@@ -1223,6 +1547,12 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * Why the service disabled the subscription ("failing" or "gone"); null if it did not.
      */
     disabledReason: string | null
+    previousSecretId: string | null
+    previousSecretExpiresAt: Date | null
+    /**
+     * Extra request headers sent with each delivery, as a JSON object of name -> value (contract §12).
+     */
+    headers: runtime.JsonValue
   }, ExtArgs["result"]["subscription"]>
   composites: {}
 }
@@ -1618,6 +1948,7 @@ readonly fields: SubscriptionFieldRefs;
 export interface Prisma__SubscriptionClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
   secret<T extends Prisma.SigningSecretDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecretDefaultArgs<ExtArgs>>): Prisma.Prisma__SigningSecretClient<runtime.Types.Result.GetResult<Prisma.$SigningSecretPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
+  previousSecret<T extends Prisma.Subscription$previousSecretArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Subscription$previousSecretArgs<ExtArgs>>): Prisma.Prisma__SigningSecretClient<runtime.Types.Result.GetResult<Prisma.$SigningSecretPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   deliveries<T extends Prisma.Subscription$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Subscription$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
@@ -1666,6 +1997,9 @@ export interface SubscriptionFieldRefs {
   readonly circuitOpenedAt: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly heldUntil: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly disabledReason: Prisma.FieldRef<"Subscription", 'String'>
+  readonly previousSecretId: Prisma.FieldRef<"Subscription", 'String'>
+  readonly previousSecretExpiresAt: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly headers: Prisma.FieldRef<"Subscription", 'Json'>
 }
     
 
@@ -2064,6 +2398,25 @@ export type SubscriptionDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.
    * Limit how many Subscriptions to delete.
    */
   limit?: number
+}
+
+/**
+ * Subscription.previousSecret
+ */
+export type Subscription$previousSecretArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the SigningSecret
+   */
+  select?: Prisma.SigningSecretSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the SigningSecret
+   */
+  omit?: Prisma.SigningSecretOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.SigningSecretInclude<ExtArgs> | null
+  where?: Prisma.SigningSecretWhereInput
 }
 
 /**

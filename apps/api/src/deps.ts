@@ -8,7 +8,11 @@ import type { ApiDeps } from "./http/types.ts";
  * Connects everything the API needs (PostgreSQL pool, Redis, the deliveries queue) from the
  * configuration. Used by main.ts and by the tests, so both run the same wiring.
  */
-export async function connectApiDeps(config: Config, logger: Logger, options: { redisReadyTimeoutMs?: number } = {}): Promise<ApiDeps & { close(): Promise<void> }> {
+export async function connectApiDeps(
+  config: Config,
+  logger: Logger,
+  options: { redisReadyTimeoutMs?: number; clock?: () => number } = {},
+): Promise<ApiDeps & { close(): Promise<void> }> {
   const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
   const redis = createRedisConnection(config.redisUrl, "producer");
   const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
@@ -22,7 +26,7 @@ export async function connectApiDeps(config: Config, logger: Logger, options: { 
     queue,
     logger,
     secretBox: new SecretBox(config.secretEncryptionKey),
-    authenticator: new ApiKeyAuthenticator(database.prisma, config.apiKeys),
+    authenticator: new ApiKeyAuthenticator(database.prisma, config.apiKeys, options.clock),
     async close() {
       await queue.close().catch(() => {});
       redis.disconnect();

@@ -26,9 +26,15 @@ export interface TestApi {
   close(): Promise<void>;
 }
 
-/** The real API app on a real HTTP server on loopback, against the test's database and Redis. */
-export async function startTestApi(config: Config): Promise<TestApi> {
-  const deps = await connectApiDeps({ ...config, databasePoolSize: 5 }, createLogger({ level: config.logLevel, name: "api" }), { redisReadyTimeoutMs: 1_000 });
+/**
+ * The real API app on a real HTTP server on loopback, against the test's database and Redis.
+ * `clock` replaces Date.now for the API-key cache, so a test can move time instead of waiting.
+ */
+export async function startTestApi(config: Config, options: { clock?: () => number } = {}): Promise<TestApi> {
+  const deps = await connectApiDeps({ ...config, databasePoolSize: 5 }, createLogger({ level: config.logLevel, name: "api" }), {
+    redisReadyTimeoutMs: 1_000,
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
   const app = createApp(deps);
   // The server main.ts runs, with its timeouts and its answers to requests the adapter refuses.
   const server = createApiServer(app.fetch, deps.logger);

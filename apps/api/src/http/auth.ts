@@ -25,9 +25,11 @@ export class ApiKeyAuthenticator {
   readonly #cache = new Map<string, { keyId: string; expiresAt: number }>();
   readonly #unknown = new Map<string, number>();
 
+  /** `now` is the cache's clock; tests move it instead of waiting for entries to expire. */
   constructor(
     private readonly db: PrismaClient,
     staticKeys: string[],
+    private readonly now: () => number = Date.now,
   ) {
     this.#staticKeys = staticKeys.map(hashApiKey);
   }
@@ -44,18 +46,18 @@ export class ApiKeyAuthenticator {
     if (!STORED_KEY_FORMAT.test(key)) return undefined;
     const cacheKey = hash.toString("hex");
     const cached = this.#cache.get(cacheKey);
-    if (cached && cached.expiresAt > Date.now()) return cached.keyId;
-    if ((this.#unknown.get(cacheKey) ?? 0) > Date.now()) return undefined;
+    if (cached && cached.expiresAt > this.now()) return cached.keyId;
+    if ((this.#unknown.get(cacheKey) ?? 0) > this.now()) return undefined;
 
     const keyId = await findLiveApiKey({ db: this.db }, key);
     if (keyId === undefined) {
       this.#cache.delete(cacheKey);
       if (this.#unknown.size >= CACHE_LIMIT) this.#unknown.clear();
-      this.#unknown.set(cacheKey, Date.now() + UNKNOWN_KEY_CACHE_MS);
+      this.#unknown.set(cacheKey, this.now() + UNKNOWN_KEY_CACHE_MS);
       return undefined;
     }
     if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
-    this.#cache.set(cacheKey, { keyId, expiresAt: Date.now() + STORED_KEY_CACHE_MS });
+    this.#cache.set(cacheKey, { keyId, expiresAt: this.now() + STORED_KEY_CACHE_MS });
     return keyId;
   }
 }

@@ -1,4 +1,5 @@
 export * from "./config.ts";
+export * from "./custom-headers.ts";
 export * from "./deadline.ts";
 export * from "./delivery-lifecycle.ts";
 export * from "./delivery-status.ts";

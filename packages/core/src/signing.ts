@@ -23,19 +23,24 @@ export interface SignedHeaders {
   "webhook-signature": string;
 }
 
+/**
+ * Signs with each key, the current secret first: during a rotation's overlap (contract §12) the
+ * header carries both signatures, space-separated, and a receiver accepts the message if any of
+ * them verifies with the secret it has.
+ */
 export function signWebhook(input: {
-  secretKey: Buffer;
+  secretKeys: readonly Buffer[];
   messageId: string;
   timestamp: Date;
   body: string;
 }): SignedHeaders {
+  if (input.secretKeys.length === 0) throw new Error("signWebhook needs at least one key");
   const seconds = Math.floor(input.timestamp.getTime() / 1000).toString();
-  const signature = createHmac("sha256", input.secretKey)
-    .update(`${input.messageId}.${seconds}.${input.body}`)
-    .digest("base64");
+  const content = `${input.messageId}.${seconds}.${input.body}`;
+  const signatures = input.secretKeys.map((key) => `v1,${createHmac("sha256", key).update(content).digest("base64")}`);
   return {
     "webhook-id": input.messageId,
     "webhook-timestamp": seconds,
-    "webhook-signature": `v1,${signature}`,
+    "webhook-signature": signatures.join(" "),
   };
 }

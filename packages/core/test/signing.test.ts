@@ -8,7 +8,7 @@ const secretFormat = /^whsec_[A-Za-z0-9+/]{43}=$/;
 /** Signs `body` now with a fresh secret, the way the worker does for one attempt. */
 function signNow(body: string, messageId = newId("event")): { secret: string; headers: SignedHeaders } {
   const secret = generateSigningSecret();
-  const headers = signWebhook({ secretKey: decodeSigningSecret(secret), messageId, timestamp: new Date(), body });
+  const headers = signWebhook({ secretKeys: [decodeSigningSecret(secret)], messageId, timestamp: new Date(), body });
   return { secret, headers };
 }
 
@@ -46,7 +46,7 @@ describe("signWebhook", () => {
   it("matches the Standard Webhooks reference vector", () => {
     // The test vector of the standard-webhooks specification and its libraries.
     const headers = signWebhook({
-      secretKey: decodeSigningSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+      secretKeys: [decodeSigningSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")],
       messageId: "msg_p5jXN8AQM9LWM0D4loKWxJek",
       timestamp: new Date(1614265330 * 1000),
       body: '{"test": 2432232314}',
@@ -59,7 +59,7 @@ describe("signWebhook", () => {
   });
 
   it("puts the unix time in whole seconds in webhook-timestamp", () => {
-    const sign = (timestamp: Date) => signWebhook({ secretKey: Buffer.alloc(32, 1), messageId: "evt_1", timestamp, body: "{}" })["webhook-timestamp"];
+    const sign = (timestamp: Date) => signWebhook({ secretKeys: [Buffer.alloc(32, 1)], messageId: "evt_1", timestamp, body: "{}" })["webhook-timestamp"];
     expect(sign(new Date("2026-11-21T23:36:50.999Z"))).toBe("1795304210");
     expect(sign(new Date("2026-11-21T23:36:50.000Z"))).toBe("1795304210");
     expect(sign(new Date("2026-11-21T23:36:51.000Z"))).toBe("1795304211");
@@ -74,8 +74,24 @@ describe("signWebhook", () => {
     const secret = generateSigningSecret();
     const timestamp = new Date("2026-11-21T23:36:50.123Z");
     const body = JSON.stringify({ type: "invoice.paid", data: { amount: 42 } });
-    const headers = signWebhook({ secretKey: decodeSigningSecret(secret), messageId: "evt_x", timestamp, body });
+    const headers = signWebhook({ secretKeys: [decodeSigningSecret(secret)], messageId: "evt_x", timestamp, body });
     expect(headers["webhook-signature"]).toBe(new Webhook(secret).sign("evt_x", timestamp, body));
+  });
+
+  it("signs with every key, the first key's signature first, and either secret verifies", () => {
+    const current = generateSigningSecret();
+    const previous = generateSigningSecret();
+    const body = JSON.stringify({ type: "invoice.paid", data: { amount: 42 } });
+    const timestamp = new Date();
+    const headers = signWebhook({ secretKeys: [decodeSigningSecret(current), decodeSigningSecret(previous)], messageId: "evt_r", timestamp, body });
+    expect(headers["webhook-signature"]).toBe(`${new Webhook(current).sign("evt_r", timestamp, body)} ${new Webhook(previous).sign("evt_r", timestamp, body)}`);
+    expect(new Webhook(current).verify(body, { ...headers })).toEqual(JSON.parse(body));
+    expect(new Webhook(previous).verify(body, { ...headers })).toEqual(JSON.parse(body));
+    expect(() => new Webhook(generateSigningSecret()).verify(body, { ...headers })).toThrow(WebhookVerificationError);
+  });
+
+  it("refuses to sign without a key", () => {
+    expect(() => signWebhook({ secretKeys: [], messageId: "evt_1", timestamp: new Date(), body: "{}" })).toThrow();
   });
 
   const bodies: [string, string][] = [

@@ -45,7 +45,15 @@ export function createApp(deps: ApiDeps) {
       version: "1.0.0",
       description: "Subscriptions, events and the delivery log. Errors share one shape; lists page by cursor.",
       license: { name: "Apache-2.0", url: "https://www.apache.org/licenses/LICENSE-2.0" },
+      contact: { name: "The webhook-delivery-service authors" },
     },
+    // Relative: the server that serves this document, whatever its host and port (http://localhost:3000 under `npm start`).
+    servers: [{ url: "/", description: "The server that serves this document" }],
+    tags: [
+      { name: "Subscriptions", description: "Endpoints that receive webhooks: the event types each wants, its limits and its health." },
+      { name: "Events", description: "What happened in your application; each event is delivered to every matching active subscription." },
+      { name: "Deliveries", description: "The delivery log: one delivery per event and subscription, with every attempt, and resends." },
+    ],
     security: [{ apiKey: [] }],
   });
   app.route("/", docsRoutes());

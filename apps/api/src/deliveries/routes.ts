@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { getDelivery, listAttempts, listDeliveries, resendDelivery } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
-import { DEFAULT_PAGE_SIZE, errorResponses, jsonResponse, noParametersBody } from "../http/schemas.ts";
+import { DEFAULT_PAGE_SIZE, jsonResponse, noParametersBody, operationErrors } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import {
   attemptListSchema,
@@ -19,44 +19,49 @@ const tags = ["Deliveries"];
 const listRouteDef = createRoute({
   method: "get",
   path: "/v1/deliveries",
+  operationId: "listDeliveries",
   tags,
   summary: "List deliveries (the delivery log)",
   description:
     "Newest first. Filters combine. Page with `starting_after` set to the last id of a page (older records) " +
     "or `ending_before` set to the first id (newer records).",
   request: { query: listDeliveriesQuery },
-  responses: { 200: jsonResponse(deliveryListSchema, "A page of deliveries"), ...errorResponses },
+  responses: { 200: jsonResponse(deliveryListSchema, "A page of deliveries"), ...operationErrors() },
 });
 
 const getRouteDef = createRoute({
   method: "get",
   path: "/v1/deliveries/{delivery_id}",
+  operationId: "getDelivery",
   tags,
   summary: "Retrieve a delivery",
+  description: "Its state, attempt count and last response code; its attempts are listed at /attempts.",
   request: { params: deliveryIdParam },
-  responses: { 200: jsonResponse(deliverySchema, "The delivery"), ...errorResponses },
+  responses: { 200: jsonResponse(deliverySchema, "The delivery"), ...operationErrors(404) },
 });
 
 const attemptsRouteDef = createRoute({
   method: "get",
   path: "/v1/deliveries/{delivery_id}/attempts",
+  operationId: "listDeliveryAttempts",
   tags,
   summary: "List a delivery's attempts",
   description: "Newest first, paged like the delivery log.",
   request: { params: deliveryIdParam, query: listAttemptsQuery },
-  responses: { 200: jsonResponse(attemptListSchema, "A page of attempts"), ...errorResponses },
+  responses: { 200: jsonResponse(attemptListSchema, "A page of attempts"), ...operationErrors(404) },
 });
 
 const retryRouteDef = createRoute({
   method: "post",
   path: "/v1/deliveries/{delivery_id}/retry",
+  operationId: "retryDelivery",
   tags,
   summary: "Resend a delivery",
   description:
     "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
     "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing.",
   request: { params: deliveryIdParam, body: { required: false, content: { "application/json": { schema: noParametersBody } } } },
-  responses: { 202: jsonResponse(deliverySchema, "The delivery, queued"), ...errorResponses },
+  responses: { 202: jsonResponse(deliverySchema, "The delivery, queued"), ...operationErrors(404, 413, 415) },
 });
 
 export function deliveryRoutes(deps: ApiDeps) {

@@ -1,6 +1,6 @@
-import { createRoute } from "@hono/zod-openapi";
+import { createRoute, z } from "@hono/zod-openapi";
 import { getEvent } from "@webhooks/db";
-import { errorResponses, errorSchema, jsonResponse } from "../http/schemas.ts";
+import { jsonResponse, operationErrors } from "../http/schemas.ts";
 import { newRouter } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { createEventPublisher } from "./publisher.ts";
@@ -11,6 +11,7 @@ const tags = ["Events"];
 const publishRouteDef = createRoute({
   method: "post",
   path: "/v1/events",
+  operationId: "publishEvent",
   tags,
   summary: "Publish an event",
   description:
@@ -21,19 +22,24 @@ const publishRouteDef = createRoute({
     body: { required: true, content: { "application/json": { schema: publishEventBody } } },
   },
   responses: {
-    202: jsonResponse(eventSchema, "The event was accepted"),
-    409: jsonResponse(errorSchema, "The Idempotency-Key was used before with a different request"),
-    ...errorResponses,
+    202: jsonResponse(eventSchema, "The event was accepted", {
+      "Idempotent-Replayed": z.literal("true").optional().openapi({
+        description: "`true` when the Idempotency-Key was seen before and this is the event created then; absent otherwise.",
+      }),
+    }),
+    ...operationErrors(409, 413, 415),
   },
 });
 
 const getRouteDef = createRoute({
   method: "get",
   path: "/v1/events/{event_id}",
+  operationId: "getEvent",
   tags,
   summary: "Retrieve an event",
+  description: "The event as it was published.",
   request: { params: eventIdParam },
-  responses: { 200: jsonResponse(eventSchema, "The event"), ...errorResponses },
+  responses: { 200: jsonResponse(eventSchema, "The event"), ...operationErrors(404) },
 });
 
 export function eventRoutes(deps: ApiDeps) {

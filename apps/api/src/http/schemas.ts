@@ -81,14 +81,59 @@ export function listSchema<T extends z.ZodType>(item: T, name: string, url: stri
     .openapi(name);
 }
 
-/** An OpenAPI response with a JSON body. */
-export const jsonResponse = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+const requestIdHeader = z.object({
+  "request-id": z.string().openapi({
+    description: "This request's id, repeated in error bodies: quote it when reporting a problem.",
+    example: "req_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
+  }),
+});
 
+const retryAfterHeader = { "Retry-After": z.string().openapi({ description: "Seconds to wait before trying again.", example: "5" }) };
+
+type HeaderShape = Record<string, z.ZodType>;
+
+/** A response's headers: `request-id`, which every response carries (request-context.ts), and `headers`. */
+export const withStandardHeaders = <H extends HeaderShape = {}>(headers?: H) => requestIdHeader.extend(headers ?? ({} as H));
+
+/** An OpenAPI response with a JSON body and the standard headers. */
+export const jsonResponse = <T, H extends HeaderShape = {}>(schema: T, description: string, headers?: H) => ({
+  description,
+  headers: withStandardHeaders(headers),
+  content: { "application/json": { schema } },
+});
+
+/** Every error the API answers, by status, as the middleware in http/ and the domain can raise them. */
 export const errorResponses = {
-  400: { description: "Invalid request", content: { "application/json": { schema: errorSchema } } },
-  401: { description: "Missing or wrong API key", content: { "application/json": { schema: errorSchema } } },
-  404: { description: "No such resource", content: { "application/json": { schema: errorSchema } } },
+  400: jsonResponse(errorSchema, "Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object"),
+  401: jsonResponse(errorSchema, "Missing or wrong API key"),
+  404: jsonResponse(errorSchema, "No such resource"),
+  405: jsonResponse(errorSchema, "The path does not take this method", {
+    Allow: z.string().openapi({ description: "The methods the path takes.", example: "GET, HEAD, PUT, DELETE" }),
+  }),
+  409: jsonResponse(errorSchema, "The Idempotency-Key was used before with a different request"),
+  413: jsonResponse(errorSchema, "The request body is larger than BODY_LIMIT_BYTES allows"),
+  415: jsonResponse(errorSchema, "The request body is not sent as JSON (Content-Type: application/json)"),
+  429: jsonResponse(
+    errorSchema,
+    "Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address",
+    retryAfterHeader,
+  ),
+  500: jsonResponse(errorSchema, "An unexpected error; quote the request id when reporting it"),
+  503: jsonResponse(errorSchema, "The database cannot be reached; try again after Retry-After", retryAfterHeader),
 } as const;
+
+type ErrorStatus = keyof typeof errorResponses;
+/** What any /v1 operation can answer: validation, authentication (and its throttle), the 405 matcher, the rate limit, outages. */
+const everyOperationErrors = [400, 401, 405, 429, 500, 503] as const;
+
+/** The error responses of a /v1 operation: those every operation can give, plus `extra` (404 for one resource, 413 and 415 for a body). */
+export function operationErrors<S extends ErrorStatus = never>(...extra: S[]) {
+  const statuses: ErrorStatus[] = [...everyOperationErrors, ...extra].sort((a, b) => a - b);
+  return Object.fromEntries(statuses.map((status) => [status, errorResponses[status]])) as Pick<
+    typeof errorResponses,
+    (typeof everyOperationErrors)[number] | S
+  >;
+}
 
 /** Timestamps leave the API as ISO 8601 UTC with milliseconds (contract §1). */
 export const isoTimestamp = (date: Date): string => date.toISOString();

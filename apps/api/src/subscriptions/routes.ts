@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { createSubscription, deleteSubscription, getSubscription, listSubscriptions, updateSubscription } from "@webhooks/db";
-import { DEFAULT_PAGE_SIZE, errorResponses, jsonResponse } from "../http/schemas.ts";
+import { DEFAULT_PAGE_SIZE, jsonResponse, operationErrors } from "../http/schemas.ts";
 import { newRouter, rawInput } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { validationError } from "../http/validation.ts";
@@ -22,35 +22,40 @@ const tags = ["Subscriptions"];
 const createRouteDef = createRoute({
   method: "post",
   path: "/v1/subscriptions",
+  operationId: "createSubscription",
   tags,
   summary: "Create a subscription",
   description: "The response is the only one that ever contains the signing secret.",
   request: { body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } } },
-  responses: { 201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"), ...errorResponses },
+  responses: { 201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"), ...operationErrors(413, 415) },
 });
 
 const getRouteDef = createRoute({
   method: "get",
   path: "/v1/subscriptions/{subscription_id}",
+  operationId: "getSubscription",
   tags,
   summary: "Retrieve a subscription",
+  description: "Its settings and its endpoint's health; never its secret. A deleted subscription is a 404.",
   request: { params: subscriptionIdParam },
-  responses: { 200: jsonResponse(subscriptionSchema, "The subscription"), ...errorResponses },
+  responses: { 200: jsonResponse(subscriptionSchema, "The subscription"), ...operationErrors(404) },
 });
 
 const listRouteDef = createRoute({
   method: "get",
   path: "/v1/subscriptions",
+  operationId: "listSubscriptions",
   tags,
   summary: "List subscriptions",
   description: "Newest first, paged with starting_after / ending_before. Deleted subscriptions are not listed.",
   request: { query: listSubscriptionsQuery },
-  responses: { 200: jsonResponse(subscriptionListSchema, "A page of subscriptions"), ...errorResponses },
+  responses: { 200: jsonResponse(subscriptionListSchema, "A page of subscriptions"), ...operationErrors() },
 });
 
 const updateRouteDef = createRoute({
   method: "put",
   path: "/v1/subscriptions/{subscription_id}",
+  operationId: "updateSubscription",
   tags,
   summary: "Update a subscription",
   description:
@@ -59,17 +64,18 @@ const updateRouteDef = createRoute({
     "`max_in_flight` and `rate_limit` apply to attempts that start after the change. `active: true` also re-enables a " +
     "subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.",
   request: { params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } } },
-  responses: { 200: jsonResponse(subscriptionSchema, "The updated subscription"), ...errorResponses },
+  responses: { 200: jsonResponse(subscriptionSchema, "The updated subscription"), ...operationErrors(404, 413, 415) },
 });
 
 const deleteRouteDef = createRoute({
   method: "delete",
   path: "/v1/subscriptions/{subscription_id}",
+  operationId: "deleteSubscription",
   tags,
   summary: "Delete a subscription",
   description: "Stops new deliveries. The delivery log stays listable; deliveries already created go out as planned.",
   request: { params: subscriptionIdParam },
-  responses: { 200: jsonResponse(deletedSubscriptionSchema, "The subscription was deleted"), ...errorResponses },
+  responses: { 200: jsonResponse(deletedSubscriptionSchema, "The subscription was deleted"), ...operationErrors(404) },
 });
 
 export function subscriptionRoutes(deps: ApiDeps) {

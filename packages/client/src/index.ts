@@ -1,0 +1,59 @@
+import createClient, { type Client } from "openapi-fetch";
+import { Webhook, WebhookVerificationError } from "standardwebhooks";
+import type { components, operations, paths } from "./schema.ts";
+
+export type { components, operations, paths };
+export { WebhookVerificationError };
+
+type Schemas = components["schemas"];
+export type Subscription = Schemas["Subscription"];
+export type SubscriptionWithSecret = Schemas["SubscriptionWithSecret"];
+export type Event = Schemas["Event"];
+export type Delivery = Schemas["Delivery"];
+export type DeliveryAttempt = Schemas["DeliveryAttempt"];
+export type ApiErrorBody = Schemas["Error"];
+
+export type WebhooksClient = Client<paths>;
+
+export interface WebhooksClientOptions {
+  /** Where the API is, e.g. http://localhost:3000. */
+  baseUrl: string;
+  /** An API key, sent as `Authorization: Bearer <key>`. */
+  apiKey: string;
+  /** Another fetch implementation (tests, proxies); the global fetch by default. */
+  fetch?: (request: Request) => Promise<Response>;
+}
+
+/**
+ * A typed client of the API: `client.POST("/v1/events", { body })` checks the path, the parameters
+ * and the body against the OpenAPI document, and types `data` (2xx) and `error` (the error shape).
+ * src/schema.ts is generated from the document: `npm run generate -w @webhooks/client`.
+ */
+export function createWebhooksClient({ baseUrl, apiKey, fetch }: WebhooksClientOptions): WebhooksClient {
+  return createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${apiKey}` }, ...(fetch ? { fetch } : {}) });
+}
+
+/** What a receiver gets in the body of every webhook (contract §9). */
+export interface WebhookPayload {
+  type: string;
+  /** When the event was published, ISO 8601. */
+  timestamp: string;
+  data: Record<string, unknown>;
+}
+
+export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
+
+/**
+ * Checks a webhook's signature and timestamp with the official `standardwebhooks` library and
+ * returns its parsed body. `body` must be the raw body as received: parsing and re-serialising
+ * JSON changes the bytes that were signed. Throws WebhookVerificationError when the signature,
+ * the timestamp (more than 5 minutes off) or a header is wrong.
+ */
+export function verifyWebhook(secret: string, headers: WebhookHeaders, body: string | Buffer): WebhookPayload {
+  const flat: Record<string, string> = {};
+  const entries = headers instanceof Headers ? headers.entries() : Object.entries(headers);
+  for (const [name, value] of entries) {
+    if (value !== undefined) flat[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : value;
+  }
+  return new Webhook(secret).verify(body, flat) as WebhookPayload;
+}

@@ -43,6 +43,15 @@ const url = (protocols: string[]) =>
     }
   }, `must be a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`);
 
+/** `host:port`, `[ipv6]:port`; undefined when malformed. */
+function parseClusterNode(text: string): { host: string; port: number } | undefined {
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.\-]+)):(\d{1,5})$/.exec(text);
+  const port = Number(match?.[3]);
+  const host = match?.[1] ?? match?.[2];
+  if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
+  return { host, port };
+}
+
 const envSchema = z.object({
   NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
   HOST: z.string().min(1).default("0.0.0.0"),
@@ -51,6 +60,18 @@ const envSchema = z.object({
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
   REDIS_URL: url(["redis:", "rediss:"]).default("redis://127.0.0.1:6379"),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_\-]+$/, "must contain only letters, digits, _ and -").default("webhooks"),
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .transform((text, ctx) => {
+      const nodes = text.split(",").map((node) => parseClusterNode(node.trim()));
+      if (nodes.some((node) => node === undefined)) {
+        ctx.addIssue({ code: "custom", message: "must be comma-separated host:port pairs such as 10.0.0.1:6379,10.0.0.2:6379" });
+        return z.NEVER;
+      }
+      return nodes as { host: string; port: number }[];
+    })
+    .optional(),
+  QUEUE_SHARDS: integer(1, 256).default(1),
   API_KEYS: z.string().default(""),
   SECRET_ENCRYPTION_KEY: z
     .string()
@@ -112,7 +133,14 @@ export interface Config {
   databaseUrl: string;
   databasePoolSize: number;
   redisUrl: string;
+  /**
+   * Redis Cluster seed nodes; when set, they replace REDIS_URL's node (whose username, password
+   * and TLS still apply to every node).
+   */
+  redisClusterNodes: { host: string; port: number }[] | undefined;
   queuePrefix: string;
+  /** How many queues the deliveries are spread over, each on its own hash slot. */
+  queueShards: number;
   apiKeys: string[];
   secretEncryptionKey: Buffer;
   logLevel: string;
@@ -183,6 +211,10 @@ export function loadConfig(source: Record<string, string | undefined> = process.
   if ((e.ADMIN_USERNAME === undefined) !== (e.ADMIN_PASSWORD === undefined)) {
     throw new ConfigError("Invalid configuration: ADMIN_USERNAME and ADMIN_PASSWORD must be set together");
   }
+  // A cluster has only database 0: a REDIS_URL naming another one would be silently ignored.
+  if (e.REDIS_CLUSTER_NODES && !/^\/?0?$/.test(new URL(e.REDIS_URL).pathname)) {
+    throw new ConfigError("Invalid configuration: REDIS_URL must not name a database other than 0 when REDIS_CLUSTER_NODES is set (a cluster has only database 0)");
+  }
   return {
     env: e.NODE_ENV,
     host: e.HOST,
@@ -190,7 +222,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,
+    redisClusterNodes: e.REDIS_CLUSTER_NODES,
     queuePrefix: e.QUEUE_PREFIX,
+    queueShards: e.QUEUE_SHARDS,
     apiKeys: e.API_KEYS.split(",").map((key) => key.trim()).filter((key) => key.length > 0),
     secretEncryptionKey: Buffer.from(e.SECRET_ENCRYPTION_KEY ?? DEVELOPMENT_SECRET_ENCRYPTION_KEY, "base64"),
     logLevel: e.LOG_LEVEL,

@@ -113,6 +113,7 @@ describe("loadConfig values", () => {
       DATABASE_POOL_SIZE: "25",
       REDIS_URL: "rediss://cache.internal:6380/2",
       QUEUE_PREFIX: "test_run-7",
+      QUEUE_SHARDS: "4",
       API_KEYS: "alpha",
       SECRET_ENCRYPTION_KEY: validKey,
       LOG_LEVEL: "debug",
@@ -155,6 +156,7 @@ describe("loadConfig values", () => {
       databasePoolSize: 25,
       redisUrl: "rediss://cache.internal:6380/2",
       queuePrefix: "test_run-7",
+      queueShards: 4,
       apiKeys: ["alpha"],
       secretEncryptionKey: Buffer.from(validKey, "base64"),
       logLevel: "debug",
@@ -386,5 +388,44 @@ describe("loadConfig METRICS_TOKEN", () => {
     const error = configError({ METRICS_TOKEN: "two words" });
     expect(error.message).toContain("METRICS_TOKEN must be a token without spaces");
     expect(error.message).not.toContain("two words");
+  });
+});
+
+describe("loadConfig Redis Cluster and queue shards", () => {
+  it("uses one Redis node and one queue by default", () => {
+    const config = loadConfig({});
+    expect(config.redisClusterNodes).toBeUndefined();
+    expect(config.queueShards).toBe(1);
+  });
+
+  it("reads REDIS_CLUSTER_NODES as host:port pairs, IPv6 in brackets, spaces allowed after commas", () => {
+    expect(loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002" }).redisClusterNodes).toEqual([
+      { host: "10.0.0.1", port: 7000 },
+      { host: "redis-b.internal", port: 7001 },
+      { host: "::1", port: 7002 },
+    ]);
+  });
+
+  it.each(["10.0.0.1", "10.0.0.1:", ":7000", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:7000,", "redis://10.0.0.1:7000", "a b:7000"])(
+    "refuses REDIS_CLUSTER_NODES=%j",
+    (value) => {
+      expect(configError({ REDIS_CLUSTER_NODES: value }).message).toBe(
+        `Invalid configuration: REDIS_CLUSTER_NODES must be comma-separated host:port pairs such as 10.0.0.1:6379,10.0.0.2:6379 (got ${JSON.stringify(value)})`,
+      );
+    },
+  );
+
+  it("refuses a REDIS_URL naming a database other than 0 with a cluster, and allows it without one", () => {
+    expect(configError({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "redis://127.0.0.1:6379/2" }).message).toMatch(/REDIS_URL must not name a database other than 0/);
+    expect(loadConfig({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "rediss://user:pw@127.0.0.1:6379/0" }).redisClusterNodes).toHaveLength(1);
+    expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/2" }).redisUrl).toBe("redis://127.0.0.1:6379/2");
+  });
+
+  it("reads QUEUE_SHARDS from 1 to 256 and refuses anything else", () => {
+    expect(loadConfig({ QUEUE_SHARDS: "1" }).queueShards).toBe(1);
+    expect(loadConfig({ QUEUE_SHARDS: "256" }).queueShards).toBe(256);
+    for (const value of ["0", "257", "-1", "2.5", "three"]) {
+      expect(configError({ QUEUE_SHARDS: value }).message).toBe(`Invalid configuration: QUEUE_SHARDS must be an integer between 1 and 256 (got ${JSON.stringify(value)})`);
+    }
   });
 });

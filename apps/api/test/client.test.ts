@@ -1,0 +1,243 @@
+import { loadConfig } from "@webhooks/core";
+import { createWebhooksClient, verifyWebhook, WebhookVerificationError, type Delivery, type Event, type SubscriptionWithSecret } from "@webhooks/client";
+import {
+  createTestDatabase,
+  spawnService,
+  startReceiver,
+  startTestApi,
+  TEST_API_KEY,
+  testEnv,
+  waitFor,
+  type ServiceProcess,
+  type TestApi,
+  type TestDatabase,
+  type TestReceiver,
+} from "@webhooks/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/**
+ * packages/client against the real API on loopback, with a worker delivering to a real receiver:
+ * every operation of the OpenAPI document is called through the typed client, and the last test
+ * fails if the document has an operation this file does not exercise.
+ */
+let database: TestDatabase;
+let api: TestApi;
+let worker: ServiceProcess;
+let receiver: TestReceiver;
+
+/** Per `METHOD /schema/path`: the statuses this file got through the client. */
+const answered = new Map<string, number[]>();
+const requestIds: (string | null)[] = [];
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  const env = testEnv(database.url);
+  api = await startTestApi(loadConfig(env));
+  // The worker says it is ready in its log.
+  worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
+  receiver = await startReceiver();
+});
+afterAll(async () => {
+  worker?.kill("SIGTERM");
+  await worker?.exited;
+  await receiver?.close();
+  await api?.close();
+  await database?.drop();
+});
+
+function client(apiKey = TEST_API_KEY) {
+  const typed = createWebhooksClient({ baseUrl: api.baseUrl, apiKey });
+  typed.use({
+    onResponse({ request, schemaPath, response }) {
+      const operation = `${request.method} ${schemaPath}`;
+      answered.set(operation, [...(answered.get(operation) ?? []), response.status]);
+      requestIds.push(response.headers.get("request-id"));
+    },
+  });
+  return typed;
+}
+
+describe("the typed client (packages/client), on every operation", () => {
+  let subscription: SubscriptionWithSecret;
+  let event: Event;
+  let delivery: Delivery;
+
+  it("createSubscription: 201 with the secret, defaults for omitted fields; 400 names the parameter", async () => {
+    // active, description, max_in_flight and rate_limit are optional in the generated types.
+    const { data, error, response } = await client().POST("/v1/subscriptions", {
+      body: { url: `${receiver.url}/webhooks`, events: ["invoice.paid"] },
+    });
+    expect(error).toBeUndefined();
+    expect(response.status).toBe(201);
+    expect(data).toMatchObject({ object: "subscription", url: `${receiver.url}/webhooks`, events: ["invoice.paid"], description: "", active: true, rate_limit: null });
+    expect(data!.secret).toMatch(/^whsec_/);
+    subscription = data!;
+
+    const invalid = await client().POST("/v1/subscriptions", { body: { url: `${receiver.url}/webhooks`, events: [] } });
+    expect(invalid.response.status).toBe(400);
+    expect(invalid.data).toBeUndefined();
+    expect(invalid.error?.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "events" });
+  });
+
+  it("getSubscription: 200 without the secret; 404 for an unknown id", async () => {
+    const { data, response } = await client().GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+    expect(response.status).toBe(200);
+    const { secret: _secret, ...withoutSecret } = subscription;
+    expect(data).toEqual(withoutSecret);
+
+    const missing = await client().GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    expect(missing.response.status).toBe(404);
+    expect(missing.error?.error.code).toBe("resource_missing");
+  });
+
+  it("listSubscriptions: 200, a page of the given size with has_more", async () => {
+    const other = await client().POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["*"], active: false } });
+    expect(other.response.status).toBe(201);
+    const { data, response } = await client().GET("/v1/subscriptions", { params: { query: { limit: 1 } } });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ object: "list", url: "/v1/subscriptions", has_more: true });
+    expect(data!.data.map((s) => s.id)).toEqual([other.data!.id]);
+    const next = await client().GET("/v1/subscriptions", { params: { query: { limit: 1, starting_after: other.data!.id } } });
+    expect(next.data!.data.map((s) => s.id)).toEqual([subscription.id]);
+    expect(next.data!.has_more).toBe(false);
+  });
+
+  it("updateSubscription: 200, only the fields sent change", async () => {
+    const { data, response } = await client().PUT("/v1/subscriptions/{subscription_id}", {
+      params: { path: { subscription_id: subscription.id } },
+      body: { events: ["invoice.paid", "invoice.refunded"], rate_limit: 50 },
+    });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ id: subscription.id, url: subscription.url, events: ["invoice.paid", "invoice.refunded"], rate_limit: 50, active: true });
+  });
+
+  it("publishEvent: 202; the same Idempotency-Key replays it (Idempotent-Replayed), with another body it is a 409", async () => {
+    const publish = (amount: number) =>
+      client().POST("/v1/events", {
+        params: { header: { "Idempotency-Key": "client-test-in_42" } },
+        body: { type: "invoice.paid", data: { invoice: "in_42", amount_due: amount } },
+      });
+    const first = await publish(4200);
+    expect(first.response.status).toBe(202);
+    expect(first.response.headers.get("idempotent-replayed")).toBeNull();
+    expect(first.data).toMatchObject({ object: "event", type: "invoice.paid", data: { invoice: "in_42", amount_due: 4200 } });
+    expect(first.data!.id).toMatch(/^evt_/);
+    event = first.data!;
+
+    const replay = await publish(4200);
+    expect(replay.response.status).toBe(202);
+    expect(replay.response.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.data).toEqual(event);
+
+    const conflict = await publish(1);
+    expect(conflict.response.status).toBe(409);
+    expect(conflict.error?.error.type).toBe("idempotency_error");
+  });
+
+  it("getEvent: 200; 404 for an unknown id", async () => {
+    const { data, response } = await client().GET("/v1/events/{event_id}", { params: { path: { event_id: event.id } } });
+    expect(response.status).toBe(200);
+    expect(data).toEqual(event);
+    const missing = await client().GET("/v1/events/{event_id}", { params: { path: { event_id: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    expect(missing.response.status).toBe(404);
+  });
+
+  it("listDeliveries: 200, filtered by subscription; 400 for a limit out of range", async () => {
+    const { data, response } = await client().GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, event: "invoice.paid" } } });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ object: "list", url: "/v1/deliveries", has_more: false });
+    expect(data!.data).toHaveLength(1);
+    expect(data!.data[0]).toMatchObject({ object: "delivery", subscription_id: subscription.id, event_id: event.id, event: "invoice.paid" });
+    delivery = data!.data[0]!;
+
+    const outOfRange = await client().GET("/v1/deliveries", { params: { query: { limit: 500 } } });
+    expect(outOfRange.response.status).toBe(400);
+    expect(outOfRange.error?.error).toMatchObject({ code: "parameter_out_of_range", param: "limit" });
+  });
+
+  it("getDelivery: 200, delivered once the worker has sent it; the receiver verifies it with verifyWebhook", async () => {
+    const delivered = await waitFor(
+      async () => {
+        const { data } = await client().GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: delivery.id } } });
+        return data?.status === "delivered" ? data : undefined;
+      },
+      { what: "the delivery to be delivered" },
+    );
+    expect(delivered).toMatchObject({ id: delivery.id, attempts: 1, response_code: 200, next_retry_at: null });
+
+    const [webhook] = receiver.received;
+    expect(webhook).toBeDefined();
+    const payload = verifyWebhook(subscription.secret, webhook!.headers, webhook!.body);
+    expect(payload).toEqual({ type: "invoice.paid", timestamp: event.created_at, data: { invoice: "in_42", amount_due: 4200 } });
+    expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body.replace("4200", "4201"))).toThrow(WebhookVerificationError);
+    const otherSecret = (await client().POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["a"] } })).data!.secret;
+    expect(() => verifyWebhook(otherSecret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
+  });
+
+  it("listDeliveryAttempts: 200, the attempt with its response; 404 for an unknown delivery", async () => {
+    const { data, response } = await client().GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: delivery.id } } });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ object: "list", url: `/v1/deliveries/${delivery.id}/attempts`, has_more: false });
+    expect(data!.data).toEqual([
+      expect.objectContaining({ object: "delivery_attempt", delivery_id: delivery.id, number: 1, url: subscription.url, response_code: 200, error: null }),
+    ]);
+    const missing = await client().GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    expect(missing.response.status).toBe(404);
+  });
+
+  it("retryDelivery: 202 queued, and the receiver gets it again", async () => {
+    const { data, response } = await client().POST("/v1/deliveries/{delivery_id}/retry", { params: { path: { delivery_id: delivery.id } } });
+    expect(response.status).toBe(202);
+    expect(data).toMatchObject({ id: delivery.id, status: "queued" });
+    await waitFor(() => receiver.received.length >= 2 || undefined, { what: "the resend" });
+    expect(verifyWebhook(subscription.secret, receiver.received[1]!.headers, receiver.received[1]!.body).type).toBe("invoice.paid");
+  });
+
+  it("deleteSubscription: 200, then the subscription is a 404", async () => {
+    const { data, response } = await client().DELETE("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ id: subscription.id, object: "subscription", deleted: true });
+    const gone = await client().GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+    expect(gone.response.status).toBe(404);
+  });
+
+  it("request bodies: 415 when not sent as JSON, 413 when over the limit", async () => {
+    const notJson = await client().POST("/v1/events", {
+      body: { type: "invoice.paid", data: {} },
+      headers: { "content-type": "text/plain" },
+    });
+    expect(notJson.response.status).toBe(415);
+    expect(notJson.error?.error.code).toBe("unsupported_media_type");
+
+    const tooLarge = await client().POST("/v1/events", { body: { type: "invoice.paid", data: { blob: "x".repeat(api.config.bodyLimitBytes) } } });
+    expect(tooLarge.response.status).toBe(413);
+    expect(tooLarge.error?.error.code).toBe("body_too_large");
+  });
+
+  it("authentication: 401 for a wrong key, and 429 with Retry-After once an address fails too often", async () => {
+    const wrong = client("not_a_key");
+    const refused = await wrong.GET("/v1/deliveries");
+    expect(refused.response.status).toBe(401);
+    expect(refused.error?.error).toMatchObject({ type: "authentication_error", code: "api_key_invalid" });
+
+    let throttled = refused;
+    for (let i = 0; i < 30 && throttled.response.status !== 429; i++) throttled = await wrong.GET("/v1/deliveries");
+    expect(throttled.response.status).toBe(429);
+    expect(throttled.error?.error).toMatchObject({ type: "rate_limit_error", code: "too_many_failed_authentications" });
+    expect(Number(throttled.response.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+
+  it("exercises every operation of the OpenAPI document, each answered with a success status, each with a request-id", async () => {
+    const document = (await (await fetch(`${api.baseUrl}/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId: string }>> };
+    const notExercised: string[] = [];
+    for (const [path, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const statuses = answered.get(`${method.toUpperCase()} ${path}`) ?? [];
+        if (!statuses.some((status) => status >= 200 && status < 300)) notExercised.push(`${operation.operationId} (${method.toUpperCase()} ${path})`);
+      }
+    }
+    expect(notExercised, "operations of the document this file does not call successfully through the client").toEqual([]);
+    expect(requestIds.length).toBeGreaterThan(0);
+    for (const id of requestIds) expect(id).toMatch(/^req_[0-9A-Z]{26}$/);
+  });
+});

@@ -45,6 +45,19 @@ afterAll(async () => {
   await database?.drop();
 });
 
+interface OpenApiOperation {
+  operationId: string;
+  description?: string;
+  requestBody?: object;
+  responses: Record<string, { headers?: Record<string, object> }>;
+}
+
+async function openApiDocument(): Promise<{ paths: Record<string, Record<string, OpenApiOperation>> }> {
+  const response = await fetch(`${api.baseUrl}/openapi.json`);
+  expect(response.status).toBe(200);
+  return (await response.json()) as { paths: Record<string, Record<string, OpenApiOperation>> };
+}
+
 function client(apiKey = TEST_API_KEY) {
   const typed = createWebhooksClient({ baseUrl: api.baseUrl, apiKey });
   typed.use({
@@ -227,8 +240,28 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(Number(throttled.response.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
+  it("documents, on every operation, the statuses any /v1 request can get, and their headers", async () => {
+    const document = await openApiDocument();
+    for (const [path, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const where = `${operation.operationId} (${method.toUpperCase()} ${path})`;
+        expect(operation.operationId, where).toMatch(/^[a-z][A-Za-z]+$/);
+        expect(operation.description, where).toEqual(expect.any(String));
+        expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["400", "401", "405", "429", "500", "503"]));
+        if (operation.requestBody) expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["413", "415"]));
+        if (path.includes("{")) expect(Object.keys(operation.responses), where).toContain("404");
+        for (const [status, response] of Object.entries(operation.responses)) {
+          expect(Object.keys(response.headers ?? {}), `${where} ${status}`).toContain("request-id");
+        }
+        expect(Object.keys(operation.responses["405"]!.headers ?? {}), where).toContain("Allow");
+        for (const status of ["429", "503"]) expect(Object.keys(operation.responses[status]!.headers ?? {}), `${where} ${status}`).toContain("Retry-After");
+      }
+    }
+    expect(Object.keys(document.paths["/v1/events"]!.post!.responses["202"]!.headers ?? {})).toContain("Idempotent-Replayed");
+  });
+
   it("exercises every operation of the OpenAPI document, each answered with a success status, each with a request-id", async () => {
-    const document = (await (await fetch(`${api.baseUrl}/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId: string }>> };
+    const document = await openApiDocument();
     const notExercised: string[] = [];
     for (const [path, operations] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(operations)) {

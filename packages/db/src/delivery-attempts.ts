@@ -1,5 +1,6 @@
 import { newId, UNKNOWN_OUTCOME_ERROR, type DeliveryStatus, type EndpointHealth } from "@webhooks/core";
 import type { SqlClient } from "./sql.ts";
+import { HEALTH_COLUMNS, healthFromRow, type HealthRow } from "./subscription-health.ts";
 
 /**
  * The worker's writes to a delivery, in the order of an attempt: claim it (a lease), then either
@@ -27,8 +28,15 @@ export interface ClaimedDelivery {
   nextAttemptAt: Date | null;
   /** The snapshot taken at creation (contract §8). */
   url: string;
-  secretId: string;
-  secretCiphertext: Uint8Array;
+  /** The subscription's extra request headers when the delivery was created (contract §12). */
+  headers: Record<string, string>;
+  /**
+   * The keys to sign this attempt with: the subscription's current secret, then, during a
+   * rotation's overlap, the previous one (contract §12). Read from the subscription at claim time,
+   * not from the delivery's own secret_id, so that deliveries created before a rotation follow
+   * the same rule as new ones: both signatures until the overlap ends, then only the new one.
+   */
+  secrets: { id: string; ciphertext: Uint8Array }[];
   eventId: string;
   eventType: string;
   /** The event's data as JSON text, sent as it is stored. */
@@ -63,8 +71,11 @@ export async function claimDeliveries(
     status: DeliveryStatus;
     next_attempt_at: Date | null;
     url: string;
+    headers: Record<string, string>;
     secret_id: string;
     ciphertext: Uint8Array;
+    previous_secret_id: string | null;
+    previous_ciphertext: Uint8Array | null;
     event_id: string;
     type: string;
     data: string;
@@ -73,26 +84,19 @@ export async function claimDeliveries(
     attempt_open: boolean;
     max_in_flight: number;
     rate_limit: number | null;
-    consecutive_failures: number;
-    failing_since: Date | null;
-    last_success_at: Date | null;
-    last_failure_at: Date | null;
-    circuit_opened_at: Date | null;
-    held_until: Date | null;
-    disabled_reason: "failing" | "gone" | null;
-    active: boolean;
-  }>(
+  } & HealthRow>(
     `UPDATE deliveries d
      SET lease_token = c.lease_token, leased_until = now() + $3::int * interval '1 millisecond'
      FROM unnest($1::text[], $2::text[]) AS c(id, lease_token), events e, signing_secrets s, subscriptions sub,
           (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
-     WHERE d.id = c.id AND e.id = d.event_id AND s.id = d.secret_id AND sub.id = d.subscription_id
+     WHERE d.id = c.id AND e.id = d.event_id AND s.id = sub.secret_id AND sub.id = d.subscription_id
        AND d.next_attempt_at <= now() + $4::int * interval '1 millisecond'
        AND (d.leased_until IS NULL OR d.leased_until < now())
-     RETURNING d.id, d.lease_token, d.subscription_id, d.status::text AS status, d.next_attempt_at, d.url, d.secret_id, s.ciphertext, d.event_id, e.type, e.data::text AS data,
+     RETURNING d.id, d.lease_token, d.subscription_id, d.status::text AS status, d.next_attempt_at, d.url, d.headers, sub.secret_id, s.ciphertext,
+               sub.previous_secret_id, (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS previous_ciphertext,
+               d.event_id, e.type, e.data::text AS data,
                e.created_at AS event_created_at, d.attempts, d.attempt_open,
-               sub.max_in_flight, sub.rate_limit, sub.consecutive_failures, sub.failing_since, sub.last_success_at,
-               sub.last_failure_at, sub.circuit_opened_at, sub.held_until, sub.disabled_reason, sub.active`,
+               sub.max_in_flight, sub.rate_limit, ${HEALTH_COLUMNS.split(", ").map((column) => `sub.${column}`).join(", ")}`,
     [input.claims.map((c) => c.deliveryId), input.claims.map((c) => c.leaseToken), input.leaseMs, DUE_TOLERANCE_MS],
   );
   return new Map(
@@ -105,8 +109,11 @@ export async function claimDeliveries(
         status: row.status,
         nextAttemptAt: row.next_attempt_at,
         url: row.url,
-        secretId: row.secret_id,
-        secretCiphertext: row.ciphertext,
+        headers: row.headers,
+        secrets: [
+          { id: row.secret_id, ciphertext: row.ciphertext },
+          ...(row.previous_secret_id !== null && row.previous_ciphertext !== null ? [{ id: row.previous_secret_id, ciphertext: row.previous_ciphertext }] : []),
+        ],
         eventId: row.event_id,
         eventType: row.type,
         eventDataJson: row.data,
@@ -116,16 +123,7 @@ export async function claimDeliveries(
         subscription: {
           maxInFlight: row.max_in_flight,
           rateLimit: row.rate_limit,
-          health: {
-            consecutiveFailures: row.consecutive_failures,
-            failingSince: row.failing_since,
-            lastSuccessAt: row.last_success_at,
-            lastFailureAt: row.last_failure_at,
-            circuitOpenedAt: row.circuit_opened_at,
-            heldUntil: row.held_until,
-            disabledReason: row.disabled_reason,
-            active: row.active,
-          },
+          health: healthFromRow(row),
         },
       },
     ]),

@@ -23,6 +23,33 @@ export interface HealthUpdate {
   changes: HealthChange[];
 }
 
+/** The health columns of `subscriptions`, as node-postgres returns them. */
+export interface HealthRow {
+  consecutive_failures: number;
+  failing_since: Date | null;
+  last_success_at: Date | null;
+  last_failure_at: Date | null;
+  circuit_opened_at: Date | null;
+  held_until: Date | null;
+  disabled_reason: "failing" | "gone" | null;
+  active: boolean;
+}
+
+export const HEALTH_COLUMNS = "consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active";
+
+export function healthFromRow(row: HealthRow): EndpointHealth {
+  return {
+    consecutiveFailures: row.consecutive_failures,
+    failingSince: row.failing_since,
+    lastSuccessAt: row.last_success_at,
+    lastFailureAt: row.last_failure_at,
+    circuitOpenedAt: row.circuit_opened_at,
+    heldUntil: row.held_until,
+    disabledReason: row.disabled_reason,
+    active: row.active,
+  };
+}
+
 const eventTypeOf: Record<HealthChange, OperationalEventType> = {
   circuit_opened: operationalEventTypes.circuitOpened,
   circuit_closed: operationalEventTypes.circuitClosed,
@@ -47,35 +74,11 @@ export async function recordEndpointResults(
   if (results.length === 0) return { updates: [], deliveryIds: [] };
   return ctx.sql.transaction(async (sql) => {
     const ids = [...new Set(results.map((r) => r.subscriptionId))].sort();
-    const rows = await sql.query<{
-      id: string;
-      consecutive_failures: number;
-      failing_since: Date | null;
-      last_success_at: Date | null;
-      last_failure_at: Date | null;
-      circuit_opened_at: Date | null;
-      held_until: Date | null;
-      disabled_reason: "failing" | "gone" | null;
-      active: boolean;
-    }>(
-      `SELECT id, consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active
-       FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
+    const rows = await sql.query<HealthRow & { id: string }>(
+      `SELECT id, ${HEALTH_COLUMNS} FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
       [ids],
     );
-    const updates = new Map<string, HealthUpdate>();
-    for (const row of rows) {
-      const health: EndpointHealth = {
-        consecutiveFailures: row.consecutive_failures,
-        failingSince: row.failing_since,
-        lastSuccessAt: row.last_success_at,
-        lastFailureAt: row.last_failure_at,
-        circuitOpenedAt: row.circuit_opened_at,
-        heldUntil: row.held_until,
-        disabledReason: row.disabled_reason,
-        active: row.active,
-      };
-      updates.set(row.id, { subscriptionId: row.id, health, changes: [] });
-    }
+    const updates = new Map<string, HealthUpdate>(rows.map((row) => [row.id, { subscriptionId: row.id, health: healthFromRow(row), changes: [] }]));
     // Contract §11: operational events go through the normal pipeline, to subscriptions that name them.
     const events: PublishInput[] = [];
     for (const result of results) {

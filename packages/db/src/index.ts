@@ -7,6 +7,7 @@ export * from "./events.ts";
 export * from "./migrate.ts";
 export * from "./paging.ts";
 export * from "./reachability.ts";
+export * from "./retention.ts";
 export * from "./sql.ts";
 export * from "./subscription-health.ts";
 export * from "./subscriptions.ts";

@@ -1,0 +1,192 @@
+import type { SqlClient } from "./sql.ts";
+
+/**
+ * Retention (contract §14): finished deliveries (delivered, or failed with no retry planned)
+ * created before a cutoff are deleted with their attempts, and then events older than the cutoff
+ * that have no delivery left. Queued deliveries and those with a retry planned are never touched.
+ *
+ * Every statement here deletes a bounded batch and is its own short transaction (autocommit), so
+ * a pass never holds locks or a snapshot for long, and can stop between any two batches.
+ */
+
+export interface PrunedRows {
+  deliveries: number;
+  attempts: number;
+  events: number;
+}
+
+export interface DeliveryCursor {
+  createdAt: Date;
+  id: string;
+}
+
+export interface DeliveryBatch {
+  /** Deliveries deleted, and their attempts. */
+  deliveries: number;
+  attempts: number;
+  /** Candidates this batch took (deleted ones, at most the limit): fewer than the limit means the end. */
+  taken: number;
+  /** The last candidate, to start the next batch after; undefined when none was taken. */
+  last: DeliveryCursor | undefined;
+}
+
+/**
+ * Deletes up to `limit` finished deliveries with the given status created before `before`, oldest
+ * first after `after`, with their attempts, in one statement.
+ *
+ * It walks deliveries_status_created_at_id_idx: within one status, oldest first, so it reads the
+ * candidates and the few rows it must pass over (failed ones with a retry planned), never the
+ * table. The caller passes the last batch's cursor, so a pass reads each row it keeps once, not
+ * once per batch.
+ *
+ * The candidates are locked FOR UPDATE SKIP LOCKED, and the status and next_attempt_at are checked
+ * again on the locked row: a delivery being resent at this instant (POST .../retry makes it
+ * queued) is either skipped or seen queued, never deleted; a delivery whose row another pruner
+ * holds is skipped, so two pruners never delete (or count) the same row. Attempts go in the same
+ * statement (the foreign key wants them gone first), so a delivery never loses its log and stays.
+ */
+export async function pruneFinishedDeliveries(
+  ctx: { sql: SqlClient },
+  input: { status: "delivered" | "failed"; before: Date; limit: number; after?: DeliveryCursor | undefined },
+): Promise<DeliveryBatch> {
+  const [row] = await ctx.sql.query<{ taken: number; deliveries: number; attempts: number; last_created_at: Date | null; last_id: string | null }>(
+    `WITH batch AS (
+       SELECT id, created_at FROM deliveries
+       WHERE status = $1::delivery_status AND next_attempt_at IS NULL AND created_at < $2::timestamptz
+         AND (created_at, id) > (COALESCE($3::timestamptz, '-infinity'::timestamptz), $4::text)
+       ORDER BY created_at, id
+       LIMIT $5
+       FOR UPDATE SKIP LOCKED
+     ), attempts AS (
+       DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM batch) RETURNING 1
+     ), deleted AS (
+       DELETE FROM deliveries WHERE id IN (SELECT id FROM batch) RETURNING 1
+     ), last AS (
+       SELECT created_at, id FROM batch ORDER BY created_at DESC, id DESC LIMIT 1
+     )
+     SELECT (SELECT count(*) FROM batch)::int AS taken,
+            (SELECT count(*) FROM deleted)::int AS deliveries,
+            (SELECT count(*) FROM attempts)::int AS attempts,
+            (SELECT created_at FROM last) AS last_created_at,
+            (SELECT id FROM last) AS last_id`,
+    [input.status, input.before.toISOString(), input.after?.createdAt.toISOString() ?? null, input.after?.id ?? "", input.limit],
+  );
+  return {
+    deliveries: row!.deliveries,
+    attempts: row!.attempts,
+    taken: row!.taken,
+    last: row!.last_created_at && row!.last_id ? { createdAt: row!.last_created_at, id: row!.last_id } : undefined,
+  };
+}
+
+export interface EventBatch {
+  events: number;
+  /** Events this batch looked at: fewer than the limit means the end of the table. */
+  scanned: number;
+  /** The last event looked at, to start the next batch after. */
+  last: string | undefined;
+  /** True when it looked at an event created at or after `before`: the walk is done. */
+  reachedCutoff: boolean;
+}
+
+/**
+ * Looks at the next `limit` events after `after` in id order and deletes those created before
+ * `before` that have no delivery left (their deliveries were pruned, or nothing matched them).
+ *
+ * Event ids are ULIDs, so id order is creation order (contract §1): the walk reads the primary
+ * key from the oldest event and stops at the first one newer than the cutoff, without an index on
+ * events.created_at (which every publish would pay for). The deliveries check, and the foreign
+ * key's own check on delete, use deliveries_event_id_idx.
+ */
+export async function pruneEventsWithoutDeliveries(
+  ctx: { sql: SqlClient },
+  input: { before: Date; limit: number; after?: string | undefined },
+): Promise<EventBatch> {
+  const [row] = await ctx.sql.query<{ scanned: number; events: number; last: string | null; reached_cutoff: boolean | null }>(
+    `WITH page AS (
+       SELECT id, created_at FROM events WHERE id > $1::text ORDER BY id LIMIT $2
+     ), doomed AS (
+       SELECT e.id FROM events e
+       WHERE e.id IN (SELECT id FROM page WHERE created_at < $3::timestamptz)
+         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
+       FOR UPDATE SKIP LOCKED
+     ), deleted AS (
+       DELETE FROM events WHERE id IN (SELECT id FROM doomed) RETURNING 1
+     )
+     SELECT (SELECT count(*) FROM page)::int AS scanned,
+            (SELECT count(*) FROM deleted)::int AS events,
+            (SELECT max(id) FROM page) AS last,
+            (SELECT bool_or(created_at >= $3::timestamptz) FROM page) AS reached_cutoff`,
+    [input.after ?? "", input.limit, input.before.toISOString()],
+  );
+  return { events: row!.events, scanned: row!.scanned, last: row!.last ?? undefined, reachedCutoff: row!.reached_cutoff ?? false };
+}
+
+export interface PrunePass extends PrunedRows {
+  /** Statements run: one per batch. */
+  batches: number;
+  /** False when `shouldStop` ended the pass between two batches. */
+  complete: boolean;
+}
+
+/**
+ * One pruning pass: finished deliveries created more than `retentionMs` ago (measured on the
+ * database's clock, which created_at is), delivered ones then failed ones, batch by batch; then
+ * the events left without deliveries. `shouldStop` is asked before every batch, so a worker that
+ * is shutting down stops between two short statements.
+ */
+export async function pruneExpired(
+  ctx: { sql: SqlClient },
+  input: { retentionMs: number; batchSize: number; shouldStop?: (() => boolean) | undefined },
+): Promise<PrunePass> {
+  const shouldStop = input.shouldStop ?? (() => false);
+  const [cutoff] = await ctx.sql.query<{ before: Date }>("SELECT now() - $1::bigint * interval '1 millisecond' AS before", [input.retentionMs]);
+  const before = cutoff!.before;
+  const pass: PrunePass = { deliveries: 0, attempts: 0, events: 0, batches: 0, complete: false };
+
+  for (const status of ["delivered", "failed"] as const) {
+    let after: DeliveryCursor | undefined;
+    for (;;) {
+      if (shouldStop()) return pass;
+      const batch = await pruneFinishedDeliveries(ctx, { status, before, limit: input.batchSize, after });
+      pass.batches++;
+      pass.deliveries += batch.deliveries;
+      pass.attempts += batch.attempts;
+      if (batch.taken < input.batchSize || !batch.last) break;
+      after = batch.last;
+    }
+  }
+
+  let after: string | undefined;
+  for (;;) {
+    if (shouldStop()) return pass;
+    const batch = await pruneEventsWithoutDeliveries(ctx, { before, limit: input.batchSize, after });
+    pass.batches++;
+    pass.events += batch.events;
+    if (batch.reachedCutoff || batch.scanned < input.batchSize || !batch.last) break;
+    after = batch.last;
+  }
+  pass.complete = true;
+  return pass;
+}
+
+/** Every worker runs a pruner; this lock lets one of them prune at a time. 'whprune' in ASCII. */
+const PRUNER_LOCK_KEY = (0x77687072756e65n).toString();
+
+/**
+ * Runs `work` if this process can take the pruner's lock, held on one connection for the whole
+ * pass (a session lock: the pass is many short transactions, and must not be one long one).
+ * Returns undefined when another process holds it. The batches are safe without it (they skip
+ * rows another pruner holds); the lock saves N workers walking the same rows.
+ */
+export async function withPrunerLock<T>(ctx: { sql: SqlClient }, work: (sql: SqlClient) => Promise<T>): Promise<T | undefined> {
+  return ctx.sql.withConnection(async (sql) => {
+    const [lock] = await sql.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1::bigint) AS locked", [PRUNER_LOCK_KEY]);
+    if (!lock?.locked) return undefined;
+    try {
+      return await work(sql);
+    } finally {
+      await sql.query("SELECT pg_advisory_unlock($1::bigint)", [PRUNER_LOCK_KEY]);
+    }
+  });
+}

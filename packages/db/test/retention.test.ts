@@ -1,0 +1,196 @@
+import { SecretBox } from "@webhooks/core";
+import {
+  createDatabase,
+  createSubscription,
+  pruneExpired,
+  pruneFinishedDeliveries,
+  publishEvents,
+  withPrunerLock,
+  type Database,
+} from "@webhooks/db";
+import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+
+/** Contract §14 against real PostgreSQL: what the pruner deletes, what it keeps, and how. */
+const DAY = 24 * 3_600_000;
+let testDb: TestDatabase;
+let database: Database;
+let other: Database;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  database = createDatabase({ databaseUrl: testDb.url, poolSize: 2 });
+  // A second pool: another worker's pruner, on connections of its own.
+  other = createDatabase({ databaseUrl: testDb.url, poolSize: 2 });
+  const ctx = { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 4)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 };
+  await createSubscription(ctx, { url: "https://example.com/a", events: ["order.paid", "order.both"] });
+  await createSubscription(ctx, { url: "https://example.com/b", events: ["order.both"] });
+});
+afterAll(async () => {
+  await other.close();
+  await database.close();
+  await testDb.drop();
+});
+beforeEach(async () => {
+  await sql(testDb.url, "DELETE FROM delivery_attempts; DELETE FROM deliveries; DELETE FROM events");
+});
+
+type State = "queued" | "retrying" | "final" | "delivered";
+type Age = "old" | "new";
+
+/**
+ * Publishes an event whose deliveries (one per matching subscription: order.paid has one,
+ * order.both two, nothing.matched none) are put in the given states, with `attempts` attempts
+ * each; old rows were created two days ago, new ones an hour ago. Returns the ids.
+ */
+async function seed(type: "order.paid" | "order.both" | "nothing.matched", age: Age, states: State[], attempts = 1): Promise<{ event: string; deliveries: string[] }> {
+  const [result] = await publishEvents({ sql: database.sql }, [{ type, data: {} }]);
+  if (!result || result instanceof Error) throw new Error("publish failed");
+  const deliveries = [...result.deliveryIds].sort();
+  expect(deliveries).toHaveLength(states.length);
+  const createdAt = age === "old" ? "now() - interval '2 days'" : "now() - interval '1 hour'";
+  await sql(testDb.url, `UPDATE events SET created_at = ${createdAt} WHERE id = $1`, [result.event.id]);
+  for (const [i, id] of deliveries.entries()) {
+    const state = states[i]!;
+    const status = state === "queued" ? "queued" : state === "delivered" ? "delivered" : "failed";
+    const next = state === "queued" ? "now() - interval '2 days'" : state === "retrying" ? "now() + interval '1 hour'" : "NULL";
+    await sql(testDb.url, `UPDATE deliveries SET status = $2, next_attempt_at = ${next}, attempts = $3, created_at = ${createdAt} WHERE id = $1`, [id, status, state === "queued" ? 0 : attempts]);
+    if (state === "queued") continue;
+    await sql(
+      testDb.url,
+      `INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms)
+       SELECT 'att_' || substr($1, 5) || '_' || n, $1, n, 'https://example.com', ${createdAt}, 5 FROM generate_series(1, $2::int) n`,
+      [id, attempts],
+    );
+  }
+  return { event: result.event.id, deliveries };
+}
+
+async function ids(table: "events" | "deliveries"): Promise<string[]> {
+  return (await sql<{ id: string }>(testDb.url, `SELECT id FROM ${table} ORDER BY id`)).map((row) => row.id);
+}
+async function attemptsOf(): Promise<string[]> {
+  return (await sql<{ delivery_id: string }>(testDb.url, "SELECT DISTINCT delivery_id FROM delivery_attempts ORDER BY delivery_id")).map((row) => row.delivery_id);
+}
+
+describe("a pruning pass", () => {
+  it("deletes exactly the finished deliveries past retention, their attempts, and the events left without deliveries", async () => {
+    const queuedOld = await seed("order.paid", "old", ["queued"]);
+    const retryingOld = await seed("order.paid", "old", ["retrying"], 3);
+    const finalOld = await seed("order.paid", "old", ["final"], 2);
+    const finalNew = await seed("order.paid", "new", ["final"], 2);
+    const deliveredOld = await seed("order.paid", "old", ["delivered"]);
+    const deliveredNew = await seed("order.paid", "new", ["delivered"]);
+    const allGone = await seed("order.both", "old", ["delivered", "final"], 2);
+    const someLeft = await seed("order.both", "old", ["delivered", "retrying"]);
+    const nothingMatchedOld = await seed("nothing.matched", "old", []);
+    const nothingMatchedNew = await seed("nothing.matched", "new", []);
+
+    const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 });
+
+    // Deleted: finalOld (2 attempts), deliveredOld (1), allGone's two (2 each), someLeft's delivered one (1).
+    expect(pass).toMatchObject({ deliveries: 5, attempts: 8, events: 4, complete: true });
+    const survivingDeliveries = [queuedOld, retryingOld, finalNew, deliveredNew].map((s) => s.deliveries[0]!).concat(someLeft.deliveries[1]!);
+    expect(await ids("deliveries")).toEqual(survivingDeliveries.sort());
+    // Every surviving delivery that had attempts keeps all of them; the deleted ones have none left.
+    expect(await attemptsOf()).toEqual([retryingOld, finalNew, deliveredNew].map((s) => s.deliveries[0]!).concat(someLeft.deliveries[1]!).sort());
+    const [retryingAttempts] = await sql<{ count: number }>(testDb.url, "SELECT count(*)::int AS count FROM delivery_attempts WHERE delivery_id = $1", [retryingOld.deliveries[0]]);
+    expect(retryingAttempts!.count).toBe(3);
+    expect(await ids("events")).toEqual([queuedOld, retryingOld, finalNew, deliveredNew, someLeft, nothingMatchedNew].map((s) => s.event).sort());
+    expect(await ids("events")).not.toContain(nothingMatchedOld.event);
+    expect(await ids("events")).not.toContain(allGone.event);
+    expect(await ids("events")).not.toContain(finalOld.event);
+    expect(await ids("events")).not.toContain(deliveredOld.event);
+
+    // A second pass finds nothing more.
+    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({ deliveries: 0, attempts: 0, events: 0 });
+    // The same rows, once the retry is done and RETENTION is shorter than an hour: the rest goes.
+    await sql(testDb.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1)", [[retryingOld.deliveries[0], someLeft.deliveries[1]]]);
+    const later = await pruneExpired({ sql: database.sql }, { retentionMs: 30 * 60_000, batchSize: 1_000 });
+    expect(later).toMatchObject({ deliveries: 4, attempts: 3 + 1 + 2 + 1, events: 5 });
+    expect(await ids("deliveries")).toEqual([queuedOld.deliveries[0]]);
+    expect(await ids("events")).toEqual([queuedOld.event]);
+  });
+
+  it("deletes in batches of the given size, each its own statement", async () => {
+    for (let i = 0; i < 4; i++) await seed("order.paid", "old", ["delivered"]);
+    for (let i = 0; i < 3; i++) await seed("order.paid", "old", ["final"]);
+    const kept = await seed("order.paid", "old", ["retrying"]);
+
+    // The verb alone: never more than its limit, and each batch goes on after the last.
+    const before = new Date(Date.now() - DAY);
+    const first = await pruneFinishedDeliveries({ sql: database.sql }, { status: "delivered", before, limit: 2 });
+    expect(first).toMatchObject({ deliveries: 2, attempts: 2, taken: 2 });
+    const second = await pruneFinishedDeliveries({ sql: database.sql }, { status: "delivered", before, limit: 2, after: first.last });
+    expect(second).toMatchObject({ deliveries: 2, attempts: 2, taken: 2 });
+    expect(second.last!.id > first.last!.id).toBe(true);
+    expect(await pruneFinishedDeliveries({ sql: database.sql }, { status: "delivered", before, limit: 2, after: second.last })).toMatchObject({ deliveries: 0, taken: 0 });
+
+    // A whole pass with batches of 2: one empty batch of delivered ones (gone already), two for
+    // the 3 failed ones, and 12 events looked at 2 by 2 (6 full pages, then an empty one), of
+    // which 11 are deleted: all but the one whose retry is planned.
+    for (let i = 0; i < 4; i++) await seed("nothing.matched", "old", []);
+    const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 });
+    expect(pass).toEqual({ deliveries: 3, attempts: 3, events: 4 + 3 + 4, batches: 1 + 2 + 7, complete: true });
+    expect(await ids("deliveries")).toEqual(kept.deliveries);
+    expect(await ids("events")).toEqual([kept.event]);
+  });
+
+  it("stops between two batches when asked to", async () => {
+    for (let i = 0; i < 7; i++) await seed("order.paid", "old", ["delivered"]);
+    let asked = 0;
+    const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2, shouldStop: () => ++asked > 2 });
+    expect(pass).toEqual({ deliveries: 4, attempts: 4, events: 0, batches: 2, complete: false });
+    expect(await ids("deliveries")).toHaveLength(3);
+    // The next pass goes on.
+    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 })).toMatchObject({ deliveries: 3, events: 7, complete: true });
+  });
+});
+
+describe("two pruners at once", () => {
+  async function seedMany(): Promise<{ keptDeliveries: string[]; keptEvents: string[] }> {
+    const kept = [];
+    for (let i = 0; i < 30; i++) await seed("order.both", "old", ["delivered", "final"], 2);
+    for (let i = 0; i < 10; i++) await seed("nothing.matched", "old", []);
+    for (let i = 0; i < 5; i++) kept.push(await seed("order.both", "old", ["delivered", "retrying"]));
+    return { keptDeliveries: kept.map((s) => s.deliveries[1]!).sort(), keptEvents: kept.map((s) => s.event).sort() };
+  }
+  // 30 events with 2 finished deliveries of 2 attempts, 10 without deliveries, 5 with one finished.
+  const expected = { deliveries: 60 + 5, attempts: 120 + 5, events: 40 };
+
+  it("without the lock, prune each row once: no error, and the counts add up to the set", async () => {
+    const { keptDeliveries, keptEvents } = await seedMany();
+    // Small batches on two pools, so that their statements interleave.
+    const passes = await Promise.all([
+      pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 3 }),
+      pruneExpired({ sql: other.sql }, { retentionMs: DAY, batchSize: 3 }),
+    ]);
+    const total = (key: "deliveries" | "attempts" | "events") => passes[0][key] + passes[1][key];
+    expect({ deliveries: total("deliveries"), attempts: total("attempts"), events: total("events") }).toEqual(expected);
+    expect(await ids("deliveries")).toEqual(keptDeliveries);
+    expect(await ids("events")).toEqual(keptEvents);
+  });
+
+  it("with the lock, one prunes while the other skips its turn", async () => {
+    const { keptDeliveries, keptEvents } = await seedMany();
+    const results = await Promise.all([
+      withPrunerLock({ sql: database.sql }, (sql) => pruneExpired({ sql }, { retentionMs: DAY, batchSize: 3 })),
+      withPrunerLock({ sql: other.sql }, (sql) => pruneExpired({ sql }, { retentionMs: DAY, batchSize: 3 })),
+    ]);
+    const ran = results.filter((pass) => pass !== undefined);
+    expect(ran.length).toBeGreaterThanOrEqual(1);
+    expect({
+      deliveries: ran.reduce((sum, pass) => sum + pass.deliveries, 0),
+      attempts: ran.reduce((sum, pass) => sum + pass.attempts, 0),
+      events: ran.reduce((sum, pass) => sum + pass.events, 0),
+    }).toEqual(expected);
+    expect(await ids("deliveries")).toEqual(keptDeliveries);
+    expect(await ids("events")).toEqual(keptEvents);
+
+    // While one holds the lock, the other does not run at all.
+    const inner = await withPrunerLock({ sql: database.sql }, () => withPrunerLock({ sql: other.sql }, async () => "ran"));
+    expect(inner).toBeUndefined();
+    // And the lock is released after a pass.
+    expect(await withPrunerLock({ sql: other.sql }, async () => "ran")).toBe("ran");
+  });
+});

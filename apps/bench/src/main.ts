@@ -2,8 +2,8 @@
 // bare ceiling, and a healthy endpoint beside failing ones, against local PostgreSQL and Redis.
 // Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
 // deleted at the end, also on error or Ctrl-C.
-// `npm run bench -- --only noisy` runs phase 5 alone, for development: it prints its section and
-// leaves BENCHMARKS.md as it is.
+// `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
+// ceiling, for development: they print their figures and leave BENCHMARKS.md as it is.
 import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
@@ -21,7 +21,7 @@ import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./throughput.ts";
 
-const PHASES = ["noisy"] as const;
+const PHASES = ["noisy", "throughput"] as const;
 
 async function main(): Promise<void> {
   const { values: args } = parseArgs({ options: { only: { type: "string" } } });
@@ -49,20 +49,36 @@ async function main(): Promise<void> {
     return;
   }
 
-  console.log("1. end-to-end throughput");
+  if (args.only === "throughput") {
+    console.log("1. end-to-end throughput (alone, for development; BENCHMARKS.md is not written)");
+    const setup = { workers: 1, concurrency: 100 };
+    const w10 = await measureThroughput(receiver, setup, { workload: "W10" });
+    const w1 = await measureThroughput(receiver, setup, { workload: "W1" });
+    const ceiling = await measureCeiling(receiver, setup);
+    console.log(`  W10 ${Math.round(w10.perSecond)}/s, W1 ${Math.round(w1.perSecond)}/s, bare ceiling ${Math.round(ceiling.perSecond)}/s`);
+    return;
+  }
+
+  console.log("1. end-to-end throughput: W10 (each event to 10 subscriptions), then W1 (each event to one)");
   const throughput: ThroughputResult[] = [];
   const skipped: SkippedSetup[] = [];
-  for (const setup of settings.throughput.configurations) {
-    const problem = await connectionShortfall(setup);
-    if (problem) {
-      console.log(`  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: skipped: ${problem}`);
-      skipped.push({ ...setup, reason: problem });
-      continue;
+  for (const workload of ["W10", "W1"] as const) {
+    for (const setup of settings.throughput.configurations) {
+      const problem = await connectionShortfall(setup);
+      if (problem) {
+        if (workload === "W10") console.log(`  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: skipped: ${problem}`);
+        if (workload === "W10") skipped.push({ ...setup, reason: problem });
+        continue;
+      }
+      throughput.push(await measureThroughput(receiver, setup, { workload }));
     }
-    throughput.push(await measureThroughput(receiver, setup));
   }
-  const best = throughput.filter((t) => !t.timedOut).sort((a, b) => b.perSecond - a.perSecond)[0] ?? throughput[0];
-  if (!best) throw new Error("no throughput setup could be run");
+  const bestOf = (workload: string) =>
+    throughput.filter((t) => t.workload === workload && !t.timedOut).sort((a, b) => b.perSecond - a.perSecond)[0] ??
+    throughput.find((t) => t.workload === workload);
+  const best = bestOf("W10");
+  const bestW1 = bestOf("W1");
+  if (!best || !bestW1) throw new Error("no throughput setup could be run");
   const setup = { workers: best.workers, concurrency: best.concurrency };
 
   console.log(`4. bare ceiling (${setup.workers} x ${setup.concurrency}, like the best setup)`);
@@ -81,7 +97,7 @@ async function main(): Promise<void> {
   console.log("5. noisy neighbour: one healthy endpoint beside failing ones, at default settings");
   const noisy = await measureNoisyNeighbour(receiver);
 
-  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, ceiling, latency, latencyBelowCapacity, list, profiles, noisy };
+  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, latency, latencyBelowCapacity, list, profiles, noisy };
   const path = `${ROOT}BENCHMARKS.md`;
   writeReport(path, results);
   printVerdicts(verdicts(results));

@@ -37,7 +37,7 @@ export async function profileThroughput(receiver: Receiver, setup: WorkerSetup):
   let perfTimer: NodeJS.Timeout | undefined;
   let perfFile: string | undefined;
   const run = await measureThroughput(receiver, setup, {
-    events: settings.profile.events,
+    deliveries: settings.profile.events * settings.throughput.subscriptions,
     timeoutMs: settings.profile.timeoutMs,
     nodeArgs,
     onStarted: (pids) => {

@@ -23,7 +23,9 @@ export interface BenchResults {
   machine: Machine;
   throughput: ThroughputResult[];
   skipped: SkippedSetup[];
+  /** The best setup of each workload. */
   best: ThroughputResult;
+  bestW1: ThroughputResult;
   ceiling: CeilingResult;
   latency: LatencyResult;
   latencyBelowCapacity: LatencyResult;
@@ -35,6 +37,8 @@ export interface BenchResults {
 export const TARGETS = {
   deliveriesPerSecond: 3_000,
   shareOfCeiling: 0.5,
+  /** W1: 3,000 deliveries/s, or this share of the same run's bare ceiling. */
+  w1ShareOfCeiling: 0.6,
   latencyP50Ms: 10,
   latencyP99Ms: 50,
   listP99Ms: 10,
@@ -54,7 +58,14 @@ export function verdicts(r: BenchResults): Verdict[] {
   const listCases = r.list.cases.filter((c) => !c.reference);
   const worstList = listCases.reduce((worst, c) => (c.latency.p99 > worst.latency.p99 ? c : worst));
   const latencyComplete = r.latency.missing === 0;
+  const w1Share = r.bestW1.perSecond / r.ceiling.perSecond;
   return [
+    {
+      figure: "W1 deliveries/s (each event to one subscription, one event per request; best setup)",
+      measured: `${round(r.bestW1.perSecond)}/s = ${(w1Share * 100).toFixed(0)}% of the bare ceiling (${round(r.ceiling.perSecond)}/s)`,
+      target: `>= ${round(TARGETS.deliveriesPerSecond)}/s, or >= ${TARGETS.w1ShareOfCeiling * 100}% of the ceiling`,
+      met: !r.bestW1.timedOut && (r.bestW1.perSecond >= TARGETS.deliveriesPerSecond || w1Share >= TARGETS.w1ShareOfCeiling),
+    },
     {
       figure: "End-to-end deliveries/s (best setup)",
       measured: `${round(r.best.perSecond)}/s`,
@@ -276,11 +287,15 @@ export function renderReport(r: BenchResults): string {
       `${round(settings.throughput.events * settings.throughput.subscriptions)} deliveries. The clock runs from the first publish until the ` +
       "receiver has verified the last delivery. Then PostgreSQL must hold every delivery as `delivered` and `GET /v1/deliveries?status=queued` " +
       "must return nothing. The one receiver stands in for the hosts of as many customers, so the origin cap (`ORIGIN_MAX_IN_FLIGHT`) is set to " +
-      "the setup's total concurrency (it is one origin here); everything else is at its default. Setups (worker processes x WORKER_CONCURRENCY):",
+      "the setup's total concurrency (it is one origin here); everything else is at its default. Two workloads with the same number of " +
+      "deliveries: **W10**, each event to all 10 subscriptions (the publishes above); **W1**, each subscription with an event type of its " +
+      "own and each event to exactly one of them, one event per request, so the API publishes as many events as there are deliveries. " +
+      "Setups (worker processes x WORKER_CONCURRENCY):",
     table(
-      ["setup", "deliveries/s", "seconds", "publishing took", "all `delivered` in PostgreSQL after", "invalid signatures", "duplicates", "queued listed by API", "peak DB connections", "CPU (cores) by process"],
+      ["workload", "setup", "deliveries/s", "seconds", "publishing took", "all `delivered` in PostgreSQL after", "invalid signatures", "duplicates", "queued listed by API", "peak DB connections", "CPU (cores) by process"],
       r.throughput.map((t) => [
-        `${t.workers} x ${t.concurrency}${t === best ? " (best)" : ""}`,
+        `${t.workload} (${round(t.events)} events)`,
+        `${t.workers} x ${t.concurrency}${t === best || t === r.bestW1 ? " (best)" : ""}`,
         `${round(t.perSecond)}${t.timedOut ? " (timed out)" : ""}`,
         t.seconds.toFixed(1),
         `${t.publishSeconds.toFixed(1)} s${t.publishRejected ? ` (${t.publishRejected} rejected)` : ""}`,
@@ -293,8 +308,12 @@ export function renderReport(r: BenchResults): string {
       ]),
     ),
     r.skipped.map((s) => `Not run: ${s.workers} x ${s.concurrency}, because ${s.reason}.`).join(" "),
-    `Best: **${round(best.perSecond)} deliveries/s** with ${best.workers} worker process(es) at concurrency ${best.concurrency} ` +
-      `(target ${round(TARGETS.deliveriesPerSecond)}/s: ${yesNo(v[0]!.met)}). During that run ${otherLoad(best.cpu, r.machine.cores)}.`,
+    `Best W1 (the headline): **${round(r.bestW1.perSecond)} deliveries/s** with ${r.bestW1.workers} worker process(es) at concurrency ` +
+      `${r.bestW1.concurrency}, ${((r.bestW1.perSecond / r.ceiling.perSecond) * 100).toFixed(0)}% of the bare ceiling measured in the same run ` +
+      `(target ${round(TARGETS.deliveriesPerSecond)}/s or ${TARGETS.w1ShareOfCeiling * 100}% of the ceiling: ${yesNo(v[0]!.met)}); publishing its ` +
+      `${round(r.bestW1.events)} events took ${r.bestW1.publishSeconds.toFixed(1)} s of its ${r.bestW1.seconds.toFixed(1)} s. ` +
+      `Best W10: **${round(best.perSecond)} deliveries/s** with ${best.workers} worker process(es) at concurrency ${best.concurrency} ` +
+      `(target ${round(TARGETS.deliveriesPerSecond)}/s: ${yesNo(v[1]!.met)}). During that run ${otherLoad(best.cpu, r.machine.cores)}.`,
   );
 
   add(
@@ -321,7 +340,7 @@ export function renderReport(r: BenchResults): string {
         String(l.invalidSignatures),
       ]),
     ),
-    `Targets: p50 <= ${TARGETS.latencyP50Ms} ms: ${yesNo(v[2]!.met)}; p99 <= ${TARGETS.latencyP99Ms} ms: ${yesNo(v[3]!.met)}.` +
+    `Targets: p50 <= ${TARGETS.latencyP50Ms} ms: ${yesNo(v[3]!.met)}; p99 <= ${TARGETS.latencyP99Ms} ms: ${yesNo(v[4]!.met)}.` +
       (latency.acceptedRate < latency.targetRate * 0.95
         ? ` The API accepted only ${round(latency.acceptedRate)} events/s of the ${latency.targetRate} offered, so requests queued in the client ` +
           "and waited longer the longer the test ran: at this rate the figure measures that queue, and nearly all of it passes before the 202."
@@ -363,7 +382,7 @@ export function renderReport(r: BenchResults): string {
         c.reference ? "-" : c.indexScan ? "yes" : "**no**",
       ]),
     ),
-    `Target: p99 <= ${TARGETS.listP99Ms} ms in every case: ${yesNo(v[4]!.met)}. ` +
+    `Target: p99 <= ${TARGETS.listP99Ms} ms in every case: ${yesNo(v[5]!.met)}. ` +
       (listCases.every((c) => c.indexScan)
         ? "Every query shape is an index scan in list order: no sort, no sequential scan, however deep the cursor. "
         : `Not index scans: ${listCases.filter((c) => !c.indexScan).map((c) => c.name).join(", ")}. `) +
@@ -393,7 +412,7 @@ export function renderReport(r: BenchResults): string {
         ],
       ],
     ),
-    `End to end, the product reaches **${(share * 100).toFixed(0)}%** of this ceiling (target >= ${TARGETS.shareOfCeiling * 100}%: ${yesNo(v[1]!.met)}). ` +
+    `End to end, the product reaches **${(share * 100).toFixed(0)}%** of this ceiling (target >= ${TARGETS.shareOfCeiling * 100}%: ${yesNo(v[2]!.met)}). ` +
       `During the ceiling run ${otherLoad(ceiling.cpu, r.machine.cores)}.`,
   );
 

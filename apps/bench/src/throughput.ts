@@ -34,7 +34,17 @@ export interface DatabaseWork {
   deliveryFillfactor: number;
 }
 
+/**
+ * W10: every event matches all 10 subscriptions (a fan-out of 10 per publish). W1: every event
+ * matches exactly one of them (each subscription has a type of its own), one event per request,
+ * so the API publishes as many events as the workers make deliveries.
+ */
+export type Workload = "W10" | "W1";
+
 export interface ThroughputResult extends WorkerSetup {
+  workload: Workload;
+  /** Events published. */
+  events: number;
   deliveries: number;
   /** From the first publish to the last expected verified delivery at the receiver. */
   seconds: number;
@@ -77,7 +87,9 @@ export async function measureThroughput(
   receiver: Receiver,
   setup: WorkerSetup,
   options: {
-    events?: number;
+    workload?: Workload;
+    /** Deliveries to make (W10: events x 10; W1: as many events). */
+    deliveries?: number;
     timeoutMs?: number;
     nodeArgs?: { api: string[]; worker: (index: number) => string[] };
     /** Called once the services run, with their pids (the profiling run cleans up after them). */
@@ -88,8 +100,12 @@ export async function measureThroughput(
   } = {},
 ): Promise<ThroughputResult> {
   const run = ++runNumber;
-  const events = options.events ?? settings.throughput.events;
-  const expected = events * settings.throughput.subscriptions;
+  const workload = options.workload ?? "W10";
+  const subscriptions = settings.throughput.subscriptions;
+  const expected = options.deliveries ?? settings.throughput.events * subscriptions;
+  const events = workload === "W10" ? Math.ceil(expected / subscriptions) : expected;
+  /** The event type of subscription i, and of event number seq. */
+  const typeOf = (i: number) => (workload === "W10" ? EVENT_TYPE : `${EVENT_TYPE}.s${i}`);
   const databaseUrl = await freshDatabase(DATABASES.main);
   const prefix = `${RUN_PREFIX}-t${run}`;
   const api = await startApi(databaseUrl, prefix, {}, options.nodeArgs?.api);
@@ -102,9 +118,9 @@ export async function measureThroughput(
   const client = new ApiClient(api.baseUrl, settings.throughput.publishConcurrency);
   let measured: Omit<ThroughputResult, "database" | "pids">;
   try {
-    for (let i = 0; i < settings.throughput.subscriptions; i++) {
+    for (let i = 0; i < subscriptions; i++) {
       const path = `/t${run}/s${i}`;
-      const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE]);
+      const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)]);
       receiver.expect(path, subscription.secret);
     }
     receiver.reset();
@@ -128,7 +144,7 @@ export async function measureThroughput(
     const publisher = async () => {
       while (next < events) {
         const seq = next++;
-        const status = await client.publish(EVENT_TYPE, { invoice_id: `in_${run}_${seq}`, amount_due: 4200, currency: "usd", seq });
+        const status = await client.publish(typeOf(seq % subscriptions), { invoice_id: `in_${run}_${seq}`, amount_due: 4200, currency: "usd", seq });
         if (status !== 202) rejected++;
       }
     };
@@ -155,6 +171,8 @@ export async function measureThroughput(
 
     measured = {
       ...setup,
+      workload,
+      events,
       deliveries: delivered,
       seconds,
       perSecond: delivered / seconds,
@@ -184,7 +202,7 @@ export async function measureThroughput(
     pids: { api: api.pid, workers: workers.map((worker) => worker.pid) },
   };
   console.log(
-    `  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: ${result.deliveries} deliveries in ${result.seconds.toFixed(2)} s = ` +
+    `  ${workload}, ${setup.workers} worker(s) x concurrency ${setup.concurrency}: ${result.deliveries} deliveries in ${result.seconds.toFixed(2)} s = ` +
       `${Math.round(result.perSecond)}/s${result.timedOut ? " (TIMED OUT)" : ""}; published in ${result.publishSeconds.toFixed(2)} s; ` +
       `invalid signatures ${result.invalidSignatures}, duplicates ${result.duplicates}; in PostgreSQL ${JSON.stringify(result.databaseStatuses)}, ` +
       `queued listed by the API ${result.queuedListedByApi}`,

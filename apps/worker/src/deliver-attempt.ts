@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { changesHealth, nextState, signWebhook, stateOf, type IsolationConfig, type Logger } from "@webhooks/core";
+import { changesHealth, mergeRequestHeaders, nextState, signWebhook, stateOf, type IsolationConfig, type Logger } from "@webhooks/core";
 import { closeAbandonedAttempt, whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
@@ -36,7 +36,8 @@ export type NextStep =
  * 2. close an attempt an earlier worker began and never recorded (unknown outcome);
  * 3. gate: may it start now, within its destination's limits? If not, it waits, unspent;
  * 4. begin: the attempt is in the log before its request leaves;
- * 5. sign and send, to the delivery's own snapshot of url and secret (contract §8);
+ * 5. sign with the subscription's secrets (both during a rotation's overlap, contract §12) and
+ *    send to the delivery's own snapshot of url and custom headers (contract §8);
  * 6. decide the delivery's next state (core's lifecycle);
  * 7. record the outcome, and the endpoint's health (which may open or close its circuit);
  * 8. release the gate's slot, waking whoever may go next, and schedule what comes next.
@@ -84,13 +85,14 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Pro
     const rateLimit = delivery.subscription.rateLimit;
     if (rateLimit !== null) await paceSend(deps, delivery.subscriptionId, rateLimit, deliveryId);
     const body = webhookBody(delivery);
-    const headers = signWebhook({
-      secretKey: deps.secretKeys.get(delivery.secretId, delivery.secretCiphertext),
+    const signed = signWebhook({
+      secretKeys: delivery.secrets.map((secret) => deps.secretKeys.get(secret.id, secret.ciphertext)),
       messageId: delivery.eventId,
       timestamp: startedAt,
       body,
     });
-    const result = await deps.sender.send(delivery.url, { ...headers }, body);
+    // The custom headers go under the signature headers; reserved names (content-type, user-agent, ...) are dropped.
+    const result = await deps.sender.send(delivery.url, mergeRequestHeaders(delivery.headers, { ...signed }), body);
     deps.metrics.attemptDuration.observe(result.durationMs / 1000);
 
     // 6. Decide.

@@ -34,7 +34,24 @@ export interface DeliveryFilters {
   since?: Date | undefined;
   /** Exclusive upper bound on created_at (contract §4). */
   until?: Date | undefined;
+  /** The last response's status: an exact code, or a class (5 for 5xx) (contract §12). */
+  responseCode?: ResponseCodeFilter | undefined;
 }
+
+export type ResponseClass = 2 | 3 | 4 | 5;
+export type ResponseCodeFilter = { code: number } | { class: ResponseClass };
+
+/**
+ * A class as the predicate of its partial index (prisma/schema.prisma), literally: the planner
+ * uses a partial index only when it can prove the query implies its predicate, which it cannot
+ * do with bind parameters.
+ */
+const responseClassPredicates: Record<ResponseClass, Prisma.Sql> = {
+  2: Prisma.raw("(response_code >= 200) AND (response_code < 300)"),
+  3: Prisma.raw("(response_code >= 300) AND (response_code < 400)"),
+  4: Prisma.raw("(response_code >= 400) AND (response_code < 500)"),
+  5: Prisma.raw("(response_code >= 500) AND (response_code < 600)"),
+};
 
 // next_attempt_at is also set while a delivery is queued; only a failed delivery has a retry.
 const deliveryColumns = Prisma.sql`
@@ -54,6 +71,10 @@ export async function listDeliveries(
   if (filters.eventType !== undefined) where.push(Prisma.sql`event_type = ${filters.eventType}`);
   if (filters.since !== undefined) where.push(Prisma.sql`created_at >= ${filters.since}`);
   if (filters.until !== undefined) where.push(Prisma.sql`created_at < ${filters.until}`);
+  const responseCode = filters.responseCode;
+  if (responseCode !== undefined) {
+    where.push("code" in responseCode ? Prisma.sql`response_code = ${responseCode.code}` : responseClassPredicates[responseCode.class]);
+  }
   return fetchPage<DeliveryRecord>(
     ctx.db,
     { table: "deliveries", timeColumn: "created_at", columns: deliveryColumns, filters: where, resource: "delivery" },
@@ -108,4 +129,68 @@ export async function resendDelivery(ctx: { db: PrismaClientOrTransaction }, id:
       WHERE id = ${id} AND status = ${current.status}::delivery_status`;
   }
   return getDelivery(ctx, id);
+}
+
+/** Deliveries resent per statement by recoverDeliveries: each batch is one short transaction. */
+export const RECOVERY_BATCH_SIZE = 1_000;
+
+export interface RecoveryWindow {
+  subscriptionId: string;
+  /** Inclusive lower bound on created_at. */
+  since: Date;
+  /** Exclusive upper bound on created_at; the start of the recovery when omitted. */
+  until?: Date | undefined;
+}
+
+/**
+ * Contract §12: resends every `failed` delivery of a subscription created in the window, each as
+ * a manual resend (core's lifecycle), in batches of RECOVERY_BATCH_SIZE. Each batch is one
+ * statement, committed before it is yielded, so the caller enqueues each batch after its commit
+ * and holds one batch at a time however many deliveries the window covers. The walk is keyset by
+ * (created_at, id), newest first, along the (subscription_id, status, created_at, id) index.
+ *
+ * Exactly the deliveries that were failed when the recovery began are resent, each once, even if
+ * the call is repeated while this one runs: a delivery counts only if its UPDATE still finds it
+ * `failed` and unchanged since the recovery began (updated_at), so one resent by a concurrent
+ * recovery (now queued, or failed again by a new attempt) is not resent or counted twice. A
+ * delivery being attempted at this moment (leased) is skipped: that attempt is its resend.
+ */
+export async function* recoverDeliveries(
+  ctx: { db: PrismaClientOrTransaction },
+  window: RecoveryWindow,
+): AsyncGenerator<string[], { count: number; until: Date }> {
+  const [start] = await ctx.db.$queryRaw<{ now: Date }[]>`SELECT now() AS now`;
+  const startedAt = start!.now;
+  const until = window.until ?? startedAt;
+  const next = nextState("failed", { type: "resend" }, { retryScheduleMs: [] });
+  let cursor: { createdAt: Date; id: string } | undefined;
+  let count = 0;
+  for (;;) {
+    const after = cursor === undefined ? Prisma.empty : Prisma.sql`AND (created_at, id) < (${cursor.createdAt}, ${cursor.id})`;
+    const [batch] = await ctx.db.$queryRaw<{ scanned: number; last_created_at: Date | null; last_id: string | null; resent: string[] }[]>`
+      WITH batch AS (
+        SELECT id, created_at FROM deliveries
+        WHERE subscription_id = ${window.subscriptionId} AND status = 'failed'
+          AND created_at >= ${window.since} AND created_at < ${until} ${after}
+        ORDER BY created_at DESC, id DESC
+        LIMIT ${RECOVERY_BATCH_SIZE}
+      ), resent AS (
+        UPDATE deliveries d SET status = ${next.status}::delivery_status,
+          next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
+        FROM batch
+        WHERE d.id = batch.id AND d.status = 'failed' AND d.updated_at < ${startedAt}
+          AND (d.leased_until IS NULL OR d.leased_until < now())
+        RETURNING d.id
+      ), last AS (
+        SELECT created_at, id FROM batch ORDER BY created_at ASC, id ASC LIMIT 1
+      )
+      SELECT (SELECT count(*) FROM batch)::int AS scanned, (SELECT created_at FROM last) AS last_created_at, (SELECT id FROM last) AS last_id,
+             ARRAY(SELECT id FROM resent) AS resent`;
+    if (!batch || batch.last_id === null || batch.last_created_at === null) break;
+    count += batch.resent.length;
+    if (batch.resent.length > 0) yield batch.resent;
+    if (batch.scanned < RECOVERY_BATCH_SIZE) break;
+    cursor = { createdAt: batch.last_created_at, id: batch.last_id };
+  }
+  return { count, until };
 }

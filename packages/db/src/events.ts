@@ -32,6 +32,7 @@ interface Target {
   id: string;
   url: string;
   secret_id: string;
+  headers: Record<string, string>;
   events: string[];
 }
 
@@ -63,10 +64,11 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
   const pending = inputs.flatMap((input, index) => (results[index] === undefined ? [{ input, index }] : []));
   if (pending.length > 0) {
     // Spec §3.2: only active subscriptions get deliveries. Each delivery copies the url and the
-    // secret it will be signed with, so later updates cannot change it (contract §8).
+    // custom headers, so later updates cannot change them (contract §8, §12). It records the
+    // secret current now; attempts are signed with the subscription's secrets at attempt time.
     const types = [...new Set(pending.map(({ input }) => input.type))];
     const targets = await ctx.sql.query<Target>(
-      `SELECT id, url, secret_id, events FROM subscriptions
+      `SELECT id, url, secret_id, headers, events FROM subscriptions
        WHERE active AND deleted_at IS NULL AND events && ($1::text[] || ARRAY['*'])
        ORDER BY id`,
       [types],
@@ -88,10 +90,10 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
          ON CONFLICT (idempotency_key) DO NOTHING
          RETURNING id, created_at
        ), delivery AS (
-         INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, next_attempt_at, created_at, updated_at)
-         SELECT d.id, d.subscription_id, event.id, d.event_type, d.url, d.secret_id, 'queued', event.created_at, event.created_at, event.created_at
-         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
-           AS d(id, event_id, subscription_id, event_type, url, secret_id)
+         INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
+         SELECT d.id, d.subscription_id, event.id, d.event_type, d.url, d.secret_id, d.headers, 'queued', event.created_at, event.created_at, event.created_at
+         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::jsonb[])
+           AS d(id, event_id, subscription_id, event_type, url, secret_id, headers)
          JOIN event ON event.id = d.event_id
        )
        SELECT id, created_at FROM event`,
@@ -107,6 +109,7 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
         deliveries.map((d) => d.type),
         deliveries.map((d) => d.target.url),
         deliveries.map((d) => d.target.secret_id),
+        deliveries.map((d) => JSON.stringify(d.target.headers)),
       ],
     );
 
@@ -138,6 +141,37 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
     if (result === undefined) throw new Error("publishEvents left an input without a result");
     return result;
   });
+}
+
+/**
+ * Contract §12: an example event for one subscription alone, whatever its `events` and whether
+ * it is paused (not deleted): the event and its one delivery, snapshotting the subscription as
+ * publishEvents does, written by one statement. The caller enqueues the delivery after commit.
+ */
+export async function publishTestEvent(
+  ctx: PublishContext,
+  input: { subscriptionId: string; type: string; data: Record<string, unknown> },
+): Promise<{ event: EventRecord; deliveryId: string }> {
+  const notFound = () => new NotFoundError(`No such subscription: ${input.subscriptionId}`, "subscription_id");
+  if (!isId("subscription", input.subscriptionId)) throw notFound();
+  const eventId = newId("event");
+  const deliveryId = newId("delivery");
+  const [written] = await ctx.sql.query<{ created_at: Date }>(
+    `WITH target AS (
+       SELECT id, url, secret_id, headers FROM subscriptions WHERE id = $1 AND deleted_at IS NULL
+     ), event AS (
+       INSERT INTO events (id, type, data) SELECT $2, $3, $4::jsonb FROM target
+       RETURNING id, created_at
+     ), delivery AS (
+       INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
+       SELECT $5, target.id, event.id, $3, target.url, target.secret_id, target.headers, 'queued', event.created_at, event.created_at, event.created_at
+       FROM target, event
+     )
+     SELECT created_at FROM event`,
+    [input.subscriptionId, eventId, input.type, JSON.stringify(input.data), deliveryId],
+  );
+  if (!written) throw notFound();
+  return { event: { id: eventId, type: input.type, data: input.data, createdAt: written.created_at }, deliveryId };
 }
 
 interface StoredEvent {

@@ -32,10 +32,12 @@ export interface SubscriptionRecord extends EndpointHealth {
   maxInFlight: number;
   /** Attempts per second at most; null for no limit. */
   rateLimit: number | null;
+  /** Extra request headers sent with each delivery (contract §12). */
+  headers: Record<string, string>;
 }
 
-/** A row as read; disabled_reason is plain text in the table. */
-type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason"> & { disabledReason: string | null };
+/** A row as read; disabled_reason is plain text in the table, headers any JSON. */
+type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason" | "headers"> & { disabledReason: string | null; headers: unknown };
 
 const subscriptionFields = {
   id: true,
@@ -46,6 +48,7 @@ const subscriptionFields = {
   createdAt: true,
   maxInFlight: true,
   rateLimit: true,
+  headers: true,
   consecutiveFailures: true,
   failingSince: true,
   lastSuccessAt: true,
@@ -57,7 +60,7 @@ const subscriptionFields = {
 
 const subscriptionColumns = Prisma.sql`
   id, url, events, description, active, created_at AS "createdAt",
-  max_in_flight AS "maxInFlight", rate_limit AS "rateLimit",
+  max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers,
   consecutive_failures AS "consecutiveFailures", failing_since AS "failingSince",
   last_success_at AS "lastSuccessAt", last_failure_at AS "lastFailureAt",
   circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", disabled_reason AS "disabledReason"`;
@@ -70,7 +73,8 @@ function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
     // Only the workers write this column, through core's rules; anything else is a bug to surface.
     throw new Error(`Subscription ${row.id} has an unknown disabled_reason: ${disabledReason}`);
   }
-  return { ...row, disabledReason: disabledReason as DisabledReason | null };
+  // Only the API writes headers, after checking them with core's customHeadersProblem.
+  return { ...row, disabledReason: disabledReason as DisabledReason | null, headers: row.headers as Record<string, string> };
 }
 
 /**
@@ -100,6 +104,7 @@ export async function createSubscription(
     active?: boolean | undefined;
     maxInFlight?: number | undefined;
     rateLimit?: number | null | undefined;
+    headers?: Record<string, string> | undefined;
   },
 ): Promise<{ subscription: SubscriptionRecord; secret: string }> {
   assertDeliverableUrl(input.url, ctx.destinationPolicy);
@@ -113,6 +118,7 @@ export async function createSubscription(
       active: input.active ?? true,
       maxInFlight: input.maxInFlight ?? ctx.defaultMaxInFlight,
       rateLimit: input.rateLimit ?? null,
+      headers: input.headers ?? {},
       secret: { create: { id: newId("secret"), ciphertext: new Uint8Array(ctx.secretBox.seal(secret)) } },
     },
     select: subscriptionFields,
@@ -163,6 +169,8 @@ export async function updateSubscription(
     maxInFlight?: number | undefined;
     /** null removes the limit; undefined keeps it. */
     rateLimit?: number | null | undefined;
+    /** Replaces the whole set; `{}` removes them all. Deliveries already created keep theirs. */
+    headers?: Record<string, string> | undefined;
   },
 ): Promise<SubscriptionRecord> {
   if (!isId("subscription", id)) throw notFound(id);
@@ -175,11 +183,48 @@ export async function updateSubscription(
       active: changes.active,
       maxInFlight: changes.maxInFlight,
       rateLimit: changes.rateLimit,
+      headers: changes.headers,
       ...(changes.active === true ? reenabledHealth : {}),
     },
   });
   if (count === 0) throw notFound(id);
   return getSubscription(ctx, id);
+}
+
+/**
+ * Contract §12: a new signing secret. The one it replaces stays valid for `overlapMs` (0 for
+ * none): until then every attempt, of any delivery, is signed with both (see claimDeliveries).
+ * Only one previous secret is kept: rotating again during an overlap ends the older secret's
+ * overlap at once, and the secret being replaced gets the new overlap. Returns the new secret,
+ * which is never shown again.
+ */
+export async function rotateSubscriptionSecret(
+  ctx: Pick<SubscriptionContext, "db" | "secretBox">,
+  id: string,
+  input: { overlapMs: number },
+): Promise<{ subscription: SubscriptionRecord; secret: string }> {
+  if (!isId("subscription", id)) throw notFound(id);
+  const secret = generateSigningSecret();
+  const secretId = newId("secret");
+  const ciphertext = new Uint8Array(ctx.secretBox.seal(secret));
+  // One statement: the new secret row exists only if the subscription does, and a concurrent
+  // rotation waits on the row lock, then takes this one's new secret as its previous one.
+  const rotated = await ctx.db.$queryRaw<{ id: string }[]>`
+    WITH new_secret AS (
+      INSERT INTO signing_secrets (id, ciphertext)
+      SELECT ${secretId}, ${ciphertext} WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = ${id} AND deleted_at IS NULL)
+      RETURNING id
+    )
+    UPDATE subscriptions SET
+      previous_secret_id = CASE WHEN ${input.overlapMs}::int > 0 THEN secret_id END,
+      previous_secret_expires_at = CASE WHEN ${input.overlapMs}::int > 0 THEN now() + ${input.overlapMs}::int * interval '1 millisecond' END,
+      secret_id = new_secret.id,
+      updated_at = now()
+    FROM new_secret
+    WHERE subscriptions.id = ${id} AND subscriptions.deleted_at IS NULL
+    RETURNING subscriptions.id`;
+  if (rotated.length === 0) throw notFound(id);
+  return { subscription: await getSubscription(ctx, id), secret };
 }
 
 /** Soft delete: no new deliveries; the delivery log, and deliveries already created, stay. */

@@ -71,7 +71,7 @@ export function deliveryRoutes(deps: ApiDeps) {
       const query = c.req.valid("query");
       const page = await listDeliveries(
         ctx,
-        { subscriptionId: query.subscription_id, status: query.status, eventType: query.event, since: query.since, until: query.until },
+        { subscriptionId: query.subscription_id, status: query.status, eventType: query.event, since: query.since, until: query.until, responseCode: query.response_code },
         { limit: query.limit ?? DEFAULT_PAGE_SIZE, startingAfter: query.starting_after, endingBefore: query.ending_before },
       );
       return c.json({ object: "list" as const, url: "/v1/deliveries", has_more: page.hasMore, data: page.data.map(toDeliveryJson) }, 200);

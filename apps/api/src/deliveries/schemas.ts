@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { deliveryStatuses } from "@webhooks/core";
-import type { AttemptRecord, DeliveryRecord } from "@webhooks/db";
+import type { AttemptRecord, DeliveryRecord, ResponseClass, ResponseCodeFilter } from "@webhooks/db";
 import { cursorQueries, isoTimestamp, limitQuery, listSchema, text, timestampQuery } from "../http/schemas.ts";
 
 export const deliverySchema = z
@@ -38,6 +38,27 @@ export const attemptSchema = z
 export const deliveryListSchema = listSchema(deliverySchema, "DeliveryList", "/v1/deliveries");
 export const attemptListSchema = listSchema(attemptSchema, "DeliveryAttemptList", "/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/attempts");
 
+const responseCodeMessage = "response_code must be a status code from 100 to 599, or one of 2xx, 3xx, 4xx, 5xx";
+
+/** Contract §12: an exact code, or a class. */
+const responseCodeQuery = z
+  .string()
+  .transform((value, ctx): ResponseCodeFilter => {
+    const exact = /^[1-5][0-9]{2}$/.exec(value);
+    if (exact) return { code: Number(value) };
+    const range = /^([2-5])xx$/i.exec(value);
+    if (range) return { class: Number(range[1]) as ResponseClass };
+    ctx.addIssue({ code: "custom", message: responseCodeMessage });
+    return z.NEVER;
+  })
+  .optional()
+  .openapi({
+    type: "string",
+    pattern: "^([1-5][0-9]{2}|[2-5]xx)$",
+    description: "Only deliveries whose last response had this status: an exact code (100-599), or a class: 2xx, 3xx, 4xx or 5xx.",
+    example: "5xx",
+  });
+
 export const listDeliveriesQuery = z.strictObject({
   subscription_id: text(64).optional().openapi({ description: "Only deliveries of this subscription." }),
   status: z
@@ -47,6 +68,7 @@ export const listDeliveriesQuery = z.strictObject({
   event: text(255).optional().openapi({ description: "Only deliveries of this event type.", example: "invoice.paid" }),
   since: timestampQuery("since", "Only deliveries created at or after this time."),
   until: timestampQuery("until", "Only deliveries created before this time."),
+  response_code: responseCodeQuery,
   limit: limitQuery,
   ...cursorQueries,
 });

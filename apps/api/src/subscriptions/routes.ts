@@ -1,12 +1,31 @@
 import { createRoute } from "@hono/zod-openapi";
-import { createSubscription, deleteSubscription, getSubscription, listSubscriptions, updateSubscription } from "@webhooks/db";
-import { DEFAULT_PAGE_SIZE, jsonResponse, operationErrors } from "../http/schemas.ts";
+import {
+  createSubscription,
+  deleteSubscription,
+  getDelivery,
+  getSubscription,
+  listSubscriptions,
+  publishTestEvent,
+  recoverDeliveries,
+  rotateSubscriptionSecret,
+  updateSubscription,
+} from "@webhooks/db";
+import { parseDuration } from "@webhooks/core";
+import type { DeliveryQueue } from "@webhooks/queue";
+import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
+import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, operationErrors } from "../http/schemas.ts";
 import { newRouter, rawInput } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { validationError } from "../http/validation.ts";
 import {
   createdSubscriptionSchema,
   createSubscriptionBody,
+  DEFAULT_OVERLAP,
+  DEFAULT_TEST_EVENT,
+  recoverBody,
+  recoverySchema,
+  rotateSecretBody,
+  testEventBody,
   deletedSubscriptionSchema,
   listSubscriptionsQuery,
   notUpdatableFields,
@@ -78,6 +97,61 @@ const deleteRouteDef = createRoute({
   responses: { 200: jsonResponse(deletedSubscriptionSchema, "The subscription was deleted"), ...operationErrors(404) },
 });
 
+const rotateSecretRouteDef = createRoute({
+  method: "post",
+  path: "/v1/subscriptions/{subscription_id}/rotate_secret",
+  operationId: "rotateSubscriptionSecret",
+  tags,
+  summary: "Rotate a subscription's signing secret",
+  description:
+    "Replaces the signing secret; the response is the only one that ever contains the new one. Until `overlap` " +
+    "(default 24h) has passed, every attempt, of any delivery including those created before the rotation, carries " +
+    "both signatures in webhook-signature (`v1,<new> v1,<old>`), so a receiver verifies with either secret; after it, " +
+    "only the new one. Rotating again during an overlap ends the oldest secret's overlap at once.",
+  request: {
+    params: subscriptionIdParam,
+    body: { required: false, content: { "application/json": { schema: rotateSecretBody } } },
+  },
+  responses: { 200: jsonResponse(createdSubscriptionSchema, "The subscription, with its new signing secret"), ...operationErrors(404, 413, 415) },
+});
+
+const recoverRouteDef = createRoute({
+  method: "post",
+  path: "/v1/subscriptions/{subscription_id}/recover",
+  operationId: "recoverSubscription",
+  tags,
+  summary: "Resend the failed deliveries of a time window",
+  description:
+    "Queues again every delivery of the subscription that is `failed` (for good, or waiting for a retry) and was " +
+    "created in [since, until), each as a manual resend with the url and headers it was created with. The answer comes " +
+    "once all of them are queued, with their exact count. Calling it again while one runs resends nothing twice.",
+  request: { params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: recoverBody } } } },
+  responses: { 202: jsonResponse(recoverySchema, "The failed deliveries of the window are queued"), ...operationErrors(404, 413, 415) },
+});
+
+const testEventRouteDef = createRoute({
+  method: "post",
+  path: "/v1/subscriptions/{subscription_id}/test",
+  operationId: "sendTestEvent",
+  tags,
+  summary: "Send a test event to a subscription",
+  description:
+    "Stores an example event (default type `webhook.test`) and one delivery of it to this subscription alone, whatever " +
+    "its `events` and even while it is paused, and queues it. The event goes to no other subscription.",
+  request: {
+    params: subscriptionIdParam,
+    body: { required: false, content: { "application/json": { schema: testEventBody } } },
+  },
+  responses: { 202: jsonResponse(deliverySchema, "The test delivery, queued"), ...operationErrors(404, 413, 415) },
+});
+
+/** Brings each delivery's job forward (a retry's delayed job runs now), a bounded number at a time. */
+async function bringForwardAll(queue: DeliveryQueue, deliveryIds: string[]): Promise<void> {
+  for (let i = 0; i < deliveryIds.length; i += 100) {
+    await Promise.all(deliveryIds.slice(i, i + 100).map((id) => queue.bringForward(id)));
+  }
+}
+
 export function subscriptionRoutes(deps: ApiDeps) {
   const ctx = {
     db: deps.db,
@@ -122,6 +196,51 @@ export function subscriptionRoutes(deps: ApiDeps) {
         return undefined;
       },
     )
+    .openapi(rotateSecretRouteDef, async (c) => {
+      const overlapMs = parseDuration(c.req.valid("json")?.overlap ?? DEFAULT_OVERLAP) ?? 0;
+      const { subscription, secret } = await rotateSubscriptionSecret(ctx, c.req.valid("param").subscription_id, { overlapMs });
+      return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 200);
+    })
+    .openapi(recoverRouteDef, async (c) => {
+      const { subscription_id } = c.req.valid("param");
+      const { since, until } = c.req.valid("json");
+      await getSubscription(ctx, subscription_id);
+      // Answered once every batch is committed and enqueued, so the count is exact; one batch of
+      // ids is held at a time. A batch that cannot be enqueued is queued in PostgreSQL all the
+      // same: the reconciler enqueues it (or its retry's delayed job runs it at the retry time).
+      const recovery = recoverDeliveries(ctx, { subscriptionId: subscription_id, since, until });
+      let step = await recovery.next();
+      while (!step.done) {
+        try {
+          await bringForwardAll(deps.queue, step.value);
+        } catch (error) {
+          c.var.logger.warn({ err: error, subscriptionId: subscription_id, deliveries: step.value.length }, "could not enqueue recovered deliveries; the reconciler will");
+        }
+        step = await recovery.next();
+      }
+      const body = {
+        object: "recovery" as const,
+        subscription_id,
+        since: isoTimestamp(since),
+        until: isoTimestamp(step.value.until),
+        deliveries: step.value.count,
+      };
+      return c.json(body, 202);
+    })
+    .openapi(testEventRouteDef, async (c) => {
+      const { subscription_id } = c.req.valid("param");
+      const body = c.req.valid("json");
+      const { deliveryId } = await publishTestEvent(
+        { sql: deps.sql },
+        { subscriptionId: subscription_id, type: body?.type ?? DEFAULT_TEST_EVENT.type, data: body?.data ?? DEFAULT_TEST_EVENT.data },
+      );
+      try {
+        await deps.queue.enqueue([deliveryId]);
+      } catch (error) {
+        c.var.logger.warn({ err: error, deliveryId }, "could not enqueue the test delivery; the reconciler will");
+      }
+      return c.json(toDeliveryJson(await getDelivery(ctx, deliveryId)), 202);
+    })
     .openapi(deleteRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");
       await deleteSubscription(ctx, subscription_id);

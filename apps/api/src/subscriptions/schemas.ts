@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
-import { healthState, heldUntil, subscribedEventsSchema } from "@webhooks/core";
+import { customHeadersProblem, healthState, heldUntil, MAX_CUSTOM_HEADERS, MAX_CUSTOM_HEADERS_BYTES, parseDuration, subscribedEventsSchema } from "@webhooks/core";
 import type { SubscriptionRecord } from "@webhooks/db";
+import { publishEventBody } from "../events/schemas.ts";
 import { cursorQueries, isoTimestamp, limitQuery, listSchema, text } from "../http/schemas.ts";
 
 const events = subscribedEventsSchema.meta({
@@ -29,6 +30,37 @@ const rateLimitDescription =
   "A change applies to attempts that start after it.";
 const rateLimit = integerBetween("rate_limit", 1, 10_000).nullable().openapi({ description: rateLimitDescription, example: 50 });
 
+const headersDescription =
+  `Extra HTTP headers sent with every delivery: up to ${MAX_CUSTOM_HEADERS}, names are RFC 9110 tokens (case-insensitive), ` +
+  `values printable ASCII, ${MAX_CUSTOM_HEADERS_BYTES} bytes in all. content-type, content-length, host, user-agent, connection, ` +
+  "transfer-encoding, keep-alive, upgrade, expect, te, trailer, proxy-connection and webhook-* cannot be set. Each delivery keeps the " +
+  "headers the subscription had when it was created.";
+
+const isJsonObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+// Contract §12. z.custom keeps the object as sent (z.record would drop a "__proto__" key), and
+// each problem is reported at `headers.<Name>`, so the 400 names the header.
+const customHeaders = z
+  .custom<Record<string, string>>(isJsonObject, { error: "headers must be a JSON object of header names to values" })
+  .superRefine((headers, ctx) => {
+    const problem = customHeadersProblem(headers);
+    if (problem) {
+      ctx.addIssue({
+        code: "custom",
+        message: problem.header === undefined ? problem.message : `headers.${problem.header} ${problem.message}`,
+        path: problem.header === undefined ? [] : [problem.header],
+      });
+    }
+  })
+  .openapi({
+    type: "object",
+    additionalProperties: { type: "string" },
+    maxProperties: MAX_CUSTOM_HEADERS,
+    description: headersDescription,
+    example: { Authorization: "Bearer 3c1f0e", "X-Tenant": "acme" },
+  });
+
 const nullableTimestamp = (description: string) => z.string().nullable().openapi({ format: "date-time", description });
 
 const healthSchema = z
@@ -56,6 +88,7 @@ export const subscriptionSchema = z
     created_at: z.string().openapi({ format: "date-time" }),
     max_in_flight: z.number().int().openapi({ description: "At most this many attempts in flight at once, across every worker." }),
     rate_limit: z.number().int().nullable().openapi({ description: "At most this many attempts per second, or null for no limit." }),
+    headers: z.record(z.string(), z.string()).openapi({ description: "Extra HTTP headers sent with every delivery created from now on." }),
     health: healthSchema,
     disabled_reason: z.enum(["failing", "gone"]).nullable().openapi({
       description:
@@ -90,6 +123,7 @@ export const createSubscriptionBody = z
       description: `${maxInFlightDescription} Default: the deployment's DEFAULT_MAX_IN_FLIGHT (10 unless configured otherwise).`,
     }),
     rate_limit: rateLimit.optional().openapi({ default: null }),
+    headers: customHeaders.optional().openapi({ default: {} }),
   })
   .openapi("CreateSubscription");
 
@@ -101,8 +135,71 @@ export const updateSubscriptionBody = z
     active: active.optional(),
     max_in_flight: maxInFlight.optional(),
     rate_limit: rateLimit.optional().openapi({ description: `${rateLimitDescription} Send null to remove the limit.` }),
+    headers: customHeaders.optional().openapi({ description: `${headersDescription} An update replaces the whole set; {} removes them.` }),
   })
   .openapi("UpdateSubscription");
+
+const MAX_OVERLAP_MS = 7 * 86_400_000;
+const overlapMessage = "overlap must be a duration from 0s to 7d, such as 24h, 30m or 0s";
+
+/** Contract §12: how long the replaced secret keeps signing, `0s` to `7d`. */
+export const rotateSecretBody = z
+  .strictObject({
+    overlap: z
+      .string({ error: overlapMessage })
+      .refine((text) => {
+        const ms = parseDuration(text);
+        return ms !== undefined && ms <= MAX_OVERLAP_MS;
+      }, overlapMessage)
+      .optional()
+      .openapi({
+        default: "24h",
+        description:
+          "How long the replaced secret stays valid: until then every attempt, of any delivery, carries both signatures " +
+          "(`v1,<new> v1,<old>`); after it, only the new one. A duration from `0s` to `7d` (`ms`, `s`, `m`, `h` or `d`).",
+        example: "24h",
+      }),
+  })
+  .openapi("RotateSubscriptionSecret");
+
+export const DEFAULT_OVERLAP = "24h";
+
+export const recoverBody = z
+  .strictObject({
+    since: z
+      .string({ error: "since must be an ISO 8601 date-time with Z or an offset" })
+      .refine(isIsoTimestamp, "since must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z")
+      .transform((value) => new Date(value))
+      .openapi({ type: "string", format: "date-time", description: "Resend failed deliveries created at or after this time." }),
+    until: z
+      .string({ error: "until must be an ISO 8601 date-time with Z or an offset" })
+      .refine(isIsoTimestamp, "until must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z")
+      .transform((value) => new Date(value))
+      .optional()
+      .openapi({ type: "string", format: "date-time", description: "...and before this time. Default: the time of the request." }),
+  })
+  .refine((body) => body.until === undefined || body.until > body.since, { error: "until must be later than since", path: ["until"] })
+  .openapi("RecoverSubscription");
+
+export const recoverySchema = z
+  .object({
+    object: z.literal("recovery"),
+    subscription_id: z.string(),
+    since: z.string().openapi({ format: "date-time" }),
+    until: z.string().openapi({ format: "date-time", description: "The end of the window: the one sent, or the time of the request." }),
+    deliveries: z.number().int().openapi({ description: "How many failed deliveries were queued again." }),
+  })
+  .openapi("Recovery");
+
+export const DEFAULT_TEST_EVENT = { type: "webhook.test", data: { message: "This is a test event sent from the webhook service." } };
+
+/** Contract §12: the rules of POST /v1/events for `type` and `data`, both optional here. */
+export const testEventBody = z
+  .strictObject({
+    type: publishEventBody.shape.type.optional().openapi({ default: DEFAULT_TEST_EVENT.type, description: "The event type; the rules of POST /v1/events apply." }),
+    data: publishEventBody.shape.data.optional().openapi({ default: DEFAULT_TEST_EVENT.data, description: "The event's payload: any JSON object." }),
+  })
+  .openapi("SendTestEvent");
 
 /** Sending these to PUT gets a message saying so, rather than "unknown parameter". */
 export const notUpdatableFields = ["description", "secret", "health", "disabled_reason"] as const;
@@ -112,6 +209,11 @@ export const subscriptionIdParam = z.object({
 });
 
 export const listSubscriptionsQuery = z.strictObject({ limit: limitQuery, ...cursorQueries });
+
+function isIsoTimestamp(value: string): boolean {
+  // As timestampQuery: any ISO 8601 date-time with Z or an offset, years 1-9999 once in UTC.
+  return z.iso.datetime({ offset: true }).safeParse(value).success && new Date(value).getUTCFullYear() >= 1;
+}
 
 const isoOrNull = (date: Date | null): string | null => (date === null ? null : isoTimestamp(date));
 
@@ -128,6 +230,7 @@ export function toSubscriptionJson(subscription: SubscriptionRecord, now: Date) 
     created_at: isoTimestamp(subscription.createdAt),
     max_in_flight: subscription.maxInFlight,
     rate_limit: subscription.rateLimit,
+    headers: subscription.headers,
     health: {
       state: healthState(subscription, now),
       consecutive_failures: subscription.consecutiveFailures,

@@ -42,6 +42,12 @@ export function createWorkerMetrics(queue: DeliveryQueue) {
       help: "Due deliveries the reconciler checked for a job (its work: proportional to what came due, not to the backlog)",
       registers: [registry],
     }),
+    prunedRows: new Counter({
+      name: "webhook_pruned_rows_total",
+      help: "Rows the pruner deleted past RETENTION (contract §14), by table: deliveries, delivery_attempts, events",
+      labelNames: ["table"],
+      registers: [registry],
+    }),
     jobErrors: new Counter({
       name: "webhook_job_errors_total",
       help: "Delivery jobs that failed for our own reasons (database unreachable, ...), not the receiver's",

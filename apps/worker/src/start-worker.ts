@@ -6,6 +6,7 @@ import { createDeliveryWorker } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
 import { createWorkerMetrics } from "./metrics.ts";
 import { startOpsServer } from "./ops-server.ts";
+import { Pruner } from "./pruner.ts";
 import { Reconciler } from "./reconciler.ts";
 import type { Resolver } from "./safe-lookup.ts";
 import { SecretKeys } from "./secret-keys.ts";
@@ -25,7 +26,7 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
-/** Starts a worker process's parts: the BullMQ worker, the reconciler and /metrics. */
+/** Starts a worker process's parts: the BullMQ worker, the reconciler, the pruner and /metrics. */
 export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
   // Claims and records of concurrent jobs are batched, so a few connections serve any concurrency.
   const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
@@ -64,19 +65,24 @@ export async function startWorker(config: Config, logger: Logger, options: { res
     { connection: workerRedis, prefix: config.queuePrefix, concurrency: config.worker.concurrency, lockMs: config.worker.jobLockMs },
   );
   const reconciler = new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
+  // RETENTION=off keeps everything: no pruner at all.
+  const retentionMs = config.retention.maxAgeMs;
+  const pruner = retentionMs === undefined ? undefined : new Pruner({ sql: database.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
 
   const opsServer = options.metrics !== false ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort) : undefined;
   const metricsPort = opsServer?.port ?? 0;
 
   void worker.run();
   reconciler.start();
+  pruner?.start();
   logger.info({ concurrency: config.worker.concurrency, metricsPort }, "worker started");
 
   return {
     metricsPort,
     reconciler,
     async close() {
-      await reconciler.stop();
+      // The pruner stops between two batches.
+      await Promise.all([reconciler.stop(), pruner?.stop()]);
       // close() stops taking jobs at once and resolves when the jobs in flight are done.
       const drained = await settlesWithin(worker.close(), config.worker.shutdownTimeoutMs);
       if (!drained) {

@@ -1,0 +1,72 @@
+import type { Logger } from "@webhooks/core";
+import { pruneExpired, withPrunerLock, type PrunePass, type SqlClient } from "@webhooks/db";
+import type { WorkerMetrics } from "./metrics.ts";
+
+/**
+ * Deliveries deleted per statement. Each batch is one short transaction (a few thousand index
+ * probes and row deletions, tens of milliseconds), so a pass never holds locks for long.
+ */
+const BATCH_SIZE = 2_000;
+
+const TABLES = ["deliveries", "delivery_attempts", "events"] as const;
+
+/**
+ * Retention (contract §14): every PRUNE_INTERVAL, deletes finished deliveries older than
+ * RETENTION with their attempts, then the events left without deliveries. Every worker runs one;
+ * a session advisory lock lets one of them prune at a time, and the batches themselves skip rows
+ * another pruner holds, so two pruners never fail on or count the same row. Stopping the worker
+ * ends a pass between two batches.
+ */
+export class Pruner {
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+
+  constructor(
+    private readonly deps: { sql: SqlClient; logger: Logger; metrics: WorkerMetrics },
+    private readonly options: { retentionMs: number; intervalMs: number; batchSize?: number },
+  ) {
+    // Export the series at 0 from the start, so a rate over them is defined before the first prune.
+    for (const table of TABLES) deps.metrics.prunedRows.inc({ table }, 0);
+  }
+
+  start(): void {
+    this.#stopped = false;
+    this.#schedule(this.options.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#running;
+  }
+
+  /** One pass; undefined when another worker holds the lock. */
+  async pruneOnce(): Promise<PrunePass | undefined> {
+    const startedAt = Date.now();
+    const pass = await withPrunerLock({ sql: this.deps.sql }, (sql) =>
+      pruneExpired({ sql }, { retentionMs: this.options.retentionMs, batchSize: this.options.batchSize ?? BATCH_SIZE, shouldStop: () => this.#stopped }),
+    );
+    if (!pass) return undefined;
+    this.deps.metrics.prunedRows.inc({ table: "deliveries" }, pass.deliveries);
+    this.deps.metrics.prunedRows.inc({ table: "delivery_attempts" }, pass.attempts);
+    this.deps.metrics.prunedRows.inc({ table: "events" }, pass.events);
+    if (pass.deliveries + pass.attempts + pass.events > 0 || !pass.complete) {
+      this.deps.logger.info(
+        { deliveries: pass.deliveries, attempts: pass.attempts, events: pass.events, batches: pass.batches, complete: pass.complete, durationMs: Date.now() - startedAt },
+        pass.complete ? "pruned finished deliveries past retention" : "pruning stopped early (worker stopping); the next pass goes on",
+      );
+    }
+    return pass;
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#running = this.pruneOnce()
+        .then(() => {})
+        .catch((error: unknown) => this.deps.logger.error({ err: error }, "pruner pass failed; will try again"))
+        .finally(() => this.#schedule(this.options.intervalMs));
+    }, delayMs);
+  }
+}

@@ -1,0 +1,144 @@
+import { createTestDatabase, startReceiver, waitFor, type ReceivedWebhook, type TestReceiver } from "@webhooks/testing";
+import { Webhook } from "standardwebhooks";
+import { afterEach, describe, expect, it } from "vitest";
+import { publish, startStack, subscribe, type Stack } from "./stack.ts";
+
+// Contract §12 end to end: the API, a worker and real receivers on loopback.
+
+const cleanup: (() => Promise<void>)[] = [];
+
+afterEach(async () => {
+  for (const close of cleanup.splice(0).reverse()) await close();
+});
+
+async function stack(overrides: Record<string, string> = {}): Promise<Stack> {
+  const database = await createTestDatabase();
+  cleanup.push(() => database.drop());
+  const started = await startStack(database.url, overrides);
+  cleanup.push(() => started.close());
+  return started;
+}
+
+async function receiver(reply?: TestReceiver["reply"]): Promise<TestReceiver> {
+  const started = await startReceiver(reply);
+  cleanup.push(() => started.close());
+  return started;
+}
+
+/** Whether the official standardwebhooks package accepts the webhook with this secret. */
+function verifies(secret: string, webhook: ReceivedWebhook): boolean {
+  try {
+    new Webhook(secret).verify(webhook.body, {
+      "webhook-id": String(webhook.headers["webhook-id"]),
+      "webhook-timestamp": String(webhook.headers["webhook-timestamp"]),
+      "webhook-signature": String(webhook.headers["webhook-signature"]),
+    });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const signatureCount = (webhook: ReceivedWebhook) => String(webhook.headers["webhook-signature"]).split(" ").length;
+
+describe("secret rotation", () => {
+  it("signs with both secrets during the overlap, deliveries created before it too, then with the new one only", async () => {
+    const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
+    // The first request of the first event fails, so its retry comes after the rotation.
+    const rx = await receiver((_webhook, index) => ({ status: index === 0 ? 500 : 200 }));
+    const sub = await subscribe(s.api, `${rx.url}/hooks`, ["*"]);
+    const before = await publish(s.api, "invoice.paid", { n: 1 });
+    await waitFor(() => rx.received.length >= 1, { what: "the first attempt" });
+    expect(signatureCount(rx.received[0]!)).toBe(1);
+    expect(verifies(sub.secret, rx.received[0]!)).toBe(true);
+
+    const rotated = await s.api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap: "4s" } });
+    expect(rotated.status).toBe(200);
+    const fresh: string = rotated.body.secret;
+    const during = await publish(s.api, "invoice.paid", { n: 2 });
+
+    // The retry of the delivery created before the rotation, and the new delivery: both signatures.
+    const retried = await waitFor(() => rx.received.find((w, i) => i > 0 && w.headers["webhook-id"] === before), { what: "the retry" });
+    const duringOverlap = await waitFor(() => rx.received.find((w) => w.headers["webhook-id"] === during), { what: "the delivery during the overlap" });
+    for (const webhook of [retried, duringOverlap]) {
+      expect(signatureCount(webhook)).toBe(2);
+      expect(verifies(fresh, webhook)).toBe(true);
+      expect(verifies(sub.secret, webhook)).toBe(true);
+      // The new signature comes first.
+      expect(String(webhook.headers["webhook-signature"]).split(" ")[0]).toBe(
+        new Webhook(fresh).sign(String(webhook.headers["webhook-id"]), new Date(Number(webhook.headers["webhook-timestamp"]) * 1000), webhook.body),
+      );
+    }
+
+    // After the overlap: the new secret only.
+    await new Promise((resolve) => setTimeout(resolve, 4_500));
+    const after = await publish(s.api, "invoice.paid", { n: 3 });
+    const afterOverlap = await waitFor(() => rx.received.find((w) => w.headers["webhook-id"] === after), { what: "the delivery after the overlap" });
+    expect(signatureCount(afterOverlap)).toBe(1);
+    expect(verifies(fresh, afterOverlap)).toBe(true);
+    expect(verifies(sub.secret, afterOverlap)).toBe(false);
+  });
+
+  it("with overlap 0s signs with the new secret only at once", async () => {
+    const s = await stack();
+    const rx = await receiver();
+    const sub = await subscribe(s.api, `${rx.url}/hooks`, ["*"]);
+    const rotated = await s.api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap: "0s" } });
+    const eventId = await publish(s.api, "invoice.paid");
+    const webhook = await waitFor(() => rx.received.find((w) => w.headers["webhook-id"] === eventId), { what: "the delivery" });
+    expect(signatureCount(webhook)).toBe(1);
+    expect(verifies(rotated.body.secret, webhook)).toBe(true);
+    expect(verifies(sub.secret, webhook)).toBe(false);
+  });
+});
+
+describe("test events", () => {
+  it("reach a paused subscription that does not list the type, and no other subscription", async () => {
+    const s = await stack();
+    const rx = await receiver();
+    const paused = await subscribe(s.api, `${rx.url}/paused`, ["invoice.paid"]);
+    await s.api.call("PUT", `/v1/subscriptions/${paused.id}`, { json: { active: false } });
+    const everything = await subscribe(s.api, `${rx.url}/everything`, ["*"]);
+    expect(everything.id).not.toBe(paused.id);
+
+    const response = await s.api.call("POST", `/v1/subscriptions/${paused.id}/test`, { json: { type: "customer.updated", data: { probe: true } } });
+    expect(response.status).toBe(202);
+    expect(response.body).toMatchObject({ object: "delivery", subscription_id: paused.id, event: "customer.updated", status: "queued" });
+    await waitFor(async () => (await s.api.call("GET", `/v1/deliveries/${response.body.id}`)).body.status === "delivered", { what: "delivered" });
+    // Time for a stray delivery to the other subscription to arrive, if there were one.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(rx.received.map((w) => w.path)).toEqual(["/paused"]);
+    expect(rx.received[0]!.json).toMatchObject({ type: "customer.updated", data: { probe: true } });
+    expect(verifies(paused.secret, rx.received[0]!)).toBe(true);
+  });
+});
+
+describe("custom headers", () => {
+  it("go out with every attempt under the signature headers, and a later PUT leaves a pending delivery's alone", async () => {
+    const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
+    const rx = await receiver((_webhook, index) => ({ status: index === 0 ? 503 : 200 }));
+    const created = await s.api.call("POST", "/v1/subscriptions", {
+      json: { url: `${rx.url}/hooks`, events: ["*"], headers: { Authorization: "Bearer t-1", "X-Tenant": "acme" } },
+    });
+    expect(created.status).toBe(201);
+    const secret: string = created.body.secret;
+    const first = await publish(s.api, "invoice.paid");
+    await waitFor(() => rx.received.length >= 1, { what: "the first attempt" });
+    const updated = await s.api.call("PUT", `/v1/subscriptions/${created.body.id}`, { json: { headers: { "X-Tenant": "globex" } } });
+    expect(updated.status).toBe(200);
+
+    const retry = await waitFor(() => rx.received.find((w, i) => i > 0 && w.headers["webhook-id"] === first), { what: "the retry" });
+    for (const webhook of [rx.received[0]!, retry]) {
+      expect(webhook.headers["authorization"]).toBe("Bearer t-1");
+      expect(webhook.headers["x-tenant"]).toBe("acme");
+      expect(webhook.headers["content-type"]).toBe("application/json");
+      expect(verifies(secret, webhook)).toBe(true);
+    }
+
+    const second = await publish(s.api, "invoice.paid");
+    const later = await waitFor(() => rx.received.find((w) => w.headers["webhook-id"] === second), { what: "the delivery after the PUT" });
+    expect(later.headers["x-tenant"]).toBe("globex");
+    expect(later.headers["authorization"]).toBeUndefined();
+    expect(verifies(secret, later)).toBe(true);
+  });
+});

@@ -56,6 +56,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/subscriptions/{subscription_id}/rotate_secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a subscription's signing secret
+         * @description Replaces the signing secret; the response is the only one that ever contains the new one. Until `overlap` (default 24h) has passed, every attempt, of any delivery including those created before the rotation, carries both signatures in webhook-signature (`v1,<new> v1,<old>`), so a receiver verifies with either secret; after it, only the new one. Rotating again during an overlap ends the oldest secret's overlap at once.
+         */
+        post: operations["rotateSubscriptionSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/{subscription_id}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resend the failed deliveries of a time window
+         * @description Queues again every delivery of the subscription that is `failed` (for good, or waiting for a retry) and was created in [since, until), each as a manual resend with the url and headers it was created with. The answer comes once all of them are queued, with their exact count. Calling it again while one runs resends nothing twice.
+         */
+        post: operations["recoverSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/{subscription_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event to a subscription
+         * @description Stores an example event (default type `webhook.test`) and one delivery of it to this subscription alone, whatever its `events` and even while it is paused, and queues it. The event goes to no other subscription.
+         */
+        post: operations["sendTestEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -227,6 +287,10 @@ export interface components {
             max_in_flight: number;
             /** @description At most this many attempts per second, or null for no limit. */
             rate_limit: number | null;
+            /** @description Extra HTTP headers sent with every delivery created from now on. */
+            headers: {
+                [key: string]: string;
+            };
             health: components["schemas"]["SubscriptionHealth"];
             /**
              * @description Why the service disabled the subscription (active is then false): failing, no successful attempt for AUTO_DISABLE_AFTER while attempts failed; gone, the endpoint answered 410. null if it did not. PUT active:true clears it. Read-only.
@@ -280,6 +344,17 @@ export interface components {
              * @example 50
              */
             rate_limit?: number | null;
+            /**
+             * @description Extra HTTP headers sent with every delivery: up to 20, names are RFC 9110 tokens (case-insensitive), values printable ASCII, 4096 bytes in all. content-type, content-length, host, user-agent, connection, transfer-encoding, keep-alive, upgrade, expect, te, trailer, proxy-connection and webhook-* cannot be set. Each delivery keeps the headers the subscription had when it was created.
+             * @default {}
+             * @example {
+             *       "Authorization": "Bearer 3c1f0e",
+             *       "X-Tenant": "acme"
+             *     }
+             */
+            headers?: {
+                [key: string]: string;
+            };
         };
         SubscriptionList: {
             /** @enum {string} */
@@ -317,6 +392,97 @@ export interface components {
              * @example 50
              */
             rate_limit?: number | null;
+            /**
+             * @description Extra HTTP headers sent with every delivery: up to 20, names are RFC 9110 tokens (case-insensitive), values printable ASCII, 4096 bytes in all. content-type, content-length, host, user-agent, connection, transfer-encoding, keep-alive, upgrade, expect, te, trailer, proxy-connection and webhook-* cannot be set. Each delivery keeps the headers the subscription had when it was created. An update replaces the whole set; {} removes them.
+             * @example {
+             *       "Authorization": "Bearer 3c1f0e",
+             *       "X-Tenant": "acme"
+             *     }
+             */
+            headers?: {
+                [key: string]: string;
+            };
+        };
+        RotateSubscriptionSecret: {
+            /**
+             * @description How long the replaced secret stays valid: until then every attempt, of any delivery, carries both signatures (`v1,<new> v1,<old>`); after it, only the new one. A duration from `0s` to `7d` (`ms`, `s`, `m`, `h` or `d`).
+             * @default 24h
+             * @example 24h
+             */
+            overlap?: string;
+        };
+        Recovery: {
+            /** @enum {string} */
+            object: "recovery";
+            subscription_id: string;
+            /** Format: date-time */
+            since: string;
+            /**
+             * Format: date-time
+             * @description The end of the window: the one sent, or the time of the request.
+             */
+            until: string;
+            /** @description How many failed deliveries were queued again. */
+            deliveries: number;
+        };
+        RecoverSubscription: {
+            /**
+             * Format: date-time
+             * @description Resend failed deliveries created at or after this time.
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description ...and before this time. Default: the time of the request.
+             */
+            until?: string;
+        };
+        Delivery: {
+            /** @example dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q */
+            id: string;
+            /** @enum {string} */
+            object: "delivery";
+            subscription_id: string;
+            event_id: string;
+            /**
+             * @description The event type.
+             * @example invoice.paid
+             */
+            event: string;
+            /** @enum {string} */
+            status: "queued" | "delivered" | "failed";
+            /** @description Attempts made so far. */
+            attempts: number;
+            /** @description Status of the last response; null before any response, and after a timeout or network error. */
+            response_code: number | null;
+            /**
+             * Format: date-time
+             * @description When the next retry is scheduled; null when none is.
+             */
+            next_retry_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        SendTestEvent: {
+            /**
+             * @description The event type; the rules of POST /v1/events apply.
+             * @default webhook.test
+             * @example invoice.paid
+             */
+            type?: string;
+            /**
+             * @description The event's payload: any JSON object.
+             * @default {
+             *       "message": "This is a test event sent from the webhook service."
+             *     }
+             * @example {
+             *       "invoice_id": "in_123",
+             *       "amount_due": 4200
+             *     }
+             */
+            data?: {
+                [key: string]: unknown;
+            };
         };
         DeletedSubscription: {
             id: string;
@@ -363,32 +529,6 @@ export interface components {
             has_more: boolean;
             /** @description Records, newest first. */
             data: components["schemas"]["Delivery"][];
-        };
-        Delivery: {
-            /** @example dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q */
-            id: string;
-            /** @enum {string} */
-            object: "delivery";
-            subscription_id: string;
-            event_id: string;
-            /**
-             * @description The event type.
-             * @example invoice.paid
-             */
-            event: string;
-            /** @enum {string} */
-            status: "queued" | "delivered" | "failed";
-            /** @description Attempts made so far. */
-            attempts: number;
-            /** @description Status of the last response; null before any response, and after a timeout or network error. */
-            response_code: number | null;
-            /**
-             * Format: date-time
-             * @description When the next retry is scheduled; null when none is.
-             */
-            next_retry_at: string | null;
-            /** Format: date-time */
-            created_at: string;
         };
         DeliveryAttemptList: {
             /** @enum {string} */
@@ -999,6 +1139,405 @@ export interface operations {
             };
         };
     };
+    rotateSubscriptionSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateSubscriptionSecret"];
+            };
+        };
+        responses: {
+            /** @description The subscription, with its new signing secret */
+            200: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubscriptionWithSecret"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than BODY_LIMIT_BYTES allows */
+            413: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    recoverSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RecoverSubscription"];
+            };
+        };
+        responses: {
+            /** @description The failed deliveries of the window are queued */
+            202: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Recovery"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than BODY_LIMIT_BYTES allows */
+            413: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    sendTestEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SendTestEvent"];
+            };
+        };
+        responses: {
+            /** @description The test delivery, queued */
+            202: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than BODY_LIMIT_BYTES allows */
+            413: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     publishEvent: {
         parameters: {
             query?: never;
@@ -1255,6 +1794,8 @@ export interface operations {
                 since?: string;
                 /** @description Only deliveries created before this time. */
                 until?: string;
+                /** @description Only deliveries whose last response had this status: an exact code (100-599), or a class: 2xx, 3xx, 4xx or 5xx. */
+                response_code?: string;
                 /** @description How many records to return, 1 to 100. */
                 limit?: number;
                 /** @description A record id from the previous page: returns the records after it in list order (older ones). */

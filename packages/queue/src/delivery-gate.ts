@@ -1,4 +1,5 @@
-import type { Redis } from "ioredis";
+import { queueLayout, type QueueLayout } from "./queue-layout.ts";
+import type { RedisConnection } from "./redis.ts";
 
 /**
  * The gate in front of every attempt (contract §11): it decides, atomically across every worker
@@ -24,8 +25,10 @@ import type { Redis } from "ioredis";
  * the reconciler runs for every subscription with a line, and by the parked job's own long
  * fallback timer.
  *
- * The scripts name other subscriptions' keys themselves (the origin's line), which a Redis
- * Cluster would refuse; the cluster work will hash-tag them onto one slot.
+ * The scripts name other subscriptions' keys themselves (the origin's line, and in release the
+ * line and turn of another subscription, built inside the script from the key prefix). A Redis
+ * Cluster refuses a script whose keys are on different slots, so on a cluster every gate key is
+ * under one hash tag (`{<QUEUE_PREFIX>:gate}:`, see queue-layout.ts), and one node serves the gate.
  */
 
 /**
@@ -268,17 +271,20 @@ interface GateCommands {
 }
 
 export class DeliveryGate {
-  readonly #redis: Redis & GateCommands;
+  readonly #redis: RedisConnection & GateCommands;
   readonly #prefix: string;
 
-  /** `redis` should be a connection of its own: the gate's calls are many and small, and pipelined. */
-  constructor(redis: Redis, queuePrefix: string) {
-    this.#prefix = `${queuePrefix}:gate:`;
+  /**
+   * `redis` should be a connection of its own: the gate's calls are many and small, and pipelined.
+   * `layout` as a plain prefix: the single-node layout.
+   */
+  constructor(redis: RedisConnection, layout: QueueLayout | string) {
+    this.#prefix = (typeof layout === "string" ? queueLayout(layout) : layout).gatePrefix;
     redis.defineCommand("gateAcquire", { numberOfKeys: 8, lua: ACQUIRE_LUA });
     redis.defineCommand("gateRelease", { numberOfKeys: 6, lua: RELEASE_LUA });
     redis.defineCommand("gateNudge", { numberOfKeys: 4, lua: NUDGE_LUA });
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
-    this.#redis = redis as Redis & GateCommands;
+    this.#redis = redis as RedisConnection & GateCommands;
   }
 
   async acquire(input: GateInput, now = Date.now()): Promise<GateDecision> {

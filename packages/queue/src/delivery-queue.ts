@@ -1,7 +1,8 @@
 import { jobCatalog, withDeadline, type DeliveryJob } from "@webhooks/core";
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import type { Wake } from "./delivery-gate.ts";
+import { queueLayout, shardOf, type QueueLayout } from "./queue-layout.ts";
+import type { RedisConnection } from "./redis.ts";
 
 const catalog = jobCatalog.deliveries;
 
@@ -14,32 +15,52 @@ export interface ReconcilerState {
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
 
+type DeliveriesQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
+
 /**
  * The producer side of the deliveries queue. The job id is the delivery id, so adding one that
  * already has a job does nothing: the API, the reconciler and a manual resend can all call
  * `enqueue` for the same delivery safely.
+ *
+ * With QUEUE_SHARDS > 1 the deliveries are spread over that many BullMQ queues (see
+ * queue-layout.ts); a delivery's job is always in the queue of its shard, `shardOf(id)`, so every
+ * method here finds it without asking Redis where it is.
  */
 export class DeliveryQueue {
-  /** The BullMQ queue itself (Bull Board shows it). */
-  readonly queue: Queue<DeliveryJob, void, typeof catalog.jobName>;
+  /** The BullMQ queue of each shard, in shard order (Bull Board shows them). */
+  readonly queues: DeliveriesQueue[];
+  readonly layout: QueueLayout;
   #lastErrorLog = 0;
 
+  /** `layout` as a plain prefix: the single-node, single-queue layout. */
   constructor(
-    private readonly redis: Redis,
-    prefix: string,
+    private readonly redis: RedisConnection,
+    layout: QueueLayout | string,
     logger?: { warn(details: object, message: string): void },
   ) {
-    this.queue = new Queue<DeliveryJob, void, typeof catalog.jobName>(catalog.queueName, {
-      connection: redis,
-      prefix,
-      defaultJobOptions: catalog.defaultJobOptions,
+    this.layout = typeof layout === "string" ? queueLayout(layout) : layout;
+    this.queues = this.layout.shardPrefixes.map((prefix) => {
+      const queue: DeliveriesQueue = new Queue(catalog.queueName, { connection: redis, prefix, defaultJobOptions: catalog.defaultJobOptions });
+      // Without a listener BullMQ prints every connection error; log them, at most every 10 s.
+      queue.on("error", (error) => {
+        if (Date.now() - this.#lastErrorLog < 10_000) return;
+        this.#lastErrorLog = Date.now();
+        logger?.warn({ err: error }, "deliveries queue: Redis error");
+      });
+      return queue;
     });
-    // Without a listener BullMQ prints every connection error; log them, at most every 10 s.
-    this.queue.on("error", (error) => {
-      if (Date.now() - this.#lastErrorLog < 10_000) return;
-      this.#lastErrorLog = Date.now();
-      logger?.warn({ err: error }, "deliveries queue: Redis error");
-    });
+  }
+
+  /** The only queue, when there is one shard (the default). */
+  get queue(): DeliveriesQueue {
+    const [only] = this.queues;
+    if (this.queues.length !== 1 || !only) throw new Error("the deliveries queue has several shards: use queueOf(deliveryId)");
+    return only;
+  }
+
+  /** The queue of the delivery's shard. */
+  queueOf(deliveryId: string): DeliveriesQueue {
+    return this.queues[shardOf(deliveryId, this.queues.length)]!;
   }
 
   async enqueue(deliveryIds: string[]): Promise<void> {
@@ -47,16 +68,32 @@ export class DeliveryQueue {
     // addBulk builds a MULTI pipeline; for the common single job a plain add is cheaper.
     const [only] = deliveryIds;
     if (deliveryIds.length === 1 && only !== undefined) {
-      await this.#failFast(() => this.queue.add(catalog.jobName, { deliveryId: only }, { jobId: only }));
+      await this.#failFast(() => this.queueOf(only).add(catalog.jobName, { deliveryId: only }, { jobId: only }));
       return;
     }
+    // One MULTI per shard: on a cluster a transaction cannot span slots.
     await this.#failFast(() =>
-      this.queue.addBulk(deliveryIds.map((deliveryId) => ({ name: catalog.jobName, data: { deliveryId }, opts: { jobId: deliveryId } }))),
+      Promise.all(
+        [...this.#byShard(deliveryIds)].map(([shard, ids]) =>
+          this.queues[shard]!.addBulk(ids.map((deliveryId) => ({ name: catalog.jobName, data: { deliveryId }, opts: { jobId: deliveryId } }))),
+        ),
+      ),
     );
   }
 
+  #byShard(deliveryIds: string[]): Map<number, string[]> {
+    const groups = new Map<number, string[]>();
+    for (const id of deliveryIds) {
+      const shard = shardOf(id, this.queues.length);
+      const group = groups.get(shard);
+      if (group) group.push(id);
+      else groups.set(shard, [id]);
+    }
+    return groups;
+  }
+
   async bringForward(deliveryId: string): Promise<void> {
-    const job = await this.#failFast(() => this.queue.getJob(deliveryId));
+    const job = await this.#failFast(() => this.queueOf(deliveryId).getJob(deliveryId));
     if (job && (await job.isDelayed())) {
       await job.promote();
       return;
@@ -76,9 +113,10 @@ export class DeliveryQueue {
 
   async #wakeOne({ deliveryId, at }: Wake): Promise<void> {
     const delay = Math.max(0, at - Date.now());
-    const job = await this.queue.getJob(deliveryId);
+    const queue = this.queueOf(deliveryId);
+    const job = await queue.getJob(deliveryId);
     if (!job) {
-      await this.queue.add(catalog.jobName, { deliveryId }, { jobId: deliveryId, delay });
+      await queue.add(catalog.jobName, { deliveryId }, { jobId: deliveryId, delay });
       return;
     }
     try {
@@ -102,23 +140,31 @@ export class DeliveryQueue {
   /** The deliveries among these that have no job in Redis at all. */
   async withoutJob(deliveryIds: string[]): Promise<string[]> {
     if (deliveryIds.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    for (const id of deliveryIds) pipeline.exists(this.queue.toKey(id));
-    const replies = (await pipeline.exec()) ?? [];
-    return deliveryIds.filter((_, index) => {
-      const [error, exists] = replies[index] ?? [null, 1];
-      if (error) throw error;
-      return exists === 0;
-    });
+    // One pipeline per shard: on a cluster a pipeline's keys must share a slot.
+    const missing = new Set<string>();
+    await Promise.all(
+      [...this.#byShard(deliveryIds)].map(async ([shard, ids]) => {
+        const pipeline = this.redis.pipeline();
+        for (const id of ids) pipeline.exists(this.queues[shard]!.toKey(id));
+        const replies = (await pipeline.exec()) ?? [];
+        ids.forEach((id, index) => {
+          const [error, exists] = replies[index] ?? [null, 1];
+          if (error) throw error;
+          if (exists === 0) missing.add(id);
+        });
+      }),
+    );
+    return deliveryIds.filter((id) => missing.has(id));
   }
 
   /**
    * Where the reconciler left off, kept in Redis on purpose: if Redis loses its data, this goes
-   * with the jobs, and the next pass knows to check everything.
+   * with the jobs, and the next pass knows to check everything. So does a change of the number
+   * of shards: deliveries move to other queues, and the full pass enqueues each in its new one.
    */
   async reconcilerState(): Promise<ReconcilerState | undefined> {
     const fields = await this.redis.hgetall(this.#reconcilerKey);
-    if (!fields.watermark) return undefined;
+    if (!fields.watermark || Number(fields.shards ?? 1) !== this.queues.length) return undefined;
     return {
       watermark: new Date(Number(fields.watermark)),
       sweep: fields.sweep_at && fields.sweep_id ? { nextAttemptAt: new Date(Number(fields.sweep_at)), id: fields.sweep_id } : undefined,
@@ -131,21 +177,26 @@ export class DeliveryQueue {
       .del(this.#reconcilerKey)
       .hset(this.#reconcilerKey, {
         watermark: state.watermark.getTime(),
+        shards: this.queues.length,
         ...(state.sweep ? { sweep_at: state.sweep.nextAttemptAt.getTime(), sweep_id: state.sweep.id } : {}),
       })
       .exec();
   }
 
   get #reconcilerKey(): string {
-    return `${this.queue.opts.prefix}:${catalog.queueName}:reconciler`;
+    return this.layout.reconcilerKey;
   }
 
-  /** Jobs by state, for the queue-depth metric. */
+  /** Jobs by state, summed over the shards, for the queue-depth metric. */
   async depth(): Promise<Record<string, number>> {
-    return this.queue.getJobCounts("waiting", "active", "delayed", "prioritized", "failed");
+    const total: Record<string, number> = {};
+    for (const counts of await Promise.all(this.queues.map((queue) => queue.getJobCounts("waiting", "active", "delayed", "prioritized", "failed")))) {
+      for (const [state, count] of Object.entries(counts)) total[state] = (total[state] ?? 0) + count;
+    }
+    return total;
   }
 
   async close(): Promise<void> {
-    await this.queue.close();
+    await Promise.all(this.queues.map((queue) => queue.close()));
   }
 }

@@ -5,7 +5,7 @@ import type { DeliveryQueue } from "./delivery-queue.ts";
 export function registerQueueDepthGauge(registry: Registry, queue: DeliveryQueue): void {
   new Gauge({
     name: "webhook_queue_jobs",
-    help: "Jobs in the deliveries queue, by state",
+    help: "Jobs in the deliveries queue (all its shards), by state",
     labelNames: ["state"],
     registers: [registry],
     async collect() {

@@ -1,4 +1,4 @@
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 
 /**
  * Redis connections as BullMQ's production guide recommends: a worker waits for Redis to come
@@ -27,19 +27,68 @@ export function createRedisConnection(url: string, role: RedisRole): Redis {
   return redis;
 }
 
+/** A single node or a Redis Cluster: BullMQ and the gate take either. */
+export type RedisConnection = Redis | Cluster;
+
+/** Where Redis is: REDIS_URL, or the cluster's seed nodes (REDIS_URL then gives only credentials and TLS). */
+export interface RedisTarget {
+  redisUrl: string;
+  redisClusterNodes: { host: string; port: number }[] | undefined;
+}
+
+/** A connection for `role` (see createRedisConnection) to the configured Redis, node or cluster. */
+export function connectRedis(target: RedisTarget, role: RedisRole): RedisConnection {
+  if (!target.redisClusterNodes) return createRedisConnection(target.redisUrl, role);
+  return createClusterConnection(target.redisClusterNodes, target.redisUrl, role);
+}
+
+/**
+ * The same roles on a Redis Cluster. ioredis keeps one connection per master and follows the
+ * cluster's redirections (MOVED, ASK) and failovers; the per-command options go to every node's
+ * connection, where BullMQ looks for `maxRetriesPerRequest: null` on a worker's.
+ */
+export function createClusterConnection(nodes: { host: string; port: number }[], url: string, role: RedisRole): Cluster {
+  const cluster = new Cluster(nodes, {
+    enableOfflineQueue: role !== "producer",
+    enableAutoPipelining: role === "gate",
+    clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
+    redisOptions: {
+      ...clusterCredentials(url),
+      maxRetriesPerRequest: role === "worker" ? null : 1,
+      connectTimeout: 5_000,
+    },
+  });
+  cluster.on("error", () => {});
+  return cluster;
+}
+
+/** REDIS_URL's username, password and TLS (rediss:), applied to every node of a cluster. */
+export function clusterCredentials(url: string): { username?: string; password?: string; tls?: object } {
+  const parsed = new URL(url);
+  return {
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed.protocol === "rediss:" ? { tls: {} } : {}),
+  };
+}
+
 /**
  * BullMQ needs Redis to keep every key: with any other eviction policy Redis may drop jobs under
  * memory pressure. (Nothing is lost for good, since the reconciler re-enqueues from PostgreSQL,
  * but deliveries would be late.)
  */
-export async function checkEvictionPolicy(redis: Redis): Promise<string | undefined> {
-  const reply = (await redis.config("GET", "maxmemory-policy")) as string[];
-  const policy = reply[1];
-  return policy === "noeviction" ? undefined : policy;
+export async function checkEvictionPolicy(redis: RedisConnection): Promise<string | undefined> {
+  // On a cluster every master holds jobs: each must keep its keys.
+  for (const node of redis instanceof Cluster ? redis.nodes("master") : [redis]) {
+    const reply = (await node.config("GET", "maxmemory-policy")) as string[];
+    const policy = reply[1];
+    if (policy !== "noeviction") return policy;
+  }
+  return undefined;
 }
 
 /** Resolves once the connection is ready, or rejects after `timeoutMs`. */
-export async function waitUntilConnected(redis: Redis, timeoutMs = 5_000): Promise<void> {
+export async function waitUntilConnected(redis: RedisConnection, timeoutMs = 5_000): Promise<void> {
   if (redis.status === "ready") return;
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {

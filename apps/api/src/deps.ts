@@ -1,6 +1,6 @@
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
-import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
+import { connectRedis, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
 import { ApiKeyAuthenticator } from "./http/auth.ts";
 import type { ApiDeps } from "./http/types.ts";
 
@@ -14,8 +14,8 @@ export async function connectApiDeps(
   options: { redisReadyTimeoutMs?: number; clock?: () => number } = {},
 ): Promise<ApiDeps & { close(): Promise<void> }> {
   const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
-  const redis = createRedisConnection(config.redisUrl, "producer");
-  const queue = new DeliveryQueue(redis, config.queuePrefix, logger);
+  const redis = connectRedis(config, "producer");
+  const queue = new DeliveryQueue(redis, queueLayoutFor(config), logger);
   // Requests fail fast while Redis is down, so wait for the connection before serving any.
   await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
   return {

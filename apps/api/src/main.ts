@@ -10,7 +10,7 @@ import { createApiServer } from "./http/server.ts";
 const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "api" });
 
-const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config.redisUrl));
+const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config));
 if (unreachable) {
   console.error(unreachable);
   process.exit(1);

@@ -1,6 +1,6 @@
 import { jobCatalog, type DeliveryJob } from "@webhooks/core";
 import { DelayedError, UnrecoverableError, Worker, type Job } from "bullmq";
-import type { Redis } from "ioredis";
+import type { RedisConnection } from "@webhooks/queue";
 import { deliverAttempt, type AttemptDeps } from "./deliver-attempt.ts";
 
 const catalog = jobCatalog.deliveries;
@@ -12,11 +12,22 @@ const catalog = jobCatalog.deliveries;
 const PARKED_FALLBACK_MS = 15 * 60_000;
 
 export interface DeliveryWorkerOptions {
-  connection: Redis;
+  connection: RedisConnection;
+  /** The BullMQ prefix of the queue (of the shard) it consumes. */
   prefix: string;
   concurrency: number;
   /** How long a job stays locked to its worker without a renewal (BullMQ lockDuration). */
   lockMs: number;
+}
+
+/**
+ * A process's WORKER_CONCURRENCY split over the shards it consumes (one BullMQ worker each), so
+ * that it still bounds the process's attempts at once (its sockets, memory, database batches).
+ * The hash spreads deliveries evenly, so each shard gets an even share; every shard gets at
+ * least one slot, so with fewer slots than shards the process runs one per shard.
+ */
+export function shardConcurrency(concurrency: number, shards: number, shard: number): number {
+  return Math.max(1, Math.floor(concurrency / shards) + (shard < concurrency % shards ? 1 : 0));
 }
 
 /**

@@ -7,7 +7,7 @@ import { startWorker } from "./start-worker.ts";
 const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "worker" });
 
-const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config.redisUrl));
+const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config));
 if (unreachable) {
   console.error(unreachable);
   process.exit(1);

@@ -1,8 +1,8 @@
 import { SecretBox, settlesWithin, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
-import { checkEvictionPolicy, createRedisConnection, DeliveryGate, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
+import { checkEvictionPolicy, connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
 import { createAttemptBatches } from "./attempt-batches.ts";
-import { createDeliveryWorker } from "./delivery-worker.ts";
+import { createDeliveryWorker, shardConcurrency } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
 import { createWorkerMetrics } from "./metrics.ts";
 import { startOpsServer } from "./ops-server.ts";
@@ -26,15 +26,16 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
-/** Starts a worker process's parts: the BullMQ worker, the reconciler, the pruner and /metrics. */
+/** Starts a worker process's parts: the BullMQ workers (one per queue shard), the reconciler, the pruner and /metrics. */
 export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
   // Claims and records of concurrent jobs are batched, so a few connections serve any concurrency.
   const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
-  const workerRedis = createRedisConnection(config.redisUrl, "worker");
-  const producerRedis = createRedisConnection(config.redisUrl, "producer");
-  const gateRedis = createRedisConnection(config.redisUrl, "gate");
-  const queue = new DeliveryQueue(producerRedis, config.queuePrefix, logger);
-  const gate = new DeliveryGate(gateRedis, config.queuePrefix);
+  const layout = queueLayoutFor(config);
+  const workerRedis = connectRedis(config, "worker");
+  const producerRedis = connectRedis(config, "producer");
+  const gateRedis = connectRedis(config, "gate");
+  const queue = new DeliveryQueue(producerRedis, layout, logger);
+  const gate = new DeliveryGate(gateRedis, layout);
   const leaseMs = config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS;
   const metrics = createWorkerMetrics(queue);
   const sender = new HttpSender({
@@ -48,21 +49,23 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const evictionPolicy = await checkEvictionPolicy(producerRedis).catch(() => undefined);
   if (evictionPolicy) logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
 
-  const worker = createDeliveryWorker(
-    {
-      sql: database.sql,
-      batches: createAttemptBatches(database.sql, leaseMs, config.isolation),
-      gate,
-      queue,
-      sender,
-      secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
-      metrics,
-      logger,
-      retryScheduleMs: config.worker.retryScheduleMs,
-      isolation: config.isolation,
-      leaseMs,
-    },
-    { connection: workerRedis, prefix: config.queuePrefix, concurrency: config.worker.concurrency, lockMs: config.worker.jobLockMs },
+  const attemptDeps = {
+    sql: database.sql,
+    batches: createAttemptBatches(database.sql, leaseMs, config.isolation),
+    gate,
+    queue,
+    sender,
+    secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
+    metrics,
+    logger,
+    retryScheduleMs: config.worker.retryScheduleMs,
+    isolation: config.isolation,
+    leaseMs,
+  };
+  // One BullMQ worker per shard of the deliveries queue, sharing the process's concurrency.
+  const shards = layout.shardPrefixes.length;
+  const workers = layout.shardPrefixes.map((prefix, shard) =>
+    createDeliveryWorker(attemptDeps, { connection: workerRedis, prefix, concurrency: shardConcurrency(config.worker.concurrency, shards, shard), lockMs: config.worker.jobLockMs }),
   );
   const reconciler = new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
   // RETENTION=off keeps everything: no pruner at all.
@@ -72,10 +75,10 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const opsServer = options.metrics !== false ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort) : undefined;
   const metricsPort = opsServer?.port ?? 0;
 
-  void worker.run();
+  for (const worker of workers) void worker.run();
   reconciler.start();
   pruner?.start();
-  logger.info({ concurrency: config.worker.concurrency, metricsPort }, "worker started");
+  logger.info({ concurrency: config.worker.concurrency, shards, cluster: config.redisClusterNodes !== undefined, metricsPort }, "worker started");
 
   return {
     metricsPort,
@@ -84,12 +87,12 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       // The pruner stops between two batches.
       await Promise.all([reconciler.stop(), pruner?.stop()]);
       // close() stops taking jobs at once and resolves when the jobs in flight are done.
-      const drained = await settlesWithin(worker.close(), config.worker.shutdownTimeoutMs);
+      const drained = await settlesWithin(Promise.all(workers.map((worker) => worker.close())), config.worker.shutdownTimeoutMs);
       if (!drained) {
         logger.warn({ timeoutMs: config.worker.shutdownTimeoutMs }, "jobs still in flight at the shutdown deadline; leaving them to another worker");
         // BullMQ also waits here for a Redis that may be gone; stop reconnecting so it cannot.
         workerRedis.disconnect();
-        await settlesWithin(worker.close(true), FORCED_CLOSE_MS);
+        await settlesWithin(Promise.all(workers.map((worker) => worker.close(true))), FORCED_CLOSE_MS);
       }
       await opsServer?.close();
       // Closing the connection pool waits for requests in flight; after the deadline, do not.

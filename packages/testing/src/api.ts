@@ -70,7 +70,7 @@ export async function startTestApi(config: Config, options: { clock?: () => numb
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       // The queue prefix is this test's own: leave nothing behind in the shared Redis.
-      if (deps.redis.status === "ready") await deps.queue.queue.obliterate({ force: true }).catch(() => {});
+      if (deps.redis.status === "ready") await Promise.all(deps.queue.queues.map((queue) => queue.obliterate({ force: true }).catch(() => {})));
       await deps.close();
     },
   };

@@ -1,7 +1,6 @@
 import type { Config, Logger, SecretBox } from "@webhooks/core";
 import type { PrismaClient, SqlClient } from "@webhooks/db";
-import type { DeliveryQueue } from "@webhooks/queue";
-import type { Redis } from "ioredis";
+import type { DeliveryQueue, RedisConnection } from "@webhooks/queue";
 import type { ApiKeyAuthenticator } from "./auth.ts";
 
 /** Everything the API needs from the outside world, built once in main.ts (or by a test). */
@@ -10,7 +9,7 @@ export interface ApiDeps {
   db: PrismaClient;
   /** The same pool as `db`, for the hot statements (see packages/db/src/sql.ts). */
   sql: SqlClient;
-  redis: Redis;
+  redis: RedisConnection;
   queue: DeliveryQueue;
   logger: Logger;
   secretBox: SecretBox;

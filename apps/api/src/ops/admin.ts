@@ -26,7 +26,7 @@ const LINK_TO_OTHER_ORIGIN = /<link\b[^>]*\bhref="(?:https?:)?\/\/[^"]*"[^>]*>\s
 export function adminRoutes(queue: DeliveryQueue, credentials: { username: string; password: string }, throttle: AuthFailureThrottle) {
   const serverAdapter = new HonoAdapter(serveStatic);
   serverAdapter.setBasePath(ADMIN_BASE_PATH);
-  createBullBoard({ queues: [new BullMQAdapter(queue.queue)], serverAdapter, options: { uiConfig: { boardTitle: "Webhook deliveries" } } });
+  createBullBoard({ queues: boardQueues(queue), serverAdapter, options: { uiConfig: { boardTitle: "Webhook deliveries" } } });
   const app = new Hono<ApiEnv>();
   app.use("*", async (c, next) => {
     const address = clientAddress(c);
@@ -46,4 +46,20 @@ export function adminRoutes(queue: DeliveryQueue, credentials: { username: strin
   });
   app.route("/", serverAdapter.registerPlugin());
   return app;
+}
+
+/**
+ * Every shard's queue. Bull Board tells queues apart by their name (the adapter's prefix + the
+ * queue's name), which the shards share, so each gets its shard number in front.
+ */
+function boardQueues(queue: DeliveryQueue): BullMQAdapter[] {
+  if (queue.queues.length === 1) return queue.queues.map((only) => new BullMQAdapter(only));
+  return queue.queues.map(
+    (shard, index) =>
+      new BullMQAdapter(shard, {
+        prefix: `shard-${index}-`,
+        displayName: `${shard.name} (shard ${index} of ${queue.queues.length})`,
+        description: `Redis keys ${shard.opts.prefix}:${shard.name}:*`,
+      }),
+  );
 }

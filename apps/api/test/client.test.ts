@@ -24,6 +24,8 @@ let database: TestDatabase;
 let api: TestApi;
 let worker: ServiceProcess;
 let receiver: TestReceiver;
+/** While true the receiver answers 500, so deliveries fail. */
+let receiverFails = false;
 
 /** Per `METHOD /schema/path`: the statuses this file got through the client. */
 const answered = new Map<string, number[]>();
@@ -35,7 +37,7 @@ beforeAll(async () => {
   api = await startTestApi(loadConfig(env));
   // The worker says it is ready in its log.
   worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
-  receiver = await startReceiver();
+  receiver = await startReceiver(() => ({ status: receiverFails ? 500 : 200 }));
 });
 afterAll(async () => {
   worker?.kill("SIGTERM");
@@ -204,6 +206,77 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(data).toMatchObject({ id: delivery.id, status: "queued" });
     await waitFor(() => receiver.received.length >= 2 || undefined, { what: "the resend" });
     expect(verifyWebhook(subscription.secret, receiver.received[1]!.headers, receiver.received[1]!.body).type).toBe("invoice.paid");
+  });
+
+  /** The webhooks the receiver got for an event, once it has `count` of them. */
+  const webhooksOf = (eventId: string, count = 1) =>
+    waitFor(() => {
+      const received = receiver.received.filter((webhook) => webhook.headers["webhook-id"] === eventId);
+      return received.length >= count ? received : undefined;
+    }, { what: `${count} webhook(s) of ${eventId}` });
+
+  const deliveryOf = (deliveryId: string, done: (delivery: Delivery) => boolean) =>
+    waitFor(async () => {
+      const { data } = await client().GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: deliveryId } } });
+      return data && done(data) ? data : undefined;
+    }, { what: `delivery ${deliveryId}` });
+
+  it("sendTestEvent: 202 with a queued delivery of webhook.test to this subscription alone; 404 for an unknown one", async () => {
+    const { data, response } = await client().POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
+    expect(response.status).toBe(202);
+    expect(data).toMatchObject({ object: "delivery", subscription_id: subscription.id, event: "webhook.test", status: "queued", attempts: 0 });
+    const [webhook] = await webhooksOf(data!.event_id);
+    expect(verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toMatchObject({ type: "webhook.test", data: expect.any(Object) });
+
+    const missing = await client().POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    expect(missing.response.status).toBe(404);
+  });
+
+  it("recoverSubscription: 202 with the count of failed deliveries queued again, which then succeed; listDeliveries filters by response_code", async () => {
+    receiverFails = true;
+    const sent = await client().POST("/v1/subscriptions/{subscription_id}/test", {
+      params: { path: { subscription_id: subscription.id } },
+      body: { type: "invoice.voided", data: { invoice: "in_43" } },
+    });
+    expect(sent.response.status).toBe(202);
+    // Every attempt of the (shortened) retry schedule fails, and none is left.
+    const failed = await deliveryOf(sent.data!.id, (d) => d.status === "failed" && d.next_retry_at === null);
+    expect(failed).toMatchObject({ response_code: 500 });
+    const byCode = await client().GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, response_code: "5xx" } } });
+    expect(byCode.response.status).toBe(200);
+    expect(byCode.data!.data.map((d) => d.id)).toEqual([sent.data!.id]);
+
+    receiverFails = false;
+    const { data, response } = await client().POST("/v1/subscriptions/{subscription_id}/recover", {
+      params: { path: { subscription_id: subscription.id } },
+      body: { since: subscription.created_at },
+    });
+    expect(response.status).toBe(202);
+    expect(data).toMatchObject({ object: "recovery", subscription_id: subscription.id, since: subscription.created_at, deliveries: 1 });
+    expect(await deliveryOf(sent.data!.id, (d) => d.status === "delivered")).toMatchObject({ response_code: 200 });
+
+    const backwards = await client().POST("/v1/subscriptions/{subscription_id}/recover", {
+      params: { path: { subscription_id: subscription.id } },
+      body: { since: "2026-11-02T00:00:00Z", until: "2026-11-01T00:00:00Z" },
+    });
+    expect(backwards.response.status).toBe(400);
+    expect(backwards.error?.error.param).toBe("until");
+  });
+
+  it("rotateSubscriptionSecret: 200 with a new secret; after a 0s overlap webhooks verify with it, not the old one", async () => {
+    const { data, response } = await client().POST("/v1/subscriptions/{subscription_id}/rotate_secret", {
+      params: { path: { subscription_id: subscription.id } },
+      body: { overlap: "0s" },
+    });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ id: subscription.id, object: "subscription" });
+    expect(data!.secret).toMatch(/^whsec_/);
+    expect(data!.secret).not.toBe(subscription.secret);
+
+    const sent = await client().POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
+    const [webhook] = await webhooksOf(sent.data!.event_id);
+    expect(verifyWebhook(data!.secret, webhook!.headers, webhook!.body).type).toBe("webhook.test");
+    expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
   });
 
   it("deleteSubscription: 200, then the subscription is a 404", async () => {

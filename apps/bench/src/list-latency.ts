@@ -146,6 +146,8 @@ function pageSql(filters: string[], cursorParam: number | undefined, limitParam:
     LEFT JOIN LATERAL (${page}) AS page ON true`;
 }
 
+const RESPONSE_5XX = "(response_code >= 500) AND (response_code < 600)";
+
 /** The default page size (20) plus the one extra row fetchPage asks for to know has_more. */
 const LIMIT = 21;
 
@@ -195,6 +197,22 @@ async function buildCases(db: pg.Client): Promise<ListCase[]> {
       query: `/v1/deliveries?subscription_id=${subscription}&starting_after=${deepOfSubscription}`,
       sql: pageSql(["subscription_id = $1"], 2, 3),
       params: [subscription, deepOfSubscription, LIMIT],
+    },
+    // Contract §12: an exact code walks (response_code, created_at, id); a class, its partial
+    // index, whose predicate packages/db writes as literals (as here).
+    { name: "response_code=500", query: "/v1/deliveries?response_code=500", sql: pageSql(["response_code = $1"], undefined, 2), params: [500, LIMIT] },
+    { name: "response_code=5xx", query: "/v1/deliveries?response_code=5xx", sql: pageSql([RESPONSE_5XX], undefined, 1), params: [LIMIT] },
+    {
+      name: "subscription_id + response_code=500",
+      query: `/v1/deliveries?subscription_id=${subscription}&response_code=500`,
+      sql: pageSql(["subscription_id = $1", "response_code = $2"], undefined, 3),
+      params: [subscription, 500, LIMIT],
+    },
+    {
+      name: "subscription_id + response_code=5xx",
+      query: `/v1/deliveries?subscription_id=${subscription}&response_code=5xx`,
+      sql: pageSql(["subscription_id = $1", RESPONSE_5XX], undefined, 2),
+      params: [subscription, LIMIT],
     },
     { name: "reference: GET /healthz", query: "/healthz", sql: "", params: [], reference: true },
   ];

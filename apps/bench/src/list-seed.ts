@@ -14,6 +14,8 @@ export const EVENT_TYPES = ["invoice.paid", "invoice.created", "customer.updated
  *   created_at (as publishEvent writes them in one statement), so 40 rows share each timestamp
  *   and the (created_at, id) tie-break is exercised;
  * - statuses: 80% delivered, 15% failed, 5% queued, spread evenly over time;
+ * - response codes: queued ones have none; failed ones 500, 503 or 404 (5% each, so 5xx is 10%
+ *   of rows and an exact 500 is 5%); delivered ones 200, or 204 for 5% of rows;
  * - 5 event types, evenly mixed, so `event=` matches 20% of rows (and every subscription gets
  *   every type and every status);
  * - ids are prefix + a valid ULID (10 chars of the creation millisecond, then 16 chars whose last
@@ -73,7 +75,7 @@ export async function seedDeliveryLog(db: pg.Client): Promise<{ deliveries: numb
      SELECT 'dlv_' || pg_temp.ulid(r.created_at, r.n), s.id, r.id, r.type, s.url, s.secret_id,
             CASE WHEN r.m = 0 THEN 'queued' WHEN r.m <= 3 THEN 'failed' ELSE 'delivered' END::delivery_status,
             CASE WHEN r.m = 0 THEN 0 WHEN r.m <= 3 THEN r.m ELSE 1 END,
-            CASE WHEN r.m = 0 THEN NULL WHEN r.m <= 3 THEN 500 ELSE 200 END,
+            CASE r.m WHEN 0 THEN NULL WHEN 1 THEN 500 WHEN 2 THEN 503 WHEN 3 THEN 404 WHEN 4 THEN 204 ELSE 200 END,
             CASE WHEN r.m = 0 THEN r.created_at WHEN r.m <= 3 THEN r.created_at + interval '5 minutes' END,
             r.created_at, r.created_at
      FROM rows AS r JOIN subs AS s ON s.slot = r.n % $2::int`,

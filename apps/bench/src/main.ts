@@ -3,7 +3,7 @@
 // Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
 // deleted at the end, also on error or Ctrl-C.
 // `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
-// ceiling, for development: they print their figures and leave BENCHMARKS.md as it is.
+// ceiling, `--only list` phase 3, for development: they print their figures and leave BENCHMARKS.md as it is.
 import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
@@ -21,7 +21,7 @@ import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./throughput.ts";
 
-const PHASES = ["noisy", "throughput"] as const;
+const PHASES = ["noisy", "throughput", "list"] as const;
 
 async function main(): Promise<void> {
   const { values: args } = parseArgs({ options: { only: { type: "string" } } });
@@ -46,6 +46,12 @@ async function main(): Promise<void> {
     const noisy = await measureNoisyNeighbour(receiver);
     console.log(`\n${noisySection(noisy, host.cores).join("\n\n")}\n`);
     printVerdicts(noisyVerdicts(noisy));
+    return;
+  }
+
+  if (args.only === "list") {
+    console.log("3. list latency on 1M rows (alone, for development; BENCHMARKS.md is not written)");
+    await measureListLatency();
     return;
   }
 

@@ -176,7 +176,7 @@ export const recoverBody = z
       .refine(isIsoTimestamp, "until must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z")
       .transform((value) => new Date(value))
       .optional()
-      .openapi({ type: "string", format: "date-time", description: "...and before this time. Default: the time of the request." }),
+      .openapi({ type: "string", format: "date-time", description: "Resend failed deliveries created before this time (exclusive). Default: the time of the request." }),
   })
   .refine((body) => body.until === undefined || body.until > body.since, { error: "until must be later than since", path: ["until"] })
   .openapi("RecoverSubscription");

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createLogger, loadConfig } from "@webhooks/core";
-import { queueLayoutFor, shardOf } from "@webhooks/queue";
+import { checkEvictionPolicy, checkRedis, connectRedis, queueLayoutFor, shardOf, waitUntilConnected } from "@webhooks/queue";
 import {
   createTestDatabase,
   sql,
@@ -284,11 +284,38 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
   });
 });
 
+describe("start-up checks on a Redis Cluster", () => {
+  it("checkRedis, waitUntilConnected and checkEvictionPolicy look at every master", async () => {
+    const cluster = await startPrivateRedisCluster(3);
+    cleanup.push(() => cluster.stop());
+    const target = { redisUrl: "redis://127.0.0.1:6379", redisClusterNodes: cluster.ports.map((port) => ({ host: "127.0.0.1", port })) };
+    expect(await checkRedis(target)).toBeUndefined();
+    // One seed is enough to find the others.
+    expect(await checkRedis({ ...target, redisClusterNodes: target.redisClusterNodes.slice(1, 2) })).toBeUndefined();
+
+    const producer = connectRedis(target, "producer");
+    cleanup.push(async () => producer.disconnect());
+    await waitUntilConnected(producer);
+    expect(producer.status).toBe("ready");
+    expect(await checkEvictionPolicy(producer)).toBeUndefined();
+    // One master that may evict is enough to warn.
+    const last = new Redis(cluster.ports[2]!, "127.0.0.1");
+    cleanup.push(async () => last.disconnect());
+    await last.config("SET", "maxmemory-policy", "allkeys-lru");
+    expect(await checkEvictionPolicy(producer)).toBe("allkeys-lru");
+
+    await cluster.stop();
+    const message = await checkRedis(target);
+    expect(message).toContain(`Cannot reach the Redis Cluster ${cluster.nodes}`);
+    expect(message).toContain("REDIS_CLUSTER_NODES");
+  });
+});
+
 describe("on a single Redis node with QUEUE_SHARDS=3", () => {
   it("spreads the jobs over three queues and delivers them all", async () => {
     const database = await createTestDatabase();
     cleanup.push(() => database.drop());
-    const env = testEnv(database.url, { QUEUE_SHARDS: "3", RECONCILE_INTERVAL: "500ms" });
+    const env = testEnv(database.url, { QUEUE_SHARDS: "3", RECONCILE_INTERVAL: "500ms", ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" });
     const api = await startTestApi(loadConfig(env));
     cleanup.push(() => api.close());
     const rx = await receiver();
@@ -304,6 +331,12 @@ describe("on a single Redis node with QUEUE_SHARDS=3", () => {
     expect(waiting.reduce((a, b) => a + b, 0)).toBe(90);
     expect(api.queue.queues.map((queue) => queue.opts.prefix)).toEqual([`{${env.QUEUE_PREFIX}:0}`, `{${env.QUEUE_PREFIX}:1}`, `{${env.QUEUE_PREFIX}:2}`]);
     expect(await api.queue.depth()).toMatchObject({ waiting: 90 });
+    // Bull Board lists each shard, with its jobs.
+    const board = await api.call("GET", "/admin/queues/api/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` } });
+    expect(board.status).toBe(200);
+    const listed = (board.body.queues as { name: string; displayName?: string; counts: { waiting: number } }[]).sort((a, b) => a.name.localeCompare(b.name));
+    expect(listed.map((queue) => [queue.name, queue.displayName])).toEqual([0, 1, 2].map((shard) => [`shard-${shard}-deliveries`, `deliveries (shard ${shard} of 3)`]));
+    expect(listed.map((queue) => queue.counts.waiting)).toEqual(waiting);
 
     await inProcessWorker(env);
     await waitFor(async () => (await countByStatus(database.url)).delivered === 90, { timeoutMs: 60_000, what: "90 deliveries delivered" });

@@ -189,10 +189,13 @@ describe("operations", () => {
         "/v1/events/{event_id}",
         "/v1/subscriptions",
         "/v1/subscriptions/{subscription_id}",
+        "/v1/subscriptions/{subscription_id}/recover",
+        "/v1/subscriptions/{subscription_id}/rotate_secret",
+        "/v1/subscriptions/{subscription_id}/test",
       ].sort(),
     );
     const listParams = response.body.paths["/v1/deliveries"].get.parameters.map((p: { name: string }) => p.name).sort();
-    expect(listParams).toEqual(["ending_before", "event", "limit", "since", "starting_after", "status", "subscription_id", "until"]);
+    expect(listParams).toEqual(["ending_before", "event", "limit", "response_code", "since", "starting_after", "status", "subscription_id", "until"]);
     expect(response.body.components.securitySchemes.apiKey).toMatchObject({ type: "http", scheme: "bearer" });
     expect(Object.keys(response.body.paths["/v1/subscriptions/{subscription_id}"].put.requestBody.content["application/json"].schema)).toBeDefined();
 

@@ -109,6 +109,7 @@ describe("PUT /v1/subscriptions/{id}", () => {
       created_at: created.created_at,
       max_in_flight: 10,
       rate_limit: null,
+      headers: {},
       health: { state: "healthy", consecutive_failures: 0, last_success_at: null, last_failure_at: null, retry_at: null },
       disabled_reason: null,
     });

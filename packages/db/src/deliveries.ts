@@ -142,6 +142,14 @@ export interface RecoveryWindow {
   until?: Date | undefined;
 }
 
+/** One committed batch of a recovery. */
+export interface RecoveredBatch {
+  /** Deliveries that were failed for good: nothing is scheduled for them, so they need a job. */
+  finished: string[];
+  /** Deliveries that were waiting for a retry: their retry's (delayed) job is to be brought forward. */
+  retrying: string[];
+}
+
 /**
  * Contract §12: resends every `failed` delivery of a subscription created in the window, each as
  * a manual resend (core's lifecycle), in batches of RECOVERY_BATCH_SIZE. Each batch is one
@@ -158,7 +166,7 @@ export interface RecoveryWindow {
 export async function* recoverDeliveries(
   ctx: { db: PrismaClientOrTransaction },
   window: RecoveryWindow,
-): AsyncGenerator<string[], { count: number; until: Date }> {
+): AsyncGenerator<RecoveredBatch, { count: number; until: Date }> {
   const [start] = await ctx.db.$queryRaw<{ now: Date }[]>`SELECT now() AS now`;
   const startedAt = start!.now;
   const until = window.until ?? startedAt;
@@ -167,9 +175,9 @@ export async function* recoverDeliveries(
   let count = 0;
   for (;;) {
     const after = cursor === undefined ? Prisma.empty : Prisma.sql`AND (created_at, id) < (${cursor.createdAt}, ${cursor.id})`;
-    const [batch] = await ctx.db.$queryRaw<{ scanned: number; last_created_at: Date | null; last_id: string | null; resent: string[] }[]>`
+    const [batch] = await ctx.db.$queryRaw<{ scanned: number; last_created_at: Date | null; last_id: string | null; finished: string[]; retrying: string[] }[]>`
       WITH batch AS (
-        SELECT id, created_at FROM deliveries
+        SELECT id, created_at, next_attempt_at IS NOT NULL AS retrying FROM deliveries
         WHERE subscription_id = ${window.subscriptionId} AND status = 'failed'
           AND created_at >= ${window.since} AND created_at < ${until} ${after}
         ORDER BY created_at DESC, id DESC
@@ -180,15 +188,16 @@ export async function* recoverDeliveries(
         FROM batch
         WHERE d.id = batch.id AND d.status = 'failed' AND d.updated_at < ${startedAt}
           AND (d.leased_until IS NULL OR d.leased_until < now())
-        RETURNING d.id
+        RETURNING d.id, batch.retrying
       ), last AS (
         SELECT created_at, id FROM batch ORDER BY created_at ASC, id ASC LIMIT 1
       )
       SELECT (SELECT count(*) FROM batch)::int AS scanned, (SELECT created_at FROM last) AS last_created_at, (SELECT id FROM last) AS last_id,
-             ARRAY(SELECT id FROM resent) AS resent`;
+             ARRAY(SELECT id FROM resent WHERE NOT retrying) AS finished, ARRAY(SELECT id FROM resent WHERE retrying) AS retrying`;
     if (!batch || batch.last_id === null || batch.last_created_at === null) break;
-    count += batch.resent.length;
-    if (batch.resent.length > 0) yield batch.resent;
+    const resent = batch.finished.length + batch.retrying.length;
+    count += resent;
+    if (resent > 0) yield { finished: batch.finished, retrying: batch.retrying };
     if (batch.scanned < RECOVERY_BATCH_SIZE) break;
     cursor = { createdAt: batch.last_created_at, id: batch.last_id };
   }

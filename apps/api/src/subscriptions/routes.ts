@@ -9,6 +9,7 @@ import {
   recoverDeliveries,
   rotateSubscriptionSecret,
   updateSubscription,
+  type RecoveredBatch,
 } from "@webhooks/db";
 import { parseDuration } from "@webhooks/core";
 import type { DeliveryQueue } from "@webhooks/queue";
@@ -145,10 +146,14 @@ const testEventRouteDef = createRoute({
   responses: { 202: jsonResponse(deliverySchema, "The test delivery, queued"), ...operationErrors(404, 413, 415) },
 });
 
-/** Brings each delivery's job forward (a retry's delayed job runs now), a bounded number at a time. */
-async function bringForwardAll(queue: DeliveryQueue, deliveryIds: string[]): Promise<void> {
-  for (let i = 0; i < deliveryIds.length; i += 100) {
-    await Promise.all(deliveryIds.slice(i, i + 100).map((id) => queue.bringForward(id)));
+/**
+ * Queues a recovered batch: one bulk add for the deliveries that had finished (their jobs are
+ * gone), and the delayed job of each that was waiting for a retry brought forward, 100 at a time.
+ */
+async function enqueueRecovered(queue: DeliveryQueue, batch: RecoveredBatch): Promise<void> {
+  await queue.enqueue(batch.finished);
+  for (let i = 0; i < batch.retrying.length; i += 100) {
+    await Promise.all(batch.retrying.slice(i, i + 100).map((id) => queue.bringForward(id)));
   }
 }
 
@@ -212,9 +217,10 @@ export function subscriptionRoutes(deps: ApiDeps) {
       let step = await recovery.next();
       while (!step.done) {
         try {
-          await bringForwardAll(deps.queue, step.value);
+          await enqueueRecovered(deps.queue, step.value);
         } catch (error) {
-          c.var.logger.warn({ err: error, subscriptionId: subscription_id, deliveries: step.value.length }, "could not enqueue recovered deliveries; the reconciler will");
+          const deliveries = step.value.finished.length + step.value.retrying.length;
+          c.var.logger.warn({ err: error, subscriptionId: subscription_id, deliveries }, "could not enqueue recovered deliveries; the reconciler will");
         }
         step = await recovery.next();
       }

@@ -9,6 +9,7 @@ import {
   type Database,
 } from "@webhooks/db";
 import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
+import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 /** Contract §14 against real PostgreSQL: what the pruner deletes, what it keeps, and how. */
@@ -144,6 +145,30 @@ describe("a pruning pass", () => {
     expect(await ids("deliveries")).toHaveLength(3);
     // The next pass goes on.
     expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 })).toMatchObject({ deliveries: 3, events: 7, complete: true });
+  });
+});
+
+describe("a delivery resent while a pass runs", () => {
+  it("is skipped while the resend holds it, and kept once it is queued again", async () => {
+    const resent = await seed("order.paid", "old", ["delivered"]);
+    const untouched = await seed("order.paid", "old", ["delivered"]);
+    // POST /v1/deliveries/{id}/retry in flight: its transaction has made the delivery queued, not committed yet.
+    const client = new pg.Client({ connectionString: testDb.url });
+    await client.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("UPDATE deliveries SET status = 'queued', next_attempt_at = now() WHERE id = $1", [resent.deliveries[0]]);
+      // The pass does not wait for it, and does not delete it.
+      expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({ deliveries: 1, events: 1, complete: true });
+      await client.query("COMMIT");
+    } finally {
+      await client.end();
+    }
+    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({ deliveries: 0, events: 0 });
+    expect(await ids("deliveries")).toEqual(resent.deliveries);
+    expect(await attemptsOf()).toEqual(resent.deliveries);
+    expect(await ids("events")).toEqual([resent.event]);
+    expect(await ids("events")).not.toContain(untouched.event);
   });
 });
 

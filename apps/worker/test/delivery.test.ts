@@ -306,8 +306,9 @@ describe("snapshot semantics (contract §8)", () => {
 describe("egress safety in production mode", () => {
   it("refuses loopback at connect time, for names and literals alike", async () => {
     // The API runs with the development policy so the subscription can be created; the worker
-    // runs with production's refusal of private addresses.
-    const s = await stack();
+    // runs with production's refusal of private addresses. A long retry step keeps each delivery
+    // at its first attempt while the test looks at it.
+    const s = await stack({ RETRY_SCHEDULE: "1m" });
     await s.worker.close();
     const guarded = await startWorker(loadConfig({ ...s.env, ALLOW_HTTP_URLS: "true", ALLOW_PRIVATE_DESTINATIONS: "false" }), createLogger({ level: "silent", name: "worker" }), { metrics: false });
     cleanup.push(() => guarded.close());

@@ -251,15 +251,15 @@ redis.call('ZADD', turn, now, head)
 return head
 `;
 
-// KEYS: sent:S   ARGV: now, rate_limit, member
+// KEYS: sent:S   ARGV: now, rate_limit, member, rate_window
 const PACE_LUA = `
-local sent, now, rate_limit, member = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-redis.call('ZREMRANGEBYSCORE', sent, '-inf', now - 1000)
+local sent, now, rate_limit, member, rate_window = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', sent, '-inf', now - rate_window)
 if redis.call('ZCARD', sent) >= rate_limit then
-  return tonumber(redis.call('ZRANGE', sent, 0, 0, 'WITHSCORES')[2]) + 1000 - now
+  return tonumber(redis.call('ZRANGE', sent, 0, 0, 'WITHSCORES')[2]) + rate_window - now
 end
 redis.call('ZADD', sent, now, member)
-redis.call('PEXPIRE', sent, 2000)
+redis.call('PEXPIRE', sent, rate_window * 2)
 return 0
 `;
 
@@ -341,12 +341,14 @@ export class DeliveryGate {
 
   /**
    * The last step before a rate-limited subscription's request leaves: admission counted starts,
-   * but the time from start to send varies, so the sends themselves are counted too, over an
-   * exact second. Returns 0 when the request may leave now (and counts it), or how long to wait.
-   * Admission keeps this wait rare and short.
+   * but the time from start to send varies, so the sends themselves are counted too, over the
+   * same 1.1 s window: the receiver's clock sees requests some tens of milliseconds apart from
+   * when they left, and the margin keeps its own count per second at or below rate_limit.
+   * Returns 0 when the request may leave now (and counts it), or how long to wait. Admission
+   * keeps this wait rare and short.
    */
   async pace(subscriptionId: string, rateLimit: number, deliveryId: string, now = Date.now()): Promise<number> {
-    return Number(await this.#redis.gatePace(this.#key("sent", subscriptionId), now, rateLimit, `${deliveryId}@${now}`));
+    return Number(await this.#redis.gatePace(this.#key("sent", subscriptionId), now, rateLimit, `${deliveryId}@${now}`, RATE_WINDOW_MS));
   }
 
   /** When the delivery's turn is (epoch ms), if it has been given one. */

@@ -23,6 +23,25 @@ export class NotFoundError extends DomainError {
   }
 }
 
+/**
+ * A page request that cannot be served: both cursors at once, or a cursor naming no record of
+ * the kind listed. It names the cursor in the data layer's terms; the transport names the
+ * parameter (contract §4: starting_after, ending_before).
+ */
+export class CursorError extends DomainError {
+  constructor(
+    readonly problem: "both_cursors" | "unknown_cursor",
+    readonly cursor: "startingAfter" | "endingBefore",
+    readonly resource: string,
+    readonly cursorId: string,
+  ) {
+    super(
+      problem === "both_cursors" ? "a page cannot start after one record and end before another" : `the cursor names no ${resource}: ${cursorId}`,
+      problem === "both_cursors" ? "parameter_conflict" : "resource_missing",
+    );
+  }
+}
+
 /** An Idempotency-Key sent again with a different request: 409 idempotency_error. */
 export class IdempotencyConflictError extends DomainError {
   constructor(message: string) {

@@ -1,4 +1,4 @@
-import { isId, ValidationError, type IdKind } from "@webhooks/core";
+import { CursorError, isId, type IdKind } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 
 /**
@@ -32,7 +32,7 @@ export interface PageQuery {
 
 export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
   if (page.startingAfter !== undefined && page.endingBefore !== undefined) {
-    throw new ValidationError("starting_after and ending_before cannot be used together", "parameter_conflict", "ending_before");
+    throw new CursorError("both_cursors", "endingBefore", query.resource, page.endingBefore);
   }
   const table = Prisma.raw(`"${query.table}"`);
   const time = Prisma.raw(`"${query.timeColumn}"`);
@@ -40,8 +40,7 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
   const cursorId = page.startingAfter ?? page.endingBefore;
   const backwards = page.endingBefore !== undefined;
 
-  const param = backwards ? "ending_before" : "starting_after";
-  const missingCursor = () => new ValidationError(`${param} names no ${query.resource}: ${cursorId}`, "resource_missing", param);
+  const missingCursor = () => new CursorError("unknown_cursor", backwards ? "endingBefore" : "startingAfter", query.resource, cursorId ?? "");
   if (cursorId !== undefined) {
     if (!isId(query.resource, cursorId)) throw missingCursor();
     const cursor = Prisma.sql`(SELECT ${time}, id FROM ${table} WHERE id = ${cursorId})`;

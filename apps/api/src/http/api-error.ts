@@ -1,4 +1,4 @@
-import { DomainError, IdempotencyConflictError, NotFoundError, ValidationError } from "@webhooks/core";
+import { CursorError, DomainError, IdempotencyConflictError, NotFoundError, ValidationError } from "@webhooks/core";
 
 /** The error types of contract §2. */
 export type ErrorType = "invalid_request_error" | "authentication_error" | "idempotency_error" | "rate_limit_error" | "api_error";
@@ -20,6 +20,12 @@ export class ApiError extends Error {
 
 /** Maps the domain's errors to HTTP; this is the only place that knows both. */
 export function apiErrorFromDomain(error: DomainError): ApiError {
+  if (error instanceof CursorError) {
+    const param = error.cursor === "startingAfter" ? "starting_after" : "ending_before";
+    const message =
+      error.problem === "both_cursors" ? "starting_after and ending_before cannot be used together" : `${param} names no ${error.resource}: ${error.cursorId}`;
+    return new ApiError(400, "invalid_request_error", error.code, message, param);
+  }
   if (error instanceof NotFoundError) return new ApiError(404, "invalid_request_error", error.code, error.message, error.param);
   if (error instanceof IdempotencyConflictError) return new ApiError(409, "idempotency_error", error.code, error.message, error.param);
   if (error instanceof ValidationError) return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);

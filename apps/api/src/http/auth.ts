@@ -3,7 +3,7 @@ import { findLiveApiKey, hashApiKey, type PrismaClient } from "@webhooks/db";
 import type { Context, MiddlewareHandler } from "hono";
 import { ApiError } from "./api-error.ts";
 import { type AuthFailureThrottle, clientAddress, tooManyFailedAuthentications } from "./auth-throttle.ts";
-import type { ApiEnv } from "./types.ts";
+import type { ApiEnv, Authenticator } from "./types.ts";
 
 /** How long a stored key stays trusted without asking PostgreSQL again; bounds revocation delay. */
 const STORED_KEY_CACHE_MS = 5_000;
@@ -20,7 +20,7 @@ const STORED_KEY_FORMAT = /^whk_[A-Za-z0-9_-]{43}$/;
  * Checks API keys (contract §3): static keys from API_KEYS, and keys created with the CLI and
  * stored as hashes. Every comparison is between SHA-256 hashes in constant time.
  */
-export class ApiKeyAuthenticator {
+export class ApiKeyAuthenticator implements Authenticator {
   readonly #staticKeys: Buffer[];
   readonly #cache = new Map<string, { keyId: string; expiresAt: number }>();
   readonly #unknown = new Map<string, number>();
@@ -77,7 +77,7 @@ function authenticationFailed(c: Context, throttle: AuthFailureThrottle, error: 
  * bits, so answering it reveals nothing guessable, and clients sharing an address (behind a proxy
  * or NAT) with a misbehaving one keep working. Wrong keys from that address get 429.
  */
-export function requireApiKey(authenticator: ApiKeyAuthenticator, throttle: AuthFailureThrottle): MiddlewareHandler<ApiEnv> {
+export function requireApiKey(authenticator: Authenticator, throttle: AuthFailureThrottle): MiddlewareHandler<ApiEnv> {
   return async (c, next) => {
     const key = bearerToken(c.req.header("authorization"));
     if (!key) {

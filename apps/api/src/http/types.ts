@@ -1,7 +1,6 @@
 import type { Config, Logger, SecretBox } from "@webhooks/core";
 import type { PrismaClient, SqlClient } from "@webhooks/db";
 import type { DeliveryQueue, RedisConnection } from "@webhooks/queue";
-import type { ApiKeyAuthenticator } from "./auth.ts";
 
 /** Everything the API needs from the outside world, built once in main.ts (or by a test). */
 export interface ApiDeps {
@@ -13,7 +12,7 @@ export interface ApiDeps {
   queue: DeliveryQueue;
   logger: Logger;
   secretBox: SecretBox;
-  authenticator: ApiKeyAuthenticator;
+  authenticator: Authenticator;
 }
 
 export interface ApiEnv {
@@ -24,3 +23,7 @@ export interface ApiEnv {
   };
 }
 
+/** Checks an API key (auth.ts's ApiKeyAuthenticator): the key's id, or undefined when invalid. */
+export interface Authenticator {
+  authenticate(key: string): Promise<string | undefined>;
+}

@@ -1,12 +1,13 @@
 import { DomainError } from "@webhooks/core";
-import type { Context, ErrorHandler, NotFoundHandler } from "hono";
+import type { Context, ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError, apiErrorFromDomain, errorBody } from "./api-error.ts";
 import { DATABASE_RETRY_AFTER_SECONDS, isDatabaseUnreachable } from "./database-unavailable.ts";
 import type { ApiEnv } from "./types.ts";
 
-function respond(c: Context<ApiEnv>, error: ApiError) {
+/** Sends an ApiError in the contract's shape, with the request's id. */
+export function respond(c: Context<ApiEnv>, error: ApiError) {
   const requestId = c.var.requestId ?? "";
   return c.json(errorBody(error, requestId), error.status as ContentfulStatusCode, error.headers);
 }
@@ -41,29 +42,3 @@ export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
   (c.var.logger ?? console).error({ err }, "unhandled error");
   return respond(c, new ApiError(500, "api_error", "internal_error", "An unexpected error occurred. Quote the request id when reporting it."));
 };
-
-/**
- * 404 for paths we do not serve, 405 (with Allow) for paths we serve with other methods.
- * `routes` are the app's method + path pairs, read once the app is assembled.
- */
-export function notFoundOrWrongMethod(routes: { method: string; path: string }[]): NotFoundHandler<ApiEnv> {
-  const patterns = routes
-    .filter((route) => route.method !== "ALL" && !route.path.includes("*"))
-    .map((route) => ({
-      method: route.method,
-      regex: new RegExp(`^${route.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+")}/?$`),
-    }));
-  return (c) => {
-    const allowed = [...new Set(patterns.filter((p) => p.regex.test(c.req.path)).map((p) => p.method))];
-    if (allowed.length > 0) {
-      if (allowed.includes("GET")) allowed.push("HEAD");
-      return respond(
-        c,
-        new ApiError(405, "invalid_request_error", "method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`, undefined, {
-          allow: allowed.join(", "),
-        }),
-      );
-    }
-    return respond(c, new ApiError(404, "invalid_request_error", "resource_missing", `Unrecognized request URL: ${c.req.method} ${c.req.path}`));
-  };
-}

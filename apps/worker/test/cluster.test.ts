@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createLogger, loadConfig } from "@webhooks/core";
-import { checkEvictionPolicy, checkRedis, connectRedis, queueLayoutFor, shardOf, waitUntilConnected } from "@webhooks/queue";
+import { checkEvictionPolicy, checkRedis, connectRedis, DeliveryQueue, queueLayoutFor, shardOf, waitUntilConnected } from "@webhooks/queue";
 import {
   createTestDatabase,
   sql,
@@ -30,6 +30,8 @@ import { subscribe } from "./stack.ts";
  * recovers lost jobs, a killed worker loses nothing, the gate's caps hold across processes.
  */
 const SHARDS = 3;
+/** A cluster to start, worker processes to spawn, a burst: more than the default 60 s on a busy machine. */
+const HEAVY = { timeout: 150_000 };
 const cleanup: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const close of cleanup.splice(0).reverse()) await close().catch(() => {});
@@ -132,7 +134,7 @@ async function jobsByNode(s: ClusterSetup): Promise<[number, string][][]> {
 /** Every event delivered (status and receiver), every signature valid, every request in the log. */
 async function expectAllDelivered(s: ClusterSetup, rx: TestReceiver, eventIds: string[], label: string, perEvent = 1) {
   await waitFor(async () => (await countByStatus(s.database.url)).delivered === eventIds.length * perEvent, {
-    timeoutMs: 120_000,
+    timeoutMs: 90_000,
     what: `${eventIds.length * perEvent} deliveries delivered`,
   });
   const counts = rx.countsById();
@@ -159,7 +161,7 @@ describe("shardConcurrency", () => {
 });
 
 describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
-  it("delivers a burst once each through two worker processes, its jobs spread over the masters", async () => {
+  it("delivers a burst once each through two worker processes, its jobs spread over the masters", HEAVY, async () => {
     const s = await setup({ WORKER_CONCURRENCY: "12" });
     // Each shard's keys share one slot, and the shards' slots differ.
     const layout = queueLayoutFor({ queuePrefix: s.prefix, queueShards: SHARDS, redisClusterNodes: [] });
@@ -195,7 +197,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     expect(nodesWithJobs.size).toBe(3);
   });
 
-  it("recovers jobs removed one by one and a FLUSHALL of every master mid-burst (the reconciler)", async () => {
+  it("recovers jobs removed one by one and a FLUSHALL of every master mid-burst (the reconciler)", HEAVY, async () => {
     const s = await setup({ WORKER_CONCURRENCY: "30" });
     const rx = await receiver(() => ({ status: 200, delayMs: 20 }));
     rx.secrets.push((await subscribe(s.api, rx.url)).secret);
@@ -226,9 +228,10 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     });
   });
 
-  it("loses nothing when a worker process is killed with SIGKILL mid-burst", async () => {
+  it("loses nothing when a worker process is killed with SIGKILL mid-burst", HEAVY, async () => {
     const s = await setup({ WORKER_CONCURRENCY: "18", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s", DEFAULT_MAX_IN_FLIGHT: "40" });
-    const rx = await receiver(() => ({ status: 200, delayMs: 50 }));
+    // Slow enough that the doomed worker always has requests in flight when it is killed.
+    const rx = await receiver(() => ({ status: 200, delayMs: 200 }));
     rx.secrets.push((await subscribe(s.api, rx.url)).secret);
     const doomed = await workerProcess(s.env);
     await workerProcess(s.env);
@@ -254,7 +257,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     expect(unknown).toBeGreaterThan(0);
   });
 
-  it("keeps max_in_flight and ORIGIN_MAX_IN_FLIGHT across two workers (the gate's keys on one slot)", async () => {
+  it("keeps max_in_flight and ORIGIN_MAX_IN_FLIGHT across two workers (the gate's keys on one slot)", HEAVY, async () => {
     const s = await setup({ WORKER_CONCURRENCY: "30", ORIGIN_MAX_IN_FLIGHT: "4" });
     const slow = () => ({ status: 200, delayMs: 50 });
     const capped = await receiver(slow);
@@ -272,7 +275,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     await inProcessWorker(s.env);
 
     const eventIds = await publishBurst(s.api, 60, { concurrency: 10 });
-    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 180, { timeoutMs: 120_000, what: "180 deliveries delivered" });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 180, { timeoutMs: 90_000, what: "180 deliveries delivered" });
     expect(capped.countsById().size).toBe(60);
     expect([...shared.countsById().values()].every((n) => n === 2)).toBe(true);
     expect(shared.countsById().size).toBe(60);
@@ -285,7 +288,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
 });
 
 describe("start-up checks on a Redis Cluster", () => {
-  it("checkRedis, waitUntilConnected and checkEvictionPolicy look at every master", async () => {
+  it("checkRedis, waitUntilConnected and checkEvictionPolicy look at every master; a producer fails fast when it is gone", async () => {
     const cluster = await startPrivateRedisCluster(3);
     cleanup.push(() => cluster.stop());
     const target = { redisUrl: "redis://127.0.0.1:6379", redisClusterNodes: cluster.ports.map((port) => ({ host: "127.0.0.1", port })) };
@@ -303,8 +306,16 @@ describe("start-up checks on a Redis Cluster", () => {
     cleanup.push(async () => last.disconnect());
     await last.config("SET", "maxmemory-policy", "allkeys-lru");
     expect(await checkEvictionPolicy(producer)).toBe("allkeys-lru");
+    const queue = new DeliveryQueue(producer, queueLayoutFor({ queuePrefix: "startup", queueShards: SHARDS, redisClusterNodes: target.redisClusterNodes }));
+    await queue.enqueue(["dlv_a", "dlv_b", "dlv_c", "dlv_d"]);
+    expect(await queue.withoutJob(["dlv_a", "dlv_b", "dlv_c", "dlv_d", "dlv_e"])).toEqual(["dlv_e"]);
 
     await cluster.stop();
+    // The API's connection does not wait for a cluster that is gone (the event is in PostgreSQL).
+    const started = Date.now();
+    await expect(queue.enqueue(["dlv_f"])).rejects.toThrow();
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await queue.close().catch(() => {});
     const message = await checkRedis(target);
     expect(message).toContain(`Cannot reach the Redis Cluster ${cluster.nodes}`);
     expect(message).toContain("REDIS_CLUSTER_NODES");

@@ -1,4 +1,5 @@
-import { createTestDatabase, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, testConfig, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 

@@ -1,18 +1,7 @@
 import { loadConfig } from "@webhooks/core";
 import { createWebhooksClient, verifyWebhook, WebhookVerificationError, type Delivery, type Event, type SubscriptionWithSecret } from "@webhooks/client";
-import {
-  createTestDatabase,
-  spawnService,
-  startReceiver,
-  startTestApi,
-  TEST_API_KEY,
-  testEnv,
-  waitFor,
-  type ServiceProcess,
-  type TestApi,
-  type TestDatabase,
-  type TestReceiver,
-} from "@webhooks/testing";
+import { createTestDatabase, spawnService, startReceiver, TEST_API_KEY, testEnv, waitFor, type ServiceProcess, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /**

@@ -1,4 +1,5 @@
-import { createTestDatabase, sql, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, sql, testConfig, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let database: TestDatabase;

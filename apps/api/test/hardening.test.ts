@@ -1,7 +1,8 @@
 import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { connectApiDeps, createApiServer, createApp, SERVER_TIMEOUTS } from "@webhooks/api";
 import { newId } from "@webhooks/core";
-import { createTestDatabase, startTestApi, testConfig, TEST_API_KEY, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, testConfig, TEST_API_KEY, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 

@@ -2,7 +2,8 @@ import { execFile } from "node:child_process";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { createTestDatabase, startTestApi, testConfig, testEnv, TEST_API_KEY, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, testConfig, testEnv, TEST_API_KEY, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 

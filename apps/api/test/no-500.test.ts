@@ -1,4 +1,5 @@
-import { createTestDatabase, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, testConfig, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
 
 /**

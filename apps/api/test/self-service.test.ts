@@ -1,5 +1,6 @@
 import { newId } from "@webhooks/core";
-import { createTestDatabase, sql, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, sql, testConfig, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 

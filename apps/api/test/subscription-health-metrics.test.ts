@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { createTestDatabase, databaseUrl, sql, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, databaseUrl, sql, testConfig, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 // A database of its own: the gauges count every subscription in it.

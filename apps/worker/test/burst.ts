@@ -1,4 +1,5 @@
-import { sql, type TestApi } from "@webhooks/testing";
+import { sql } from "@webhooks/testing";
+import { type TestApi } from "@webhooks/api/testing";
 
 /** Publishes `count` events of `type` through the API, `concurrency` requests at a time. */
 export async function publishBurst(

@@ -1,21 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { createLogger, loadConfig } from "@webhooks/core";
 import { checkEvictionPolicy, checkRedis, connectRedis, DeliveryQueue, queueLayoutFor, shardOf, waitUntilConnected } from "@webhooks/queue";
-import {
-  createTestDatabase,
-  sql,
-  spawnService,
-  startPrivateRedisCluster,
-  startReceiver,
-  startTestApi,
-  testEnv,
-  waitFor,
-  type PrivateRedisCluster,
-  type ServiceProcess,
-  type TestApi,
-  type TestDatabase,
-  type TestReceiver,
-} from "@webhooks/testing";
+import { createTestDatabase, sql, spawnService, startPrivateRedisCluster, startReceiver, testEnv, waitFor, type PrivateRedisCluster, type ServiceProcess, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { shardConcurrency } from "../src/delivery-worker.ts";

@@ -1,4 +1,5 @@
-import { createTestDatabase, spawnService, startReceiver, startTestApi, testEnv, waitFor, type ServiceProcess, type TestApi, type TestReceiver } from "@webhooks/testing";
+import { createTestDatabase, spawnService, startReceiver, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
 import { afterEach, describe, expect, it } from "vitest";
 import { publish, startStack, type Stack } from "./stack.ts";

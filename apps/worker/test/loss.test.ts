@@ -1,18 +1,6 @@
 import { createLogger, loadConfig } from "@webhooks/core";
-import {
-  createTestDatabase,
-  spawnService,
-  startPrivateRedis,
-  startReceiver,
-  startTestApi,
-  testEnv,
-  waitFor,
-  type PrivateRedis,
-  type ServiceProcess,
-  type TestApi,
-  type TestDatabase,
-  type TestReceiver,
-} from "@webhooks/testing";
+import { createTestDatabase, spawnService, startPrivateRedis, startReceiver, testEnv, waitFor, type PrivateRedis, type ServiceProcess, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { startWorker, type RunningWorker } from "../src/index.ts";

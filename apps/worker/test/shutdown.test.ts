@@ -1,5 +1,6 @@
 import { createLogger, loadConfig } from "@webhooks/core";
-import { createTestDatabase, spawnService, startReceiver, startTestApi, testEnv, waitFor } from "@webhooks/testing";
+import { createTestDatabase, spawnService, startReceiver, testEnv, waitFor } from "@webhooks/testing";
+import { startTestApi } from "@webhooks/api/testing";
 import { expect, it } from "vitest";
 import { startWorker } from "../src/index.ts";
 import { countByStatus, publishBurst } from "./burst.ts";

@@ -1,5 +1,6 @@
 import { createLogger, loadConfig } from "@webhooks/core";
-import { startTestApi, testEnv, type TestApi } from "@webhooks/testing";
+import { testEnv } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { startWorker, type RunningWorker } from "../src/index.ts";
 
 export interface Stack {

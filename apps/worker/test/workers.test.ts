@@ -1,5 +1,6 @@
 import { loadConfig } from "@webhooks/core";
-import { createTestDatabase, spawnService, startReceiver, startTestApi, testEnv, waitFor, type ServiceProcess } from "@webhooks/testing";
+import { createTestDatabase, spawnService, startReceiver, testEnv, waitFor, type ServiceProcess } from "@webhooks/testing";
+import { startTestApi } from "@webhooks/api/testing";
 import { expect, it } from "vitest";
 import { countByStatus, duplicates, publishBurst } from "./burst.ts";
 import { subscribe } from "./stack.ts";

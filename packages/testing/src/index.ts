@@ -1,4 +1,3 @@
-export * from "./api.ts";
 export * from "./config.ts";
 export * from "./database.ts";
 export * from "./processes.ts";

@@ -1,10 +1,15 @@
+// The API's test entry (`@webhooks/api/testing`): the real app on a real server, for the tests of
+// every package that needs an API. It lives here, not in packages/testing, so that the shared test
+// helpers know nothing of the apps and no package depends on itself through them.
 import type { AddressInfo } from "node:net";
-import { connectApiDeps, createApiServer, createApp } from "@webhooks/api";
+import { createApp } from "./app.ts";
+import { connectApiDeps } from "./deps.ts";
+import { createApiServer } from "./http/server.ts";
 import { createLogger, type Config } from "@webhooks/core";
 import type { PrismaClient } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { request as httpRequest } from "undici";
-import { TEST_API_KEY } from "./config.ts";
+import { TEST_API_KEY } from "@webhooks/testing";
 
 export interface ApiResponse<T = any> {
   status: number;

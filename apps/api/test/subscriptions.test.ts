@@ -1,4 +1,5 @@
-import { createTestDatabase, sql, startTestApi, testConfig, type TestApi, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, sql, testConfig, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let database: TestDatabase;
@@ -107,7 +108,7 @@ describe("PUT /v1/subscriptions/{id}", () => {
       description: "keep me",
       active: true,
       created_at: created.created_at,
-      max_in_flight: 10,
+      max_in_flight: 25,
       rate_limit: null,
       headers: {},
       health: { state: "healthy", consecutive_failures: 0, last_success_at: null, last_failure_at: null, retry_at: null },
@@ -262,11 +263,11 @@ describe("endpoint isolation settings and health (contract §11)", () => {
 
   it("defaults max_in_flight to DEFAULT_MAX_IN_FLIGHT and rate_limit to null, with a healthy health", async () => {
     const created = await create();
-    expect(created).toMatchObject({ max_in_flight: 10, rate_limit: null, health: healthy, disabled_reason: null });
-    expect(await row(created.id)).toMatchObject({ max_in_flight: 10, rate_limit: null, disabled_reason: null });
+    expect(created).toMatchObject({ max_in_flight: 25, rate_limit: null, health: healthy, disabled_reason: null });
+    expect(await row(created.id)).toMatchObject({ max_in_flight: 25, rate_limit: null, disabled_reason: null });
     for (const response of [await api.call("GET", `/v1/subscriptions/${created.id}`), await api.call("GET", "/v1/subscriptions?limit=1")]) {
       const shown = response.body.object === "list" ? response.body.data[0] : response.body;
-      expect(shown).toMatchObject({ id: created.id, max_in_flight: 10, rate_limit: null, health: healthy, disabled_reason: null });
+      expect(shown).toMatchObject({ id: created.id, max_in_flight: 25, rate_limit: null, health: healthy, disabled_reason: null });
     }
   });
 

@@ -32,6 +32,8 @@ export type NextStep =
 
 /**
  * One attempt of one delivery, in the order it happens:
+ * 0. pre-check, when the job names the subscription: if others wait ahead, or it is at its cap,
+ *    the delivery joins the line at once, without touching the database;
  * 1. claim: a lease on the delivery, its snapshot, and its subscription as it is now;
  * 2. close an attempt an earlier worker began and never recorded (unknown outcome);
  * 3. gate: may it start now, within its destination's limits? If not, it waits, unspent;
@@ -42,7 +44,14 @@ export type NextStep =
  * 7. record the outcome, and the endpoint's health (which may open or close its circuit);
  * 8. release the gate's slot, waking whoever may go next, and schedule what comes next.
  */
-export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Promise<NextStep> {
+export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subscriptionId?: string): Promise<NextStep> {
+  // 0. Pre-check, for subscriptions this worker saw waiting lately (others have no line to join).
+  if (subscriptionId !== undefined && recentlyWaiting(subscriptionId) && (await deps.gate.precheck(subscriptionId, deliveryId))) {
+    noteWaiting(subscriptionId);
+    deps.metrics.waits.inc({ reason: "in_line" });
+    return { kind: "parked", subscriptionId, turnAt: null };
+  }
+
   // 1. Claim.
   const leaseToken = randomUUID();
   const delivery = await deps.batches.claim(deliveryId, leaseToken);
@@ -64,6 +73,7 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string): Pro
   const gateInput = toGateInput(delivery, deps);
   const decision = await deps.gate.acquire(gateInput);
   if (!decision.go) {
+    noteWaiting(delivery.subscriptionId);
     await deps.batches.releaseLease({ deliveryId, leaseToken });
     deps.metrics.waits.inc({ reason: decision.reason });
     await wake(deps, decision.wakes.filter((w) => w.deliveryId !== deliveryId));
@@ -137,6 +147,22 @@ async function paceSend(deps: AttemptDeps, subscriptionId: string, rateLimit: nu
     if (waitMs <= 0) return;
     await new Promise((resolve) => setTimeout(resolve, waitMs));
   }
+}
+
+/**
+ * Subscriptions whose deliveries waited at the gate in the last few seconds, as this process saw
+ * it: only their jobs are pre-checked, so a busy subscription that never waits pays no extra call.
+ */
+const WAITING_MEMORY_MS = 10_000;
+const waitingSeen = new Map<string, number>();
+
+function noteWaiting(subscriptionId: string): void {
+  if (waitingSeen.size > 10_000) waitingSeen.clear();
+  waitingSeen.set(subscriptionId, Date.now() + WAITING_MEMORY_MS);
+}
+
+function recentlyWaiting(subscriptionId: string): boolean {
+  return (waitingSeen.get(subscriptionId) ?? 0) > Date.now();
 }
 
 function toGateInput(delivery: ClaimedDelivery, deps: AttemptDeps): GateInput {

@@ -43,7 +43,7 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
       const payload = catalog.payload.safeParse(job.data);
       if (!payload.success) throw new UnrecoverableError(`invalid job payload: ${payload.error.message}`);
       const deliveryId = payload.data.deliveryId;
-      const next = await deliverAttempt(deps, deliveryId);
+      const next = await deliverAttempt(deps, deliveryId, payload.data.subscriptionId);
       if (next.kind === "wait") {
         await job.moveToDelayed(Date.now() + next.delayMs, token);
         throw new DelayedError();

@@ -85,7 +85,7 @@ const envSchema = z.object({
   ADMIN_USERNAME: z.string().min(1).optional(),
   ADMIN_PASSWORD: z.string().min(1).optional(),
   METRICS_TOKEN: z.string().regex(/^\S+$/, "must be a token without spaces").optional(),
-  WORKER_CONCURRENCY: integer(1, 10_000).default(100),
+  WORKER_CONCURRENCY: integer(1, 10_000).default(250),
   WORKER_METRICS_PORT: integer(0, 65535).default(3001),
   DELIVERY_TIMEOUT: duration.default(15_000),
   RETRY_SCHEDULE: z
@@ -100,8 +100,8 @@ const envSchema = z.object({
       return steps as number[];
     }),
   RECONCILE_INTERVAL: duration.default(10_000),
-  DEFAULT_MAX_IN_FLIGHT: integer(1, 1000).default(10),
-  ORIGIN_MAX_IN_FLIGHT: integer(1, 10_000).default(20),
+  DEFAULT_MAX_IN_FLIGHT: integer(1, 1000).default(25),
+  ORIGIN_MAX_IN_FLIGHT: integer(1, 10_000).default(50),
   MAX_RETRY_AFTER: duration.default(60 * 60_000),
   CIRCUIT_FAILURE_THRESHOLD: integer(1, 1000).default(5),
   CIRCUIT_PROBE_INTERVAL: duration.default(30_000),

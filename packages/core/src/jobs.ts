@@ -8,7 +8,14 @@ import { z } from "zod";
  * PostgreSQL. The job id is the delivery id, so enqueueing the same delivery twice (the API after
  * commit, the reconciler, a manual resend) is harmless: BullMQ ignores an add whose id exists.
  */
-export const deliveryJobSchema = z.strictObject({ deliveryId: z.string() });
+export const deliveryJobSchema = z.strictObject({
+  deliveryId: z.string(),
+  /**
+   * The delivery's subscription, when the enqueuer knows it: the worker then checks the gate's
+   * line in Redis before touching the database (a delivery that would only wait costs nothing).
+   */
+  subscriptionId: z.string().optional(),
+});
 export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
 
 export const jobCatalog = {

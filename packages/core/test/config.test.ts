@@ -42,7 +42,7 @@ describe("loadConfig defaults", () => {
   });
 
   it("uses the worker defaults of contract §5", () => {
-    expect(config.worker.concurrency).toBe(100);
+    expect(config.worker.concurrency).toBe(250);
     expect(config.worker.deliveryTimeoutMs).toBe(15_000);
     expect(config.worker.retryScheduleMs).toEqual([5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR]);
     expect(config.worker.metricsPort).toBe(3001);
@@ -53,8 +53,8 @@ describe("loadConfig defaults", () => {
 
   it("uses the isolation defaults of contract §11", () => {
     expect(config.isolation).toEqual({
-      defaultMaxInFlight: 10,
-      originMaxInFlight: 20,
+      defaultMaxInFlight: 25,
+      originMaxInFlight: 50,
       maxRetryAfterMs: HOUR,
       circuitFailureThreshold: 5,
       circuitProbeIntervalMs: 30 * SECOND,

@@ -26,6 +26,8 @@ export interface PublishResult {
   /** False when an Idempotency-Key matched an event published earlier. */
   created: boolean;
   deliveryIds: string[];
+  /** The subscription of each delivery created, by delivery id (for the queue's jobs). */
+  subscriptionOf: Map<string, string>;
 }
 
 interface Target {
@@ -122,6 +124,7 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
           event: { id: event.id, type: event.input.type, data: event.input.data, createdAt: at },
           created: true,
           deliveryIds: event.deliveries.map((delivery) => delivery.id),
+          subscriptionOf: new Map(event.deliveries.map((delivery) => [delivery.id, delivery.target.id])),
         };
       } else {
         // A concurrent request with the same Idempotency-Key won the insert.
@@ -196,7 +199,7 @@ function replay(earlier: StoredEvent, key: string, requestHash: string): Publish
   if (earlier.requestHash !== requestHash) {
     return new IdempotencyConflictError(`Idempotency-Key ${key} was already used with a different request`);
   }
-  return { event: toEventRecord(earlier), created: false, deliveryIds: [] };
+  return { event: toEventRecord(earlier), created: false, deliveryIds: [], subscriptionOf: new Map() };
 }
 
 export async function getEvent(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<EventRecord> {

@@ -115,10 +115,11 @@ local function wake_room(line, turn, inflight, origin, rate, max_in_flight, orig
 end
 `;
 
-// KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, probe:S, origin-line, lines
+// KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, probe:S, origin-line, lines, cap:S
 // ARGV: id, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open, probe_ms, subscription, disabled, lost_turn_ms, rate_window, max_wakes
 const ACQUIRE_LUA = `${SHARED_LUA}
 local inflight, origin, rate, line, turn, probe, origin_line, lines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local cap = KEYS[9]
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_in_flight, origin_max, rate_limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local held_until, circuit_open, probe_ms = tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
@@ -127,6 +128,8 @@ local subscription, disabled, lost_turn_ms, rate_window, max_wakes = ARGV[10], A
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+-- The cap as the subscription has it now, for the pre-check of deliveries not yet claimed.
+redis.call('SET', cap, max_in_flight, 'PX', 3600000)
 
 local my_turn = redis.call('ZREM', turn, id) == 1
 
@@ -251,6 +254,27 @@ redis.call('ZADD', turn, now, head)
 return head
 `;
 
+// KEYS: in-flight:S, line:S, turn:S, lines, cap:S   ARGV: id, now, lost_turn_ms, subscription
+// 0: go on and claim (the gate decides after the claim); 1: it joined the line.
+const PRECHECK_LUA = `
+local inflight, line, turn, lines, cap = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, now, lost_turn_ms, subscription = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+if redis.call('ZSCORE', turn, id) or redis.call('ZSCORE', line, id) then return 0 end
+local waits = redis.call('ZCARD', line) > 0 or redis.call('ZCARD', turn) > 0
+if not waits then
+  local max_in_flight = tonumber(redis.call('GET', cap) or '0')
+  if max_in_flight > 0 then
+    redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
+    waits = redis.call('ZCARD', inflight) >= max_in_flight
+  end
+end
+if not waits then return 0 end
+redis.call('ZADD', line, 'NX', now, id)
+redis.call('SADD', lines, subscription)
+return 1
+`;
+
 // KEYS: sent:S   ARGV: now, rate_limit, member, rate_window
 const PACE_LUA = `
 local sent, now, rate_limit, member, rate_window = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
@@ -268,6 +292,7 @@ interface GateCommands {
   gateRelease(...args: (string | number)[]): Promise<string[]>;
   gateNudge(...args: (string | number)[]): Promise<string | null>;
   gatePace(...args: (string | number)[]): Promise<number>;
+  gatePrecheck(...args: (string | number)[]): Promise<number>;
 }
 
 export class DeliveryGate {
@@ -280,10 +305,11 @@ export class DeliveryGate {
    */
   constructor(redis: RedisConnection, layout: QueueLayout | string) {
     this.#prefix = (typeof layout === "string" ? queueLayout(layout) : layout).gatePrefix;
-    redis.defineCommand("gateAcquire", { numberOfKeys: 8, lua: ACQUIRE_LUA });
+    redis.defineCommand("gateAcquire", { numberOfKeys: 9, lua: ACQUIRE_LUA });
     redis.defineCommand("gateRelease", { numberOfKeys: 6, lua: RELEASE_LUA });
     redis.defineCommand("gateNudge", { numberOfKeys: 4, lua: NUDGE_LUA });
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
+    redis.defineCommand("gatePrecheck", { numberOfKeys: 5, lua: PRECHECK_LUA });
     this.#redis = redis as RedisConnection & GateCommands;
   }
 
@@ -297,6 +323,7 @@ export class DeliveryGate {
       this.#key("probe", input.subscriptionId),
       `${this.#prefix}origin-line:${input.origin}`,
       `${this.#prefix}lines`,
+      this.#key("cap", input.subscriptionId),
       input.deliveryId,
       now,
       input.leaseMs,
@@ -349,6 +376,28 @@ export class DeliveryGate {
    */
   async pace(subscriptionId: string, rateLimit: number, deliveryId: string, now = Date.now()): Promise<number> {
     return Number(await this.#redis.gatePace(this.#key("sent", subscriptionId), now, rateLimit, `${deliveryId}@${now}`, RATE_WINDOW_MS));
+  }
+
+  /**
+   * Before the claim, for a job that names its subscription: when the subscription already has a
+   * line (others wait ahead), or has as many attempts in flight as its cap was when last seen, the
+   * delivery joins the line here and the worker parks its job without touching the database.
+   * Otherwise (its turn came, or there may be room) it goes on to the claim, and `acquire`, with
+   * the subscription's current limits, decides. Returns whether it joined the line.
+   */
+  async precheck(subscriptionId: string, deliveryId: string, now = Date.now()): Promise<boolean> {
+    const joined = await this.#redis.gatePrecheck(
+      this.#key("in-flight", subscriptionId),
+      this.#key("line", subscriptionId),
+      this.#key("turn", subscriptionId),
+      `${this.#prefix}lines`,
+      this.#key("cap", subscriptionId),
+      deliveryId,
+      now,
+      LOST_TURN_MS,
+      subscriptionId,
+    );
+    return Number(joined) === 1;
   }
 
   /** When the delivery's turn is (epoch ms), if it has been given one. */

@@ -63,19 +63,24 @@ export class DeliveryQueue {
     return this.queues[shardOf(deliveryId, this.queues.length)]!;
   }
 
-  async enqueue(deliveryIds: string[]): Promise<void> {
+  /** `subscriptionOf`, when the caller knows it, goes into each job (see the job catalog). */
+  async enqueue(deliveryIds: string[], subscriptionOf?: ReadonlyMap<string, string>): Promise<void> {
     if (deliveryIds.length === 0) return;
+    const data = (deliveryId: string): DeliveryJob => {
+      const subscriptionId = subscriptionOf?.get(deliveryId);
+      return subscriptionId === undefined ? { deliveryId } : { deliveryId, subscriptionId };
+    };
     // addBulk builds a MULTI pipeline; for the common single job a plain add is cheaper.
     const [only] = deliveryIds;
     if (deliveryIds.length === 1 && only !== undefined) {
-      await this.#failFast(() => this.queueOf(only).add(catalog.jobName, { deliveryId: only }, { jobId: only }));
+      await this.#failFast(() => this.queueOf(only).add(catalog.jobName, data(only), { jobId: only }));
       return;
     }
     // One MULTI per shard: on a cluster a transaction cannot span slots.
     await this.#failFast(() =>
       Promise.all(
         [...this.#byShard(deliveryIds)].map(([shard, ids]) =>
-          this.queues[shard]!.addBulk(ids.map((deliveryId) => ({ name: catalog.jobName, data: { deliveryId }, opts: { jobId: deliveryId } }))),
+          this.queues[shard]!.addBulk(ids.map((deliveryId) => ({ name: catalog.jobName, data: data(deliveryId), opts: { jobId: deliveryId } }))),
         ),
       ),
     );

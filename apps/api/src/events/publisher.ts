@@ -14,9 +14,11 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
       const results = await publishEvents({ sql: deps.sql }, [...inputs]);
       // After commit (contract §7). If Redis cannot take them now, the events are still accepted:
       // the worker's reconciler finds the deliveries in PostgreSQL and enqueues them.
-      const deliveryIds = results.flatMap((result) => (result instanceof Error || !result.created ? [] : result.deliveryIds));
+      const created = results.flatMap((result) => (result instanceof Error || !result.created ? [] : [result]));
+      const deliveryIds = created.flatMap((result) => result.deliveryIds);
+      const subscriptionOf = new Map(created.flatMap((result) => [...result.subscriptionOf]));
       try {
-        await deps.queue.enqueue(deliveryIds);
+        await deps.queue.enqueue(deliveryIds, subscriptionOf);
       } catch (error) {
         deps.logger.warn({ err: error, deliveries: deliveryIds.length }, "could not enqueue deliveries; the reconciler will");
       }

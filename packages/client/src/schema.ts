@@ -433,7 +433,7 @@ export interface components {
             since: string;
             /**
              * Format: date-time
-             * @description ...and before this time. Default: the time of the request.
+             * @description Resend failed deliveries created before this time (exclusive). Default: the time of the request.
              */
             until?: string;
         };

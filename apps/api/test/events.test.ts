@@ -60,7 +60,8 @@ describe("POST /v1/events", () => {
     for (const delivery of deliveries) {
       expect(delivery).toMatchObject({ object: "delivery", event: type, status: "queued", attempts: 0, response_code: null, next_retry_at: null });
       const job = await api.queue.queue.getJob(delivery.id);
-      expect(job?.data).toEqual({ deliveryId: delivery.id });
+      // The job names the subscription too, so a worker can check its line before any claim.
+      expect(job?.data).toEqual({ deliveryId: delivery.id, subscriptionId: delivery.subscription_id });
     }
 
     const fetched = await api.call("GET", `/v1/events/${response.body.id}`);

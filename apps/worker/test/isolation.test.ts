@@ -130,9 +130,10 @@ describe("endpoint isolation", () => {
     for (let i = 0; i < 20; i++) await publish(api, "limited", { i });
     await waitFor(() => rx.received.length === 20, { timeoutMs: 30_000, what: "20 deliveries" });
     const times = rx.received.map((webhook) => webhook.receivedAt).sort((a, b) => a - b);
-    // In every second the receiver sees at most 5: any 6 arrivals span at least a second (less
-    // 50 ms, for this busy machine's variation between an attempt's start and its arrival).
-    for (let i = 0; i + 5 < times.length; i++) expect(times[i + 5]! - times[i]!).toBeGreaterThanOrEqual(950);
+    // Any 6 requests leave at least 1.1 s apart (the limiter's window). The receiver's own clock
+    // runs in this test process, which shares 2 cores with the whole suite, so its timestamps lag
+    // by up to a couple of hundred ms: allow 250 ms. Without a limit, all 20 arrive within ~100 ms.
+    for (let i = 0; i + 5 < times.length; i++) expect(times[i + 5]! - times[i]!).toBeGreaterThanOrEqual(850);
     // And the limit is a limit, not a stall: 20 at 5/s takes about 3 s.
     expect(times.at(-1)! - times[0]!).toBeLessThan(6_000);
     expect(rx.received.every((webhook) => webhook.signatureValid)).toBe(true);

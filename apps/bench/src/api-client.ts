@@ -34,8 +34,9 @@ export class ApiClient {
     return { status: response.statusCode, body: (text ? JSON.parse(text) : undefined) as T };
   }
 
-  async createSubscription(url: string, events: string[]): Promise<{ id: string; secret: string }> {
-    const reply = await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", { url, events });
+  /** `settings`: further fields of the subscription, such as max_in_flight. */
+  async createSubscription(url: string, events: string[], settings: Record<string, unknown> = {}): Promise<{ id: string; secret: string }> {
+    const reply = await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", { url, events, ...settings });
     if (reply.status !== 201) throw new Error(`POST /v1/subscriptions answered ${reply.status}: ${JSON.stringify(reply.body)}`);
     return reply.body;
   }

@@ -5,7 +5,7 @@ import type { Receiver } from "./receiver.ts";
 import { sleep, startApi, startWorker } from "./services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
 import { summarize, type Summary } from "./stats.ts";
-import { EVENT_TYPE, reportServiceOutput, workerEnv, type WorkerSetup } from "./throughput.ts";
+import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
 
 export interface LatencyResult extends WorkerSetup {
   targetRate: number;
@@ -48,7 +48,7 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup, rat
   const client = new ApiClient(api.baseUrl, connections);
   try {
     const path = "/latency";
-    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE]);
+    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], subscriptionSettings(setup));
     receiver.expect(path, subscription.secret);
     receiver.reset();
 

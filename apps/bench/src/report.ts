@@ -287,7 +287,9 @@ export function renderReport(r: BenchResults): string {
       `${round(settings.throughput.events * settings.throughput.subscriptions)} deliveries. The clock runs from the first publish until the ` +
       "receiver has verified the last delivery. Then PostgreSQL must hold every delivery as `delivered` and `GET /v1/deliveries?status=queued` " +
       "must return nothing. The one receiver stands in for the hosts of as many customers, so the origin cap (`ORIGIN_MAX_IN_FLIGHT`) is set to " +
-      "the setup's total concurrency (it is one origin here); everything else is at its default. Two workloads with the same number of " +
+      "the setup's total concurrency (it is one origin here), and each subscription's `max_in_flight` likewise (as a customer sending hundreds of " +
+      "webhooks a second to one endpoint would set it: these phases measure the pipeline, phase 5 the default caps); everything else is at " +
+      "its default. Two workloads with the same number of " +
       "deliveries: **W10**, each event to all 10 subscriptions (the publishes above); **W1**, each subscription with an event type of its " +
       "own and each event to exactly one of them, one event per request, so the API publishes as many events as there are deliveries. " +
       "Setups (worker processes x WORKER_CONCURRENCY):",
@@ -318,7 +320,7 @@ export function renderReport(r: BenchResults): string {
 
   add(
     "## 2. Publish -> receive latency",
-    `Method: one subscription; events are published open loop at ${latency.targetRate}/s: event i is sent at t0 + i x ${(1000 / latency.targetRate).toFixed(0)} ms ` +
+    `Method: one subscription (its \`max_in_flight\` and the origin cap set to the workers' concurrency, as in phase 1); events are published open loop at ${latency.targetRate}/s: event i is sent at t0 + i x ${(1000 / latency.targetRate).toFixed(0)} ms ` +
       `whatever happened to the earlier ones, through an undici Pool of ${settings.latency.connections} connections, for ${settings.latency.durationMs / 1000} s after a ` +
       `${settings.latency.warmupMs / 1000} s warm-up that is not counted. Latency is the time the receiver had verified the delivery minus the ` +
       "*scheduled* send time, which travels in the event's data, so a late sender or requests queued in the client count against the " +

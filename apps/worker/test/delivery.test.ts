@@ -1,29 +1,10 @@
-import { createTestDatabase, startReceiver, waitFor, type TestReceiver } from "@webhooks/testing";
-import { afterEach, describe, expect, it } from "vitest";
+import { waitFor } from "@webhooks/testing";
+import { describe, expect, it } from "vitest";
 import { createLogger, loadConfig } from "@webhooks/core";
 import { startWorker } from "../src/index.ts";
-import { deliveriesOf, publish, startStack, subscribe, type Stack } from "./stack.ts";
+import { deliveriesOf, perTestStacks, publish, subscribe, type Stack } from "./stack.ts";
 
-const cleanup: (() => Promise<void>)[] = [];
-
-afterEach(async () => {
-  for (const close of cleanup.splice(0).reverse()) await close();
-});
-
-/** A fresh database, API and worker for each test, so tests never see each other's deliveries. */
-async function stack(overrides: Record<string, string> = {}): Promise<Stack> {
-  const database = await createTestDatabase();
-  cleanup.push(() => database.drop());
-  const started = await startStack(database.url, overrides);
-  cleanup.push(() => started.close());
-  return started;
-}
-
-async function receiver(reply?: TestReceiver["reply"]): Promise<TestReceiver> {
-  const started = await startReceiver(reply);
-  cleanup.push(() => started.close());
-  return started;
-}
+const { cleanup, stack, receiver } = perTestStacks();
 
 async function delivery(s: Stack, id: string) {
   return (await s.api.call("GET", `/v1/deliveries/${id}`)).body;

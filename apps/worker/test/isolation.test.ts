@@ -1,32 +1,15 @@
-import { createTestDatabase, spawnService, startReceiver, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { createTestDatabase, spawnService, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
-import { afterEach, describe, expect, it } from "vitest";
-import { publish, startStack, type Stack } from "./stack.ts";
+import { describe, expect, it } from "vitest";
+import { perTestStacks, publish } from "./stack.ts";
 
 /**
  * Endpoint isolation (contract §11), with real receivers on loopback: one customer's slow, dead
  * or refusing endpoint never delays anyone else's webhooks, and the limits a subscription sets
  * hold across every worker process.
  */
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of cleanup.splice(0).reverse()) await close().catch(() => {});
-});
-
-async function stack(overrides: Record<string, string> = {}): Promise<Stack> {
-  const database = await createTestDatabase();
-  cleanup.push(() => database.drop());
-  const started = await startStack(database.url, overrides);
-  cleanup.push(() => started.close());
-  return started;
-}
-
-async function receiver(reply?: TestReceiver["reply"]): Promise<TestReceiver> {
-  const started = await startReceiver(reply);
-  cleanup.push(() => started.close());
-  return started;
-}
+const { cleanup, stack, receiver } = perTestStacks();
 
 /** Two worker processes sharing the API's database and queue, as in production. */
 async function twoWorkerProcesses(overrides: Record<string, string>): Promise<{ api: TestApi; env: Record<string, string>; workers: ServiceProcess[] }> {

@@ -1,29 +1,11 @@
-import { createTestDatabase, startReceiver, waitFor, type ReceivedWebhook, type TestReceiver } from "@webhooks/testing";
+import { waitFor, type ReceivedWebhook } from "@webhooks/testing";
 import { Webhook } from "standardwebhooks";
-import { afterEach, describe, expect, it } from "vitest";
-import { publish, startStack, subscribe, type Stack } from "./stack.ts";
+import { describe, expect, it } from "vitest";
+import { perTestStacks, publish, subscribe } from "./stack.ts";
 
 // Contract §12 end to end: the API, a worker and real receivers on loopback.
 
-const cleanup: (() => Promise<void>)[] = [];
-
-afterEach(async () => {
-  for (const close of cleanup.splice(0).reverse()) await close();
-});
-
-async function stack(overrides: Record<string, string> = {}): Promise<Stack> {
-  const database = await createTestDatabase();
-  cleanup.push(() => database.drop());
-  const started = await startStack(database.url, overrides);
-  cleanup.push(() => started.close());
-  return started;
-}
-
-async function receiver(reply?: TestReceiver["reply"]): Promise<TestReceiver> {
-  const started = await startReceiver(reply);
-  cleanup.push(() => started.close());
-  return started;
-}
+const { cleanup, stack, receiver } = perTestStacks();
 
 /** Whether the official standardwebhooks package accepts the webhook with this secret. */
 function verifies(secret: string, webhook: ReceivedWebhook): boolean {

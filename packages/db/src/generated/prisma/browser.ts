@@ -53,3 +53,9 @@ export type DeliveryAttempt = Prisma.DeliveryAttemptModel
  * 
  */
 export type ApiKey = Prisma.ApiKeyModel
+/**
+ * Model PortalSession
+ * A customer portal session (contract §13): a short-lived bearer token scoped to one tenant.
+ * Only the SHA-256 of the token is stored, as for API keys.
+ */
+export type PortalSession = Prisma.PortalSessionModel

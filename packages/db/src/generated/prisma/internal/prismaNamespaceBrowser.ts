@@ -56,7 +56,8 @@ export const ModelName = {
   Event: 'Event',
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
-  ApiKey: 'ApiKey'
+  ApiKey: 'ApiKey',
+  PortalSession: 'PortalSession'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -105,7 +106,8 @@ export const SubscriptionScalarFieldEnum = {
   disabledReason: 'disabledReason',
   previousSecretId: 'previousSecretId',
   previousSecretExpiresAt: 'previousSecretExpiresAt',
-  headers: 'headers'
+  headers: 'headers',
+  tenantId: 'tenantId'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -117,6 +119,7 @@ export const EventScalarFieldEnum = {
   data: 'data',
   idempotencyKey: 'idempotencyKey',
   requestHash: 'requestHash',
+  tenantId: 'tenantId',
   createdAt: 'createdAt'
 } as const
 
@@ -138,6 +141,7 @@ export const DeliveryScalarFieldEnum = {
   leaseToken: 'leaseToken',
   leasedUntil: 'leasedUntil',
   attemptOpen: 'attemptOpen',
+  tenantId: 'tenantId',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const
@@ -166,10 +170,23 @@ export const ApiKeyScalarFieldEnum = {
   prefix: 'prefix',
   hash: 'hash',
   createdAt: 'createdAt',
-  revokedAt: 'revokedAt'
+  revokedAt: 'revokedAt',
+  tenantId: 'tenantId'
 } as const
 
 export type ApiKeyScalarFieldEnum = (typeof ApiKeyScalarFieldEnum)[keyof typeof ApiKeyScalarFieldEnum]
+
+
+export const PortalSessionScalarFieldEnum = {
+  id: 'id',
+  tenantId: 'tenantId',
+  tokenHash: 'tokenHash',
+  expiresAt: 'expiresAt',
+  createdAt: 'createdAt',
+  apiKeyId: 'apiKeyId'
+} as const
+
+export type PortalSessionScalarFieldEnum = (typeof PortalSessionScalarFieldEnum)[keyof typeof PortalSessionScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -31,6 +31,7 @@ export type ApiKeyMinAggregateOutputType = {
   hash: string | null
   createdAt: Date | null
   revokedAt: Date | null
+  tenantId: string | null
 }
 
 export type ApiKeyMaxAggregateOutputType = {
@@ -40,6 +41,7 @@ export type ApiKeyMaxAggregateOutputType = {
   hash: string | null
   createdAt: Date | null
   revokedAt: Date | null
+  tenantId: string | null
 }
 
 export type ApiKeyCountAggregateOutputType = {
@@ -49,6 +51,7 @@ export type ApiKeyCountAggregateOutputType = {
   hash: number
   createdAt: number
   revokedAt: number
+  tenantId: number
   _all: number
 }
 
@@ -60,6 +63,7 @@ export type ApiKeyMinAggregateInputType = {
   hash?: true
   createdAt?: true
   revokedAt?: true
+  tenantId?: true
 }
 
 export type ApiKeyMaxAggregateInputType = {
@@ -69,6 +73,7 @@ export type ApiKeyMaxAggregateInputType = {
   hash?: true
   createdAt?: true
   revokedAt?: true
+  tenantId?: true
 }
 
 export type ApiKeyCountAggregateInputType = {
@@ -78,6 +83,7 @@ export type ApiKeyCountAggregateInputType = {
   hash?: true
   createdAt?: true
   revokedAt?: true
+  tenantId?: true
   _all?: true
 }
 
@@ -160,6 +166,7 @@ export type ApiKeyGroupByOutputType = {
   hash: string
   createdAt: Date
   revokedAt: Date | null
+  tenantId: string | null
   _count: ApiKeyCountAggregateOutputType | null
   _min: ApiKeyMinAggregateOutputType | null
   _max: ApiKeyMaxAggregateOutputType | null
@@ -190,6 +197,7 @@ export type ApiKeyWhereInput = {
   hash?: Prisma.StringFilter<"ApiKey"> | string
   createdAt?: Prisma.DateTimeFilter<"ApiKey"> | Date | string
   revokedAt?: Prisma.DateTimeNullableFilter<"ApiKey"> | Date | string | null
+  tenantId?: Prisma.StringNullableFilter<"ApiKey"> | string | null
 }
 
 export type ApiKeyOrderByWithRelationInput = {
@@ -199,6 +207,7 @@ export type ApiKeyOrderByWithRelationInput = {
   hash?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
 }
 
 export type ApiKeyWhereUniqueInput = Prisma.AtLeast<{
@@ -211,6 +220,7 @@ export type ApiKeyWhereUniqueInput = Prisma.AtLeast<{
   prefix?: Prisma.StringFilter<"ApiKey"> | string
   createdAt?: Prisma.DateTimeFilter<"ApiKey"> | Date | string
   revokedAt?: Prisma.DateTimeNullableFilter<"ApiKey"> | Date | string | null
+  tenantId?: Prisma.StringNullableFilter<"ApiKey"> | string | null
 }, "id" | "hash">
 
 export type ApiKeyOrderByWithAggregationInput = {
@@ -220,6 +230,7 @@ export type ApiKeyOrderByWithAggregationInput = {
   hash?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ApiKeyCountOrderByAggregateInput
   _max?: Prisma.ApiKeyMaxOrderByAggregateInput
   _min?: Prisma.ApiKeyMinOrderByAggregateInput
@@ -235,6 +246,7 @@ export type ApiKeyScalarWhereWithAggregatesInput = {
   hash?: Prisma.StringWithAggregatesFilter<"ApiKey"> | string
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"ApiKey"> | Date | string
   revokedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"ApiKey"> | Date | string | null
+  tenantId?: Prisma.StringNullableWithAggregatesFilter<"ApiKey"> | string | null
 }
 
 export type ApiKeyCreateInput = {
@@ -244,6 +256,7 @@ export type ApiKeyCreateInput = {
   hash: string
   createdAt?: Date | string
   revokedAt?: Date | string | null
+  tenantId?: string | null
 }
 
 export type ApiKeyUncheckedCreateInput = {
@@ -253,6 +266,7 @@ export type ApiKeyUncheckedCreateInput = {
   hash: string
   createdAt?: Date | string
   revokedAt?: Date | string | null
+  tenantId?: string | null
 }
 
 export type ApiKeyUpdateInput = {
@@ -262,6 +276,7 @@ export type ApiKeyUpdateInput = {
   hash?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ApiKeyUncheckedUpdateInput = {
@@ -271,6 +286,7 @@ export type ApiKeyUncheckedUpdateInput = {
   hash?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ApiKeyCreateManyInput = {
@@ -280,6 +296,7 @@ export type ApiKeyCreateManyInput = {
   hash: string
   createdAt?: Date | string
   revokedAt?: Date | string | null
+  tenantId?: string | null
 }
 
 export type ApiKeyUpdateManyMutationInput = {
@@ -289,6 +306,7 @@ export type ApiKeyUpdateManyMutationInput = {
   hash?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ApiKeyUncheckedUpdateManyInput = {
@@ -298,6 +316,7 @@ export type ApiKeyUncheckedUpdateManyInput = {
   hash?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ApiKeyCountOrderByAggregateInput = {
@@ -307,6 +326,7 @@ export type ApiKeyCountOrderByAggregateInput = {
   hash?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
 }
 
 export type ApiKeyMaxOrderByAggregateInput = {
@@ -316,6 +336,7 @@ export type ApiKeyMaxOrderByAggregateInput = {
   hash?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
 }
 
 export type ApiKeyMinOrderByAggregateInput = {
@@ -325,6 +346,7 @@ export type ApiKeyMinOrderByAggregateInput = {
   hash?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
 }
 
 
@@ -336,6 +358,7 @@ export type ApiKeySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   hash?: boolean
   createdAt?: boolean
   revokedAt?: boolean
+  tenantId?: boolean
 }, ExtArgs["result"]["apiKey"]>
 
 export type ApiKeySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -345,6 +368,7 @@ export type ApiKeySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   hash?: boolean
   createdAt?: boolean
   revokedAt?: boolean
+  tenantId?: boolean
 }, ExtArgs["result"]["apiKey"]>
 
 export type ApiKeySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -354,6 +378,7 @@ export type ApiKeySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   hash?: boolean
   createdAt?: boolean
   revokedAt?: boolean
+  tenantId?: boolean
 }, ExtArgs["result"]["apiKey"]>
 
 export type ApiKeySelectScalar = {
@@ -363,9 +388,10 @@ export type ApiKeySelectScalar = {
   hash?: boolean
   createdAt?: boolean
   revokedAt?: boolean
+  tenantId?: boolean
 }
 
-export type ApiKeyOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "prefix" | "hash" | "createdAt" | "revokedAt", ExtArgs["result"]["apiKey"]>
+export type ApiKeyOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "prefix" | "hash" | "createdAt" | "revokedAt" | "tenantId", ExtArgs["result"]["apiKey"]>
 
 export type $ApiKeyPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "ApiKey"
@@ -383,6 +409,11 @@ export type $ApiKeyPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     hash: string
     createdAt: Date
     revokedAt: Date | null
+    /**
+     * The tenant the key is scoped to (contract §13): it sees and changes only that tenant's
+     * resources. Null for an unscoped key.
+     */
+    tenantId: string | null
   }, ExtArgs["result"]["apiKey"]>
   composites: {}
 }
@@ -812,6 +843,7 @@ export interface ApiKeyFieldRefs {
   readonly hash: Prisma.FieldRef<"ApiKey", 'String'>
   readonly createdAt: Prisma.FieldRef<"ApiKey", 'DateTime'>
   readonly revokedAt: Prisma.FieldRef<"ApiKey", 'DateTime'>
+  readonly tenantId: Prisma.FieldRef<"ApiKey", 'String'>
 }
     
 

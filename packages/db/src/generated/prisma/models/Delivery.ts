@@ -53,6 +53,7 @@ export type DeliveryMinAggregateOutputType = {
   leaseToken: string | null
   leasedUntil: Date | null
   attemptOpen: boolean | null
+  tenantId: string | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -71,6 +72,7 @@ export type DeliveryMaxAggregateOutputType = {
   leaseToken: string | null
   leasedUntil: Date | null
   attemptOpen: boolean | null
+  tenantId: string | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -90,6 +92,7 @@ export type DeliveryCountAggregateOutputType = {
   leaseToken: number
   leasedUntil: number
   attemptOpen: number
+  tenantId: number
   createdAt: number
   updatedAt: number
   _all: number
@@ -120,6 +123,7 @@ export type DeliveryMinAggregateInputType = {
   leaseToken?: true
   leasedUntil?: true
   attemptOpen?: true
+  tenantId?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -138,6 +142,7 @@ export type DeliveryMaxAggregateInputType = {
   leaseToken?: true
   leasedUntil?: true
   attemptOpen?: true
+  tenantId?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -157,6 +162,7 @@ export type DeliveryCountAggregateInputType = {
   leaseToken?: true
   leasedUntil?: true
   attemptOpen?: true
+  tenantId?: true
   createdAt?: true
   updatedAt?: true
   _all?: true
@@ -263,6 +269,7 @@ export type DeliveryGroupByOutputType = {
   leaseToken: string | null
   leasedUntil: Date | null
   attemptOpen: boolean
+  tenantId: string | null
   createdAt: Date
   updatedAt: Date
   _count: DeliveryCountAggregateOutputType | null
@@ -305,6 +312,7 @@ export type DeliveryWhereInput = {
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
+  tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   subscription?: Prisma.XOR<Prisma.SubscriptionScalarRelationFilter, Prisma.SubscriptionWhereInput>
@@ -328,6 +336,7 @@ export type DeliveryOrderByWithRelationInput = {
   leaseToken?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   attemptOpen?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   subscription?: Prisma.SubscriptionOrderByWithRelationInput
@@ -354,6 +363,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
+  tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   subscription?: Prisma.XOR<Prisma.SubscriptionScalarRelationFilter, Prisma.SubscriptionWhereInput>
@@ -377,6 +387,7 @@ export type DeliveryOrderByWithAggregationInput = {
   leaseToken?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   attemptOpen?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   _count?: Prisma.DeliveryCountOrderByAggregateInput
@@ -404,6 +415,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   leaseToken?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   attemptOpen?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
+  tenantId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
 }
@@ -420,6 +432,7 @@ export type DeliveryCreateInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -443,6 +456,7 @@ export type DeliveryUncheckedCreateInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -460,6 +474,7 @@ export type DeliveryUpdateInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -483,6 +498,7 @@ export type DeliveryUncheckedUpdateInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -503,6 +519,7 @@ export type DeliveryCreateManyInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -519,6 +536,7 @@ export type DeliveryUpdateManyMutationInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -538,6 +556,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -567,6 +586,7 @@ export type DeliveryCountOrderByAggregateInput = {
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
   attemptOpen?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -590,6 +610,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
   attemptOpen?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -608,6 +629,7 @@ export type DeliveryMinOrderByAggregateInput = {
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
   attemptOpen?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -778,6 +800,7 @@ export type DeliveryCreateWithoutSecretInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -799,6 +822,7 @@ export type DeliveryUncheckedCreateWithoutSecretInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -848,6 +872,7 @@ export type DeliveryScalarWhereInput = {
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
+  tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }
@@ -864,6 +889,7 @@ export type DeliveryCreateWithoutSubscriptionInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   event: Prisma.EventCreateNestedOneWithoutDeliveriesInput
@@ -885,6 +911,7 @@ export type DeliveryUncheckedCreateWithoutSubscriptionInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -928,6 +955,7 @@ export type DeliveryCreateWithoutEventInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -949,6 +977,7 @@ export type DeliveryUncheckedCreateWithoutEventInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
@@ -992,6 +1021,7 @@ export type DeliveryCreateWithoutAttemptLogInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
   subscription: Prisma.SubscriptionCreateNestedOneWithoutDeliveriesInput
@@ -1014,6 +1044,7 @@ export type DeliveryUncheckedCreateWithoutAttemptLogInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1046,6 +1077,7 @@ export type DeliveryUpdateWithoutAttemptLogInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1068,6 +1100,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptLogInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1086,6 +1119,7 @@ export type DeliveryCreateManySecretInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1102,6 +1136,7 @@ export type DeliveryUpdateWithoutSecretInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1123,6 +1158,7 @@ export type DeliveryUncheckedUpdateWithoutSecretInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -1142,6 +1178,7 @@ export type DeliveryUncheckedUpdateManyWithoutSecretInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1160,6 +1197,7 @@ export type DeliveryCreateManySubscriptionInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1176,6 +1214,7 @@ export type DeliveryUpdateWithoutSubscriptionInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   event?: Prisma.EventUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1197,6 +1236,7 @@ export type DeliveryUncheckedUpdateWithoutSubscriptionInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -1216,6 +1256,7 @@ export type DeliveryUncheckedUpdateManyWithoutSubscriptionInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1234,6 +1275,7 @@ export type DeliveryCreateManyEventInput = {
   leaseToken?: string | null
   leasedUntil?: Date | string | null
   attemptOpen?: boolean
+  tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -1250,6 +1292,7 @@ export type DeliveryUpdateWithoutEventInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscription?: Prisma.SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput
@@ -1271,6 +1314,7 @@ export type DeliveryUncheckedUpdateWithoutEventInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
@@ -1290,6 +1334,7 @@ export type DeliveryUncheckedUpdateManyWithoutEventInput = {
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -1340,6 +1385,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   leaseToken?: boolean
   leasedUntil?: boolean
   attemptOpen?: boolean
+  tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
@@ -1364,6 +1410,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   leaseToken?: boolean
   leasedUntil?: boolean
   attemptOpen?: boolean
+  tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
@@ -1386,6 +1433,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   leaseToken?: boolean
   leasedUntil?: boolean
   attemptOpen?: boolean
+  tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
@@ -1408,11 +1456,12 @@ export type DeliverySelectScalar = {
   leaseToken?: boolean
   leasedUntil?: boolean
   attemptOpen?: boolean
+  tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "attemptOpen" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "attemptOpen" | "tenantId" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   subscription?: boolean | Prisma.SubscriptionDefaultArgs<ExtArgs>
   event?: boolean | Prisma.EventDefaultArgs<ExtArgs>
@@ -1470,6 +1519,10 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      * dies in between, the next claim closes that attempt as one with an unknown outcome.
      */
     attemptOpen: boolean
+    /**
+     * The event's (and so the subscription's) tenant, copied for the per-tenant list indexes.
+     */
+    tenantId: string | null
     createdAt: Date
     updatedAt: Date
   }, ExtArgs["result"]["delivery"]>
@@ -1913,6 +1966,7 @@ export interface DeliveryFieldRefs {
   readonly leaseToken: Prisma.FieldRef<"Delivery", 'String'>
   readonly leasedUntil: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly attemptOpen: Prisma.FieldRef<"Delivery", 'Boolean'>
+  readonly tenantId: Prisma.FieldRef<"Delivery", 'String'>
   readonly createdAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
 }

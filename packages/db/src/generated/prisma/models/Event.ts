@@ -29,6 +29,7 @@ export type EventMinAggregateOutputType = {
   type: string | null
   idempotencyKey: string | null
   requestHash: string | null
+  tenantId: string | null
   createdAt: Date | null
 }
 
@@ -37,6 +38,7 @@ export type EventMaxAggregateOutputType = {
   type: string | null
   idempotencyKey: string | null
   requestHash: string | null
+  tenantId: string | null
   createdAt: Date | null
 }
 
@@ -46,6 +48,7 @@ export type EventCountAggregateOutputType = {
   data: number
   idempotencyKey: number
   requestHash: number
+  tenantId: number
   createdAt: number
   _all: number
 }
@@ -56,6 +59,7 @@ export type EventMinAggregateInputType = {
   type?: true
   idempotencyKey?: true
   requestHash?: true
+  tenantId?: true
   createdAt?: true
 }
 
@@ -64,6 +68,7 @@ export type EventMaxAggregateInputType = {
   type?: true
   idempotencyKey?: true
   requestHash?: true
+  tenantId?: true
   createdAt?: true
 }
 
@@ -73,6 +78,7 @@ export type EventCountAggregateInputType = {
   data?: true
   idempotencyKey?: true
   requestHash?: true
+  tenantId?: true
   createdAt?: true
   _all?: true
 }
@@ -155,6 +161,7 @@ export type EventGroupByOutputType = {
   data: runtime.JsonValue
   idempotencyKey: string | null
   requestHash: string | null
+  tenantId: string | null
   createdAt: Date
   _count: EventCountAggregateOutputType | null
   _min: EventMinAggregateOutputType | null
@@ -185,6 +192,7 @@ export type EventWhereInput = {
   data?: Prisma.JsonFilter<"Event">
   idempotencyKey?: Prisma.StringNullableFilter<"Event"> | string | null
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
+  tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
   deliveries?: Prisma.DeliveryListRelationFilter
 }
@@ -195,6 +203,7 @@ export type EventOrderByWithRelationInput = {
   data?: Prisma.SortOrder
   idempotencyKey?: Prisma.SortOrderInput | Prisma.SortOrder
   requestHash?: Prisma.SortOrderInput | Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
 }
@@ -208,6 +217,7 @@ export type EventWhereUniqueInput = Prisma.AtLeast<{
   type?: Prisma.StringFilter<"Event"> | string
   data?: Prisma.JsonFilter<"Event">
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
+  tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
   deliveries?: Prisma.DeliveryListRelationFilter
 }, "id" | "idempotencyKey">
@@ -218,6 +228,7 @@ export type EventOrderByWithAggregationInput = {
   data?: Prisma.SortOrder
   idempotencyKey?: Prisma.SortOrderInput | Prisma.SortOrder
   requestHash?: Prisma.SortOrderInput | Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   _count?: Prisma.EventCountOrderByAggregateInput
   _max?: Prisma.EventMaxOrderByAggregateInput
@@ -233,6 +244,7 @@ export type EventScalarWhereWithAggregatesInput = {
   data?: Prisma.JsonWithAggregatesFilter<"Event">
   idempotencyKey?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   requestHash?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
+  tenantId?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Event"> | Date | string
 }
 
@@ -242,6 +254,7 @@ export type EventCreateInput = {
   data: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
+  tenantId?: string | null
   createdAt?: Date | string
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutEventInput
 }
@@ -252,6 +265,7 @@ export type EventUncheckedCreateInput = {
   data: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
+  tenantId?: string | null
   createdAt?: Date | string
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutEventInput
 }
@@ -262,6 +276,7 @@ export type EventUpdateInput = {
   data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deliveries?: Prisma.DeliveryUpdateManyWithoutEventNestedInput
 }
@@ -272,6 +287,7 @@ export type EventUncheckedUpdateInput = {
   data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutEventNestedInput
 }
@@ -282,6 +298,7 @@ export type EventCreateManyInput = {
   data: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
+  tenantId?: string | null
   createdAt?: Date | string
 }
 
@@ -291,6 +308,7 @@ export type EventUpdateManyMutationInput = {
   data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -300,6 +318,7 @@ export type EventUncheckedUpdateManyInput = {
   data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -309,6 +328,7 @@ export type EventCountOrderByAggregateInput = {
   data?: Prisma.SortOrder
   idempotencyKey?: Prisma.SortOrder
   requestHash?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -317,6 +337,7 @@ export type EventMaxOrderByAggregateInput = {
   type?: Prisma.SortOrder
   idempotencyKey?: Prisma.SortOrder
   requestHash?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -325,6 +346,7 @@ export type EventMinOrderByAggregateInput = {
   type?: Prisma.SortOrder
   idempotencyKey?: Prisma.SortOrder
   requestHash?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -353,6 +375,7 @@ export type EventCreateWithoutDeliveriesInput = {
   data: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
+  tenantId?: string | null
   createdAt?: Date | string
 }
 
@@ -362,6 +385,7 @@ export type EventUncheckedCreateWithoutDeliveriesInput = {
   data: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
+  tenantId?: string | null
   createdAt?: Date | string
 }
 
@@ -387,6 +411,7 @@ export type EventUpdateWithoutDeliveriesInput = {
   data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -396,6 +421,7 @@ export type EventUncheckedUpdateWithoutDeliveriesInput = {
   data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -436,6 +462,7 @@ export type EventSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = 
   data?: boolean
   idempotencyKey?: boolean
   requestHash?: boolean
+  tenantId?: boolean
   createdAt?: boolean
   deliveries?: boolean | Prisma.Event$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.EventCountOutputTypeDefaultArgs<ExtArgs>
@@ -447,6 +474,7 @@ export type EventSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   data?: boolean
   idempotencyKey?: boolean
   requestHash?: boolean
+  tenantId?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["event"]>
 
@@ -456,6 +484,7 @@ export type EventSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   data?: boolean
   idempotencyKey?: boolean
   requestHash?: boolean
+  tenantId?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["event"]>
 
@@ -465,10 +494,11 @@ export type EventSelectScalar = {
   data?: boolean
   idempotencyKey?: boolean
   requestHash?: boolean
+  tenantId?: boolean
   createdAt?: boolean
 }
 
-export type EventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "type" | "data" | "idempotencyKey" | "requestHash" | "createdAt", ExtArgs["result"]["event"]>
+export type EventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "type" | "data" | "idempotencyKey" | "requestHash" | "tenantId" | "createdAt", ExtArgs["result"]["event"]>
 export type EventInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   deliveries?: boolean | Prisma.Event$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.EventCountOutputTypeDefaultArgs<ExtArgs>
@@ -493,6 +523,12 @@ export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
      * SHA-256 of the request body, to tell a true retry from a different request reusing the key.
      */
     requestHash: string | null
+    /**
+     * The tenant the event was published for (contract §13): it reaches only that tenant's
+     * subscriptions; an event without one only subscriptions without one. Events are read by id
+     * only, so no index.
+     */
+    tenantId: string | null
     createdAt: Date
   }, ExtArgs["result"]["event"]>
   composites: {}
@@ -923,6 +959,7 @@ export interface EventFieldRefs {
   readonly data: Prisma.FieldRef<"Event", 'Json'>
   readonly idempotencyKey: Prisma.FieldRef<"Event", 'String'>
   readonly requestHash: Prisma.FieldRef<"Event", 'String'>
+  readonly tenantId: Prisma.FieldRef<"Event", 'String'>
   readonly createdAt: Prisma.FieldRef<"Event", 'DateTime'>
 }
     

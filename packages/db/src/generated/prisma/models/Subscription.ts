@@ -58,6 +58,7 @@ export type SubscriptionMinAggregateOutputType = {
   disabledReason: string | null
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
+  tenantId: string | null
 }
 
 export type SubscriptionMaxAggregateOutputType = {
@@ -80,6 +81,7 @@ export type SubscriptionMaxAggregateOutputType = {
   disabledReason: string | null
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
+  tenantId: string | null
 }
 
 export type SubscriptionCountAggregateOutputType = {
@@ -104,6 +106,7 @@ export type SubscriptionCountAggregateOutputType = {
   previousSecretId: number
   previousSecretExpiresAt: number
   headers: number
+  tenantId: number
   _all: number
 }
 
@@ -140,6 +143,7 @@ export type SubscriptionMinAggregateInputType = {
   disabledReason?: true
   previousSecretId?: true
   previousSecretExpiresAt?: true
+  tenantId?: true
 }
 
 export type SubscriptionMaxAggregateInputType = {
@@ -162,6 +166,7 @@ export type SubscriptionMaxAggregateInputType = {
   disabledReason?: true
   previousSecretId?: true
   previousSecretExpiresAt?: true
+  tenantId?: true
 }
 
 export type SubscriptionCountAggregateInputType = {
@@ -186,6 +191,7 @@ export type SubscriptionCountAggregateInputType = {
   previousSecretId?: true
   previousSecretExpiresAt?: true
   headers?: true
+  tenantId?: true
   _all?: true
 }
 
@@ -297,6 +303,7 @@ export type SubscriptionGroupByOutputType = {
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
   headers: runtime.JsonValue
+  tenantId: string | null
   _count: SubscriptionCountAggregateOutputType | null
   _avg: SubscriptionAvgAggregateOutputType | null
   _sum: SubscriptionSumAggregateOutputType | null
@@ -344,6 +351,7 @@ export type SubscriptionWhereInput = {
   previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonFilter<"Subscription">
+  tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
   deliveries?: Prisma.DeliveryListRelationFilter
@@ -371,6 +379,7 @@ export type SubscriptionOrderByWithRelationInput = {
   previousSecretId?: Prisma.SortOrderInput | Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   headers?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   secret?: Prisma.SigningSecretOrderByWithRelationInput
   previousSecret?: Prisma.SigningSecretOrderByWithRelationInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
@@ -401,6 +410,7 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonFilter<"Subscription">
+  tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
   deliveries?: Prisma.DeliveryListRelationFilter
@@ -428,6 +438,7 @@ export type SubscriptionOrderByWithAggregationInput = {
   previousSecretId?: Prisma.SortOrderInput | Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   headers?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.SubscriptionCountOrderByAggregateInput
   _avg?: Prisma.SubscriptionAvgOrderByAggregateInput
   _max?: Prisma.SubscriptionMaxOrderByAggregateInput
@@ -460,6 +471,7 @@ export type SubscriptionScalarWhereWithAggregatesInput = {
   previousSecretId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonWithAggregatesFilter<"Subscription">
+  tenantId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
 }
 
 export type SubscriptionCreateInput = {
@@ -482,6 +494,7 @@ export type SubscriptionCreateInput = {
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
@@ -509,6 +522,7 @@ export type SubscriptionUncheckedCreateInput = {
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -532,6 +546,7 @@ export type SubscriptionUpdateInput = {
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
@@ -559,6 +574,7 @@ export type SubscriptionUncheckedUpdateInput = {
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -584,6 +600,7 @@ export type SubscriptionCreateManyInput = {
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
 }
 
 export type SubscriptionUpdateManyMutationInput = {
@@ -606,6 +623,7 @@ export type SubscriptionUpdateManyMutationInput = {
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionUncheckedUpdateManyInput = {
@@ -630,6 +648,7 @@ export type SubscriptionUncheckedUpdateManyInput = {
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionListRelationFilter = {
@@ -672,6 +691,7 @@ export type SubscriptionCountOrderByAggregateInput = {
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
   headers?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
 }
 
 export type SubscriptionAvgOrderByAggregateInput = {
@@ -700,6 +720,7 @@ export type SubscriptionMaxOrderByAggregateInput = {
   disabledReason?: Prisma.SortOrder
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
 }
 
 export type SubscriptionMinOrderByAggregateInput = {
@@ -722,6 +743,7 @@ export type SubscriptionMinOrderByAggregateInput = {
   disabledReason?: Prisma.SortOrder
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
+  tenantId?: Prisma.SortOrder
 }
 
 export type SubscriptionSumOrderByAggregateInput = {
@@ -890,6 +912,7 @@ export type SubscriptionCreateWithoutSecretInput = {
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
@@ -915,6 +938,7 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -948,6 +972,7 @@ export type SubscriptionCreateWithoutPreviousSecretInput = {
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
@@ -973,6 +998,7 @@ export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
@@ -1027,6 +1053,7 @@ export type SubscriptionScalarWhereInput = {
   previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonFilter<"Subscription">
+  tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
 }
 
 export type SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput = {
@@ -1065,6 +1092,7 @@ export type SubscriptionCreateWithoutDeliveriesInput = {
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
@@ -1091,6 +1119,7 @@ export type SubscriptionUncheckedCreateWithoutDeliveriesInput = {
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
 }
 
 export type SubscriptionCreateOrConnectWithoutDeliveriesInput = {
@@ -1129,6 +1158,7 @@ export type SubscriptionUpdateWithoutDeliveriesInput = {
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
@@ -1155,6 +1185,7 @@ export type SubscriptionUncheckedUpdateWithoutDeliveriesInput = {
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionCreateManySecretInput = {
@@ -1178,6 +1209,7 @@ export type SubscriptionCreateManySecretInput = {
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
 }
 
 export type SubscriptionCreateManyPreviousSecretInput = {
@@ -1201,6 +1233,7 @@ export type SubscriptionCreateManyPreviousSecretInput = {
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: string | null
 }
 
 export type SubscriptionUpdateWithoutSecretInput = {
@@ -1223,6 +1256,7 @@ export type SubscriptionUpdateWithoutSecretInput = {
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
@@ -1248,6 +1282,7 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -1272,6 +1307,7 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionUpdateWithoutPreviousSecretInput = {
@@ -1294,6 +1330,7 @@ export type SubscriptionUpdateWithoutPreviousSecretInput = {
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
@@ -1319,6 +1356,7 @@ export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
@@ -1343,6 +1381,7 @@ export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 
@@ -1398,6 +1437,7 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
   headers?: boolean
+  tenantId?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
   deliveries?: boolean | Prisma.Subscription$deliveriesArgs<ExtArgs>
@@ -1426,6 +1466,7 @@ export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
   headers?: boolean
+  tenantId?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1452,6 +1493,7 @@ export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
   headers?: boolean
+  tenantId?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1478,9 +1520,10 @@ export type SubscriptionSelectScalar = {
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
   headers?: boolean
+  tenantId?: boolean
 }
 
-export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers", ExtArgs["result"]["subscription"]>
+export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId", ExtArgs["result"]["subscription"]>
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
@@ -1553,6 +1596,11 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * Extra request headers sent with each delivery, as a JSON object of name -> value (contract §12).
      */
     headers: runtime.JsonValue
+    /**
+     * The tenant (customer) the subscription belongs to (contract §13); null for none. Set at
+     * create, never changed: deliveries copy it, and per-tenant indexes rely on it staying put.
+     */
+    tenantId: string | null
   }, ExtArgs["result"]["subscription"]>
   composites: {}
 }
@@ -2000,6 +2048,7 @@ export interface SubscriptionFieldRefs {
   readonly previousSecretId: Prisma.FieldRef<"Subscription", 'String'>
   readonly previousSecretExpiresAt: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly headers: Prisma.FieldRef<"Subscription", 'Json'>
+  readonly tenantId: Prisma.FieldRef<"Subscription", 'String'>
 }
     
 

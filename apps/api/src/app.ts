@@ -1,4 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { portalRoutes } from "@webhooks/portal";
 import { deliveryRoutes } from "./deliveries/routes.ts";
 import { eventRoutes } from "./events/routes.ts";
 import { requireApiKey, requireMetricsToken } from "./http/auth.ts";
@@ -58,6 +59,8 @@ export function createApp(deps: ApiDeps) {
     security: [{ apiKey: [] }],
   });
   app.route("/", docsRoutes());
+  // The customer portal: a page that uses the /v1 routes above with a portal session's token.
+  app.route("/", portalRoutes());
   app.route("/", healthRoutes(deps));
   if (deps.config.metricsToken) app.use("/metrics", requireMetricsToken(deps.config.metricsToken, authThrottle));
   app.get("/metrics", async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));

@@ -1,0 +1,1 @@
+export { PORTAL_CSP, PORTAL_PATH, portalRoutes } from "./routes.ts";

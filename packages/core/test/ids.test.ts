@@ -1,6 +1,6 @@
 import { decodeTime } from "ulid";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { idPrefixes, isId, newId, type IdKind } from "../src/ids.ts";
+import { ID_BLOCK_SUFFIX_LENGTH, idPrefixes, isId, newId, newIdBlock, type IdKind } from "../src/ids.ts";
 
 const kinds = Object.keys(idPrefixes) as IdKind[];
 const crockfordUlid = /^[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -75,6 +75,22 @@ describe("newId", () => {
     clock.mockReturnValue(Date.UTC(2092, 0, 1, 0, 0, 0));
     const second = newId("event");
     expect(first < second).toBe(true);
+  });
+});
+
+describe("newIdBlock", () => {
+  it("numbers well-formed ids that sort after the ids made before it and before those made after, in one millisecond", () => {
+    vi.spyOn(Date, "now").mockReturnValue(Date.UTC(2093, 0, 1));
+    const before = newId("delivery");
+    const head = newIdBlock("delivery");
+    const after = newId("delivery");
+    const lowest = `${head}${"0".repeat(ID_BLOCK_SUFFIX_LENGTH)}`;
+    const highest = `${head}${"Z".repeat(ID_BLOCK_SUFFIX_LENGTH)}`;
+    for (const id of [lowest, `${head}00000Z`, highest]) expect(isId("delivery", id)).toBe(true);
+    expect([after, highest, before, lowest].sort()).toEqual([before, lowest, highest, after]);
+    // Two blocks in a row never share a head.
+    const next = newIdBlock("delivery");
+    expect(next > `${head}ZZZZZZ` && next > after).toBe(true);
   });
 });
 

@@ -1,5 +1,14 @@
 import { createHash } from "node:crypto";
-import { IdempotencyConflictError, isId, matchesEventType, newId, NotFoundError } from "@webhooks/core";
+import {
+  CROCKFORD_ALPHABET,
+  ID_BLOCK_SUFFIX_LENGTH,
+  IdempotencyConflictError,
+  isId,
+  newId,
+  newIdBlock,
+  NotFoundError,
+  OPERATIONAL_PREFIX,
+} from "@webhooks/core";
 import type { Prisma, PrismaClientOrTransaction } from "./client.ts";
 import type { SqlClient } from "./sql.ts";
 
@@ -7,6 +16,8 @@ export interface EventRecord {
   id: string;
   type: string;
   data: Record<string, unknown>;
+  /** The tenant it was published for (contract §13); null for none. */
+  tenantId: string | null;
   createdAt: Date;
 }
 
@@ -19,39 +30,111 @@ export interface PublishInput {
   type: string;
   data: Record<string, unknown>;
   idempotencyKey?: string | undefined;
+  /** Contract §13: the event reaches only this tenant's subscriptions; without one, only untenanted ones. */
+  tenantId?: string | null | undefined;
 }
 
 export interface PublishResult {
   event: EventRecord;
   /** False when an Idempotency-Key matched an event published earlier. */
   created: boolean;
+  /** How many deliveries the event got (none for a replay). */
+  deliveryCount: number;
+  /**
+   * The deliveries created, when the batch created at most `returnLimit` of them; otherwise
+   * empty, and the caller reads them in chunks after commit with `deliveryJobChunks`.
+   */
   deliveryIds: string[];
-  /** The subscription of each delivery created, by delivery id (for the queue's jobs). */
+  /** The subscription of each delivery in `deliveryIds`, by delivery id (for the queue's jobs). */
   subscriptionOf: Map<string, string>;
+  /** Every delivery id of the event starts with this (see core's newIdBlock). */
+  deliveryIdBlock: string;
 }
 
-interface Target {
-  id: string;
-  url: string;
-  secret_id: string;
-  headers: Record<string, string>;
-  events: string[];
+/** A delivery and its subscription, as the queue's job carries them. */
+export interface DeliveryJobRef {
+  deliveryId: string;
+  subscriptionId: string;
 }
+
+/**
+ * The id of the n-th delivery (from 0) of an event: the event's id block followed by n in
+ * Crockford base32, 6 characters, so deliveries numbered in SQL sort like ids made by newId.
+ */
+const deliveryIdSql = (block: string, n: string) =>
+  [block, ...Array.from({ length: ID_BLOCK_SUFFIX_LENGTH }, (_, i) => `substr('${CROCKFORD_ALPHABET}', ((${n} >> ${5 * (ID_BLOCK_SUFFIX_LENGTH - 1 - i)}) & 31)::int + 1, 1)`)].join(" || ");
+
+/**
+ * One statement publishes the whole batch: it inserts the events, finds the subscriptions that
+ * want each one (matchesEventType's rules: the exact type, or "*" for any type but operational
+ * ones; the same tenant, or none for none), and inserts one delivery per pair, numbered in SQL.
+ * No subscription row travels to the API and back, however many there are.
+ *
+ * Spec §3.2: only active subscriptions get deliveries. Each delivery copies the url and the
+ * custom headers, so later updates cannot change them (contract §8, §12). It records the secret
+ * current now; attempts are signed with the subscription's secrets at attempt time.
+ */
+const PUBLISH_SQL = `
+  WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::text[], $7::text[])
+      AS i(id, type, data, idempotency_key, request_hash, tenant_id, delivery_block)
+  ), event AS (
+    INSERT INTO events (id, type, data, idempotency_key, request_hash, tenant_id)
+    SELECT id, type, data, idempotency_key, request_hash, tenant_id FROM input
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, created_at
+  ), candidate AS (
+    -- One lookup in the events GIN index for the whole batch.
+    SELECT id, url, secret_id, headers, events, tenant_id FROM subscriptions
+    WHERE active AND deleted_at IS NULL AND events && ($8::text[] || ARRAY['*'])
+  ), target AS (
+    SELECT i.id AS event_id, i.type, i.tenant_id, i.delivery_block, event.created_at,
+           c.id AS subscription_id, c.url, c.secret_id, c.headers,
+           row_number() OVER (PARTITION BY i.id ORDER BY c.id) - 1 AS n
+    FROM event
+    JOIN input i ON i.id = event.id
+    JOIN candidate c ON c.tenant_id IS NOT DISTINCT FROM i.tenant_id
+      AND (i.type = ANY (c.events) OR ('*' = ANY (c.events) AND NOT starts_with(i.type, '${OPERATIONAL_PREFIX}')))
+  ), delivery AS (
+    INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
+    SELECT ${deliveryIdSql("delivery_block", "n")}, subscription_id, event_id, type, tenant_id, url, secret_id, headers,
+           'queued', created_at, created_at, created_at
+    FROM target
+    RETURNING id, event_id, subscription_id
+  ), returned AS (
+    -- The deliveries go back to the caller only when they are few; a big fan-out is read in chunks.
+    SELECT (SELECT count(*) FROM delivery) <= $9::int AS ok
+  ), per_event AS (
+    SELECT event_id, count(*)::int AS deliveries,
+           array_agg(id ORDER BY id) FILTER (WHERE returned.ok) AS delivery_ids,
+           array_agg(subscription_id ORDER BY id) FILTER (WHERE returned.ok) AS subscription_ids
+    FROM delivery, returned GROUP BY event_id
+  )
+  SELECT event.id, event.created_at, coalesce(per_event.deliveries, 0) AS deliveries, per_event.delivery_ids, per_event.subscription_ids
+  FROM event LEFT JOIN per_event ON per_event.event_id = event.id`;
 
 /**
  * Publishes events (contract §7). Each event and one `queued` delivery per matching active
  * subscription are written by one SQL statement, so either all of it is committed or none. The
- * caller enqueues the returned deliveries once that has committed: PostgreSQL is the source of
- * truth, and if Redis is unreachable the worker's reconciler enqueues them later.
+ * caller enqueues the deliveries once that has committed: PostgreSQL is the source of truth, and
+ * if Redis is unreachable the worker's reconciler enqueues them later.
  *
  * It takes a batch: the API gathers the publishes that arrive together and writes them with one
- * lookup, one insert and one commit, which is what lets one API process accept hundreds of events
- * a second. The result for each input is its PublishResult, or the error that applies to it alone
+ * statement and one commit, which is what lets one API process accept thousands of events a
+ * second. The result for each input is its PublishResult, or the error that applies to it alone
  * (an Idempotency-Key reused with another request).
+ *
+ * `returnLimit`: the batch's deliveries come back in the results only if there are at most this
+ * many (default: all); past it the caller reads them with `deliveryJobChunks`, so that a fan-out
+ * to 10,000 subscriptions is never one 10,000-row structure in memory.
  */
-export async function publishEvents(ctx: PublishContext, inputs: PublishInput[]): Promise<(PublishResult | IdempotencyConflictError)[]> {
+export async function publishEvents(
+  ctx: PublishContext,
+  inputs: PublishInput[],
+  options: { returnLimit?: number } = {},
+): Promise<(PublishResult | IdempotencyConflictError)[]> {
   const results: (PublishResult | IdempotencyConflictError | undefined)[] = inputs.map(() => undefined);
-  const hashes = inputs.map((input) => (input.idempotencyKey === undefined ? null : hashRequest(input.type, input.data)));
+  const hashes = inputs.map((input) => (input.idempotencyKey === undefined ? null : hashRequest(input)));
 
   // Retries carrying an Idempotency-Key get the event published the first time.
   const keyed = inputs.flatMap((input, index) => (input.idempotencyKey === undefined ? [] : [index]));
@@ -64,82 +147,59 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
   }
 
   const pending = inputs.flatMap((input, index) => (results[index] === undefined ? [{ input, index }] : []));
-  if (pending.length > 0) {
-    // Spec §3.2: only active subscriptions get deliveries. Each delivery copies the url and the
-    // custom headers, so later updates cannot change them (contract §8, §12). It records the
-    // secret current now; attempts are signed with the subscription's secrets at attempt time.
-    const types = [...new Set(pending.map(({ input }) => input.type))];
-    const targets = await ctx.sql.query<Target>(
-      `SELECT id, url, secret_id, headers, events FROM subscriptions
-       WHERE active AND deleted_at IS NULL AND events && ($1::text[] || ARRAY['*'])
-       ORDER BY id`,
-      [types],
-    );
+  if (pending.length === 0) return finish(results);
 
-    const events = pending.map(({ input, index }) => ({
-      index,
-      id: newId("event"),
-      input,
-      hash: hashes[index] ?? null,
-      deliveries: targets.filter((target) => matchesEventType(target.events, input.type)).map((target) => ({ id: newId("delivery"), target })),
-    }));
-    const deliveries = events.flatMap((event) => event.deliveries.map((delivery) => ({ ...delivery, eventId: event.id, type: event.input.type })));
+  const events = pending.map(({ input, index }) => ({ index, input, id: newId("event"), block: newIdBlock("delivery"), hash: hashes[index] ?? null }));
+  const written = await ctx.sql.query<{
+    id: string;
+    created_at: Date;
+    deliveries: number;
+    delivery_ids: string[] | null;
+    subscription_ids: string[] | null;
+  }>(PUBLISH_SQL, [
+    events.map((e) => e.id),
+    events.map((e) => e.input.type),
+    events.map((e) => JSON.stringify(e.input.data)),
+    events.map((e) => e.input.idempotencyKey ?? null),
+    events.map((e) => e.hash),
+    events.map((e) => e.input.tenantId ?? null),
+    events.map((e) => e.block),
+    [...new Set(events.map((e) => e.input.type))],
+    options.returnLimit ?? 2_147_483_647,
+  ]);
 
-    const written = await ctx.sql.query<{ id: string; created_at: Date }>(
-      `WITH event AS (
-         INSERT INTO events (id, type, data, idempotency_key, request_hash)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[])
-         ON CONFLICT (idempotency_key) DO NOTHING
-         RETURNING id, created_at
-       ), delivery AS (
-         INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
-         SELECT d.id, d.subscription_id, event.id, d.event_type, d.url, d.secret_id, d.headers, 'queued', event.created_at, event.created_at, event.created_at
-         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::jsonb[])
-           AS d(id, event_id, subscription_id, event_type, url, secret_id, headers)
-         JOIN event ON event.id = d.event_id
-       )
-       SELECT id, created_at FROM event`,
-      [
-        events.map((e) => e.id),
-        events.map((e) => e.input.type),
-        events.map((e) => JSON.stringify(e.input.data)),
-        events.map((e) => e.input.idempotencyKey ?? null),
-        events.map((e) => e.hash),
-        deliveries.map((d) => d.id),
-        deliveries.map((d) => d.eventId),
-        deliveries.map((d) => d.target.id),
-        deliveries.map((d) => d.type),
-        deliveries.map((d) => d.target.url),
-        deliveries.map((d) => d.target.secret_id),
-        deliveries.map((d) => JSON.stringify(d.target.headers)),
-      ],
-    );
-
-    const createdAt = new Map(written.map((row) => [row.id, row.created_at]));
-    const conflicted: { index: number; key: string; hash: string }[] = [];
-    for (const event of events) {
-      const at = createdAt.get(event.id);
-      if (at) {
-        results[event.index] = {
-          event: { id: event.id, type: event.input.type, data: event.input.data, createdAt: at },
-          created: true,
-          deliveryIds: event.deliveries.map((delivery) => delivery.id),
-          subscriptionOf: new Map(event.deliveries.map((delivery) => [delivery.id, delivery.target.id])),
-        };
-      } else {
-        // A concurrent request with the same Idempotency-Key won the insert.
-        conflicted.push({ index: event.index, key: event.input.idempotencyKey ?? "", hash: event.hash ?? "" });
-      }
-    }
-    if (conflicted.length > 0) {
-      const winners = await findIdempotentEvents(ctx.sql, conflicted.map((c) => c.key));
-      for (const { index, key, hash } of conflicted) {
-        const winner = winners.get(key);
-        if (!winner) throw new Error("idempotent event vanished after a key conflict");
-        results[index] = replay(winner, key, hash);
-      }
+  const rows = new Map(written.map((row) => [row.id, row]));
+  const conflicted: { index: number; key: string; hash: string }[] = [];
+  for (const event of events) {
+    const row = rows.get(event.id);
+    if (row) {
+      const deliveryIds = row.delivery_ids ?? [];
+      const subscriptionIds = row.subscription_ids ?? [];
+      results[event.index] = {
+        event: { id: event.id, type: event.input.type, data: event.input.data, tenantId: event.input.tenantId ?? null, createdAt: row.created_at },
+        created: true,
+        deliveryCount: row.deliveries,
+        deliveryIds,
+        subscriptionOf: new Map(deliveryIds.map((id, i) => [id, subscriptionIds[i]!])),
+        deliveryIdBlock: event.block,
+      };
+    } else {
+      // A concurrent request with the same Idempotency-Key won the insert.
+      conflicted.push({ index: event.index, key: event.input.idempotencyKey ?? "", hash: event.hash ?? "" });
     }
   }
+  if (conflicted.length > 0) {
+    const winners = await findIdempotentEvents(ctx.sql, conflicted.map((c) => c.key));
+    for (const { index, key, hash } of conflicted) {
+      const winner = winners.get(key);
+      if (!winner) throw new Error("idempotent event vanished after a key conflict");
+      results[index] = replay(winner, key, hash);
+    }
+  }
+  return finish(results);
+}
+
+function finish(results: (PublishResult | IdempotencyConflictError | undefined)[]): (PublishResult | IdempotencyConflictError)[] {
   return results.map((result) => {
     if (result === undefined) throw new Error("publishEvents left an input without a result");
     return result;
@@ -147,9 +207,30 @@ export async function publishEvents(ctx: PublishContext, inputs: PublishInput[])
 }
 
 /**
+ * The deliveries of a published event, `size` at a time in id order, for enqueueing a big
+ * fan-out after commit without holding all of it: each chunk is one walk of the primary key
+ * over the event's id block.
+ */
+export async function* deliveryJobChunks(ctx: PublishContext, deliveryIdBlock: string, size: number): AsyncGenerator<DeliveryJobRef[]> {
+  const last = deliveryIdBlock + "Z".repeat(ID_BLOCK_SUFFIX_LENGTH);
+  let after = deliveryIdBlock;
+  for (;;) {
+    const rows = await ctx.sql.query<DeliveryJobRef>(
+      `SELECT id AS "deliveryId", subscription_id AS "subscriptionId" FROM deliveries
+       WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`,
+      [after, last, size],
+    );
+    if (rows.length > 0) yield rows;
+    if (rows.length < size) return;
+    after = rows[rows.length - 1]!.deliveryId;
+  }
+}
+
+/**
  * Contract §12: an example event for one subscription alone, whatever its `events` and whether
  * it is paused (not deleted): the event and its one delivery, snapshotting the subscription as
- * publishEvents does, written by one statement. The caller enqueues the delivery after commit.
+ * publishEvents does, written by one statement. Both carry the subscription's tenant (§13). The
+ * caller enqueues the delivery after commit.
  */
 export async function publishTestEvent(
   ctx: PublishContext,
@@ -159,35 +240,36 @@ export async function publishTestEvent(
   if (!isId("subscription", input.subscriptionId)) throw notFound();
   const eventId = newId("event");
   const deliveryId = newId("delivery");
-  const [written] = await ctx.sql.query<{ created_at: Date }>(
+  const [written] = await ctx.sql.query<{ created_at: Date; tenant_id: string | null }>(
     `WITH target AS (
-       SELECT id, url, secret_id, headers FROM subscriptions WHERE id = $1 AND deleted_at IS NULL
+       SELECT id, url, secret_id, headers, tenant_id FROM subscriptions WHERE id = $1 AND deleted_at IS NULL
      ), event AS (
-       INSERT INTO events (id, type, data) SELECT $2, $3, $4::jsonb FROM target
-       RETURNING id, created_at
+       INSERT INTO events (id, type, data, tenant_id) SELECT $2, $3, $4::jsonb, tenant_id FROM target
+       RETURNING id, created_at, tenant_id
      ), delivery AS (
-       INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
-       SELECT $5, target.id, event.id, $3, target.url, target.secret_id, target.headers, 'queued', event.created_at, event.created_at, event.created_at
+       INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
+       SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, 'queued', event.created_at, event.created_at, event.created_at
        FROM target, event
      )
-     SELECT created_at FROM event`,
+     SELECT created_at, tenant_id FROM event`,
     [input.subscriptionId, eventId, input.type, JSON.stringify(input.data), deliveryId],
   );
   if (!written) throw notFound();
-  return { event: { id: eventId, type: input.type, data: input.data, createdAt: written.created_at }, deliveryId };
+  return { event: { id: eventId, type: input.type, data: input.data, tenantId: written.tenant_id, createdAt: written.created_at }, deliveryId };
 }
 
 interface StoredEvent {
   id: string;
   type: string;
   data: Prisma.JsonValue;
+  tenantId: string | null;
   createdAt: Date;
   requestHash: string | null;
 }
 
 async function findIdempotentEvents(sql: SqlClient, keys: string[]): Promise<Map<string, StoredEvent>> {
   const rows = await sql.query<StoredEvent & { idempotencyKey: string }>(
-    `SELECT id, type, data, created_at AS "createdAt", request_hash AS "requestHash", idempotency_key AS "idempotencyKey"
+    `SELECT id, type, data, tenant_id AS "tenantId", created_at AS "createdAt", request_hash AS "requestHash", idempotency_key AS "idempotencyKey"
      FROM events WHERE idempotency_key = ANY($1::text[])`,
     [keys],
   );
@@ -199,7 +281,7 @@ function replay(earlier: StoredEvent, key: string, requestHash: string): Publish
   if (earlier.requestHash !== requestHash) {
     return new IdempotencyConflictError(`Idempotency-Key ${key} was already used with a different request`);
   }
-  return { event: toEventRecord(earlier), created: false, deliveryIds: [], subscriptionOf: new Map() };
+  return { event: toEventRecord(earlier), created: false, deliveryCount: 0, deliveryIds: [], subscriptionOf: new Map(), deliveryIdBlock: "" };
 }
 
 export async function getEvent(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<EventRecord> {
@@ -208,13 +290,18 @@ export async function getEvent(ctx: { db: PrismaClientOrTransaction }, id: strin
   return toEventRecord(event);
 }
 
-function toEventRecord(event: { id: string; type: string; data: Prisma.JsonValue; createdAt: Date }): EventRecord {
-  return { id: event.id, type: event.type, data: event.data as Record<string, unknown>, createdAt: event.createdAt };
+function toEventRecord(event: { id: string; type: string; data: Prisma.JsonValue; tenantId: string | null; createdAt: Date }): EventRecord {
+  return { id: event.id, type: event.type, data: event.data as Record<string, unknown>, tenantId: event.tenantId, createdAt: event.createdAt };
 }
 
-/** Two requests are the same when their type and data are equal, whatever the key order. */
-function hashRequest(type: string, data: unknown): string {
-  return createHash("sha256").update(canonicalJson({ type, data })).digest("hex");
+/**
+ * Two requests are the same when their type, data and tenant are equal, whatever the key order.
+ * An untenanted request hashes as it did before tenants existed, so keys stored then still match.
+ */
+function hashRequest(input: PublishInput): string {
+  const { type, data } = input;
+  const request = input.tenantId == null ? { type, data } : { type, data, tenant_id: input.tenantId };
+  return createHash("sha256").update(canonicalJson(request)).digest("hex");
 }
 
 function canonicalJson(value: unknown): string {

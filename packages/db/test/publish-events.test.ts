@@ -1,5 +1,5 @@
 import { IdempotencyConflictError, SecretBox } from "@webhooks/core";
-import { createDatabase, createSubscription, publishEvents, type Database, type PublishResult } from "@webhooks/db";
+import { createDatabase, createSubscription, getEvent, publishEvents, publishTestEvent, type Database, type PublishResult } from "@webhooks/db";
 import { createTestDatabase, type TestDatabase } from "@webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -21,12 +21,22 @@ afterAll(async () => {
   await testDb.drop();
 });
 
-async function subscribe(events: string[]): Promise<string> {
+async function subscribe(events: string[], tenantId: string | null = null): Promise<string> {
   const { subscription } = await createSubscription(
     { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 7)), destinationPolicy: policy, defaultMaxInFlight: 10 },
     { url: "https://example.com/hook", events },
   );
+  // Set directly: the tenant is the subscription's at creation, which this verb's input may not name yet.
+  if (tenantId !== null) await database.sql.query("UPDATE subscriptions SET tenant_id = $2 WHERE id = $1", [subscription.id, tenantId]);
   return subscription.id;
+}
+
+/** Each delivery of these events: its event, subscription and tenant, in a stable order. */
+async function deliveriesOf(eventIds: string[]) {
+  return database.sql.query<{ event_id: string; subscription_id: string; tenant_id: string | null }>(
+    "SELECT event_id, subscription_id, tenant_id FROM deliveries WHERE event_id = ANY($1::text[]) ORDER BY event_id, subscription_id",
+    [eventIds],
+  );
 }
 
 function ok(result: PublishResult | IdempotencyConflictError): PublishResult {
@@ -87,5 +97,59 @@ describe("publishEvents", () => {
     expect(results.every((r) => r instanceof Error || r.created || r.deliveryIds.length === 0)).toBe(true);
     const count = await database.sql.query<{ n: string }>("SELECT count(*) AS n FROM events", []);
     expect(Number(count[0]!.n)).toBe(5);
+  });
+
+  it("delivers an event with a tenant only to that tenant's subscriptions, and one without only to untenanted ones", async () => {
+    const type = "t.paid";
+    // The earlier tests' "*" subscriptions would get the untenanted event too.
+    await database.sql.query("UPDATE subscriptions SET active = false", []);
+    const plain = await subscribe([type]);
+    const plainAll = await subscribe(["*"]);
+    const acme = await subscribe([type], "acme");
+    const acmeAll = await subscribe(["*"], "acme");
+    await subscribe([type], "globex");
+
+    const [forAcme, forNobody, forPlain] = (
+      await publishEvents(ctx(), [
+        { type, data: {}, tenantId: "acme" },
+        { type, data: {}, tenantId: "initech" },
+        { type, data: {} },
+      ])
+    ).map((r) => ok(r!));
+    expect(forAcme!.event.tenantId).toBe("acme");
+    expect(forPlain!.event.tenantId).toBeNull();
+    expect(forNobody!.deliveryCount).toBe(0);
+
+    // Each delivery carries its event's tenant.
+    const byEvent = (eventId: string) => deliveriesOf([eventId]).then((rows) => rows.map(({ subscription_id, tenant_id }) => ({ subscription_id, tenant_id })));
+    expect(await byEvent(forAcme!.event.id)).toEqual([acme, acmeAll].sort().map((id) => ({ subscription_id: id, tenant_id: "acme" })));
+    expect(await byEvent(forPlain!.event.id)).toEqual([plain, plainAll].sort().map((id) => ({ subscription_id: id, tenant_id: null })));
+    expect(await getEvent({ db: database.prisma }, forAcme!.event.id)).toMatchObject({ id: forAcme!.event.id, tenantId: "acme" });
+    expect(await getEvent({ db: database.prisma }, forPlain!.event.id)).toMatchObject({ tenantId: null });
+    for (const id of [acme, acmeAll, plain, plainAll]) await database.sql.query("UPDATE subscriptions SET active = false WHERE id = $1", [id]);
+  });
+
+  it("tells an Idempotency-Key reused for another tenant from a retry of the same request", async () => {
+    const [first] = await publishEvents(ctx(), [{ type: "t.key", data: { n: 1 }, tenantId: "acme", idempotencyKey: "tenant-key" }]);
+    const [again, otherTenant, noTenant] = await publishEvents(ctx(), [
+      { type: "t.key", data: { n: 1 }, tenantId: "acme", idempotencyKey: "tenant-key" },
+      { type: "t.key", data: { n: 1 }, tenantId: "globex", idempotencyKey: "tenant-key" },
+      { type: "t.key", data: { n: 1 }, idempotencyKey: "tenant-key" },
+    ]);
+    expect(ok(again!)).toMatchObject({ created: false, event: { id: ok(first!).event.id, tenantId: "acme" } });
+    expect(otherTenant).toBeInstanceOf(IdempotencyConflictError);
+    expect(noTenant).toBeInstanceOf(IdempotencyConflictError);
+  });
+
+  it("gives a test event and its delivery the subscription's tenant", async () => {
+    const acme = await subscribe(["t.other"], "acme");
+    const plain = await subscribe(["t.other"]);
+    const tenanted = await publishTestEvent(ctx(), { subscriptionId: acme, type: "t.test", data: {} });
+    const untenanted = await publishTestEvent(ctx(), { subscriptionId: plain, type: "t.test", data: {} });
+    expect(tenanted.event.tenantId).toBe("acme");
+    expect(untenanted.event.tenantId).toBeNull();
+    expect(await deliveriesOf([tenanted.event.id])).toEqual([{ event_id: tenanted.event.id, subscription_id: acme, tenant_id: "acme" }]);
+    expect(await deliveriesOf([untenanted.event.id])).toEqual([{ event_id: untenanted.event.id, subscription_id: plain, tenant_id: null }]);
+    expect(await getEvent({ db: database.prisma }, tenanted.event.id)).toMatchObject({ tenantId: "acme" });
   });
 });

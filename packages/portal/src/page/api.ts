@@ -1,3 +1,69 @@
-import createClient from "openapi-fetch";
+import createClient, { type Client } from "openapi-fetch";
+import type { components, paths } from "@webhooks/client";
 
-export const createPortalClient = (token: string) => createClient({ baseUrl: location.origin, headers: { authorization: `Bearer ${token}` } });
+// Types only: the page bundles openapi-fetch, not the client package's Node-side helpers.
+type Schemas = components["schemas"];
+export type Subscription = Schemas["Subscription"];
+export type SubscriptionWithSecret = Schemas["SubscriptionWithSecret"];
+export type Delivery = Schemas["Delivery"];
+export type DeliveryAttempt = Schemas["DeliveryAttempt"];
+export type Recovery = Schemas["Recovery"];
+export type DeliveryStatus = Delivery["status"];
+export type PortalClient = Client<paths>;
+
+/** A failed call, with the API's own message (contract §2) or one that says what went wrong. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly param?: string,
+    readonly requestId?: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The public /v1 API with the link's token as an ordinary bearer credential: the portal has no
+ * other way in. A 401 means the token expired or was never valid; `onUnauthorized` says so.
+ */
+export function createPortalClient(token: string, onUnauthorized: () => void): PortalClient {
+  const client = createClient<paths>({ baseUrl: location.origin, headers: { authorization: `Bearer ${token}` } });
+  client.use({
+    onResponse({ response }) {
+      if (response.status === 401) onUnauthorized();
+      return undefined;
+    },
+  });
+  return client;
+}
+
+interface ErrorBody {
+  error?: { message?: unknown; param?: unknown; request_id?: unknown };
+}
+
+/** The data of a successful call; anything else throws an ApiError a person can read. */
+export async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
+  let result: { data?: T; error?: unknown; response: Response };
+  try {
+    result = await call;
+  } catch {
+    throw new ApiError(0, "The service could not be reached. Check your connection and try again.");
+  }
+  const { response, data, error } = result;
+  if (response.ok && error === undefined) return data as T;
+  const body = (typeof error === "object" && error !== null ? error : {}) as ErrorBody;
+  const message =
+    typeof body.error?.message === "string"
+      ? body.error.message
+      : response.status === 429
+        ? "Too many requests. Wait a moment and try again."
+        : `The service answered with an unexpected error (HTTP ${response.status}). Try again later.`;
+  const param = typeof body.error?.param === "string" ? body.error.param : undefined;
+  const requestId = typeof body.error?.request_id === "string" ? body.error.request_id : (response.headers.get("request-id") ?? undefined);
+  throw new ApiError(response.status, message, param, requestId);
+}
+
+/** Anything thrown, as an ApiError. */
+export const asApiError = (error: unknown): ApiError =>
+  error instanceof ApiError ? error : new ApiError(0, error instanceof Error ? error.message : "Something went wrong.");

@@ -1,6 +1,8 @@
-// The page's entry: Preact renders the portal into #app.
+// The page's entry: Preact renders the portal into #app, in place of the "Loading…" the HTML shows.
 import { h, render } from "preact";
 import { App } from "./app.tsx";
 import "./portal.css";
 
-render(h(App, {}), document.getElementById("app")!);
+const container = document.getElementById("app")!;
+container.replaceChildren();
+render(h(App, {}), container);

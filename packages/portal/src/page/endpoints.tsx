@@ -1,0 +1,164 @@
+import { useState } from "preact/hooks";
+import { unwrap, type SubscriptionWithSecret } from "./api.ts";
+import { Badge, ErrorAlert, Pager, SecretOnce, Time, ViewTitle } from "./components.tsx";
+import { endpointStatus, formatEventTypes, healthLabel, parseEventTypes, parseHeaders } from "./format.ts";
+import { useAction, useClient, useLoad } from "./hooks.ts";
+import { pageMoves, type Cursor } from "./paging.ts";
+import { endpointHref, newEndpointHref } from "./route.ts";
+
+const PAGE_SIZE = 20;
+
+/** The tenant's endpoints (subscriptions), a page at a time. */
+export function EndpointsView() {
+  const client = useClient();
+  const [cursor, setCursor] = useState<Cursor>({});
+  const page = useLoad(
+    () => unwrap(client.GET("/v1/subscriptions", { params: { query: { limit: PAGE_SIZE, ...cursor } } })),
+    JSON.stringify(cursor),
+  );
+  return (
+    <>
+      <div class="view-head">
+        <ViewTitle>Endpoints</ViewTitle>
+        <a class="button primary" href={newEndpointHref}>
+          Add endpoint
+        </a>
+      </div>
+      <p class="lead">An endpoint is a URL of yours that receives webhooks: we send it an HTTP POST for each event it subscribes to.</p>
+      <ErrorAlert error={page.error} />
+      {page.data && page.data.data.length === 0 && !cursor.starting_after && !cursor.ending_before && (
+        <p class="empty">No endpoints yet. Add one to start receiving webhooks.</p>
+      )}
+      {page.data && page.data.data.length > 0 && (
+        <table class="cards" aria-busy={page.loading}>
+          <caption class="sr-only">Your endpoints</caption>
+          <thead>
+            <tr>
+              <th scope="col">URL</th>
+              <th scope="col">Events</th>
+              <th scope="col">Status</th>
+              <th scope="col">Health</th>
+              <th scope="col">Created</th>
+            </tr>
+          </thead>
+          <tbody>
+            {page.data.data.map((subscription) => {
+              const status = endpointStatus(subscription);
+              const health = healthLabel(subscription);
+              return (
+                <tr key={subscription.id}>
+                  <td data-label="URL">
+                    <a class="mono break" href={endpointHref(subscription.id)}>
+                      {subscription.url}
+                    </a>
+                    {subscription.description && <div class="small muted">{subscription.description}</div>}
+                  </td>
+                  <td data-label="Events">{formatEventTypes(subscription.events)}</td>
+                  <td data-label="Status">
+                    <Badge tone={status.tone}>{status.label}</Badge>
+                  </td>
+                  <td data-label="Health">
+                    <Badge tone={health.tone}>{health.label}</Badge>
+                  </td>
+                  <td data-label="Created">
+                    <Time iso={subscription.created_at} />
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+      {page.data && <Pager label="Endpoint pages" {...pageMoves(page.data, cursor, setCursor)} />}
+    </>
+  );
+}
+
+/** The form that creates an endpoint, then shows its signing secret once. */
+export function NewEndpointView() {
+  const client = useClient();
+  const [url, setUrl] = useState("");
+  const [events, setEvents] = useState("*");
+  const [description, setDescription] = useState("");
+  const [headers, setHeaders] = useState("");
+  const [formProblem, setFormProblem] = useState<string | undefined>(undefined);
+  const [created, setCreated] = useState<SubscriptionWithSecret | undefined>(undefined);
+
+  const create = useAction(async () => {
+    const parsed = parseHeaders(headers);
+    if ("problem" in parsed) {
+      setFormProblem(parsed.problem);
+      return;
+    }
+    setFormProblem(undefined);
+    const body = { url: url.trim(), events: parseEventTypes(events), headers: parsed.headers, ...(description.trim() ? { description: description.trim() } : {}) };
+    setCreated(await unwrap(client.POST("/v1/subscriptions", { body })));
+  });
+
+  if (created) {
+    return (
+      <>
+        <ViewTitle>Endpoint created</ViewTitle>
+        <p class="lead">
+          We will send webhooks to <span class="mono break">{created.url}</span>.
+        </p>
+        <SecretOnce secret={created.secret} title="Your signing secret" />
+        <p>
+          <a class="button primary" href={endpointHref(created.id)}>
+            I have stored the secret: go to the endpoint
+          </a>
+        </p>
+      </>
+    );
+  }
+
+  return (
+    <>
+      <ViewTitle>Add an endpoint</ViewTitle>
+      <form
+        class="form"
+        onSubmit={(event) => {
+          event.preventDefault();
+          void create.run();
+        }}
+      >
+        <div class="field">
+          <label for="new-url">Endpoint URL</label>
+          <input id="new-url" type="url" required inputMode="url" placeholder="https://example.com/webhooks" value={url} onInput={(e) => setUrl(e.currentTarget.value)} />
+        </div>
+        <div class="field">
+          <label for="new-events">Event types</label>
+          <input id="new-events" required aria-describedby="new-events-help" value={events} onInput={(e) => setEvents(e.currentTarget.value)} />
+          <p id="new-events-help" class="help">
+            Separate them with commas, such as <code>invoice.paid, invoice.payment_failed</code>. <code>*</code> means every event type.
+          </p>
+        </div>
+        <div class="field">
+          <label for="new-description">Description (optional)</label>
+          <input id="new-description" maxLength={1024} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+        </div>
+        <div class="field">
+          <label for="new-headers">Extra HTTP headers (optional)</label>
+          <textarea id="new-headers" rows={3} class="mono" aria-describedby="new-headers-help" value={headers} onInput={(e) => setHeaders(e.currentTarget.value)} />
+          <p id="new-headers-help" class="help">
+            One a line, such as <code>Authorization: Bearer 3c1f0e</code>. We send them with every webhook.
+          </p>
+        </div>
+        {formProblem && (
+          <div class="alert" role="alert">
+            <p>{formProblem}</p>
+          </div>
+        )}
+        <ErrorAlert error={create.error} />
+        <div class="actions">
+          <button type="submit" class="primary" disabled={create.busy}>
+            {create.busy ? "Creating…" : "Create endpoint"}
+          </button>
+          <a class="button" href="#/endpoints">
+            Cancel
+          </a>
+        </div>
+      </form>
+    </>
+  );
+}

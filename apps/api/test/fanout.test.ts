@@ -1,0 +1,80 @@
+import { isId, newId } from "@webhooks/core";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
+import { createTestDatabase, sql, testConfig, waitFor, type TestDatabase } from "@webhooks/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/**
+ * One event to 10,000 subscriptions (issue 10 item 3): the deliveries are matched and numbered
+ * in SQL, and their jobs are added after commit in chunks, after the 202.
+ */
+const FAN_OUT = 10_000;
+
+let database: TestDatabase;
+let api: TestApi;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  api = await startTestApi(testConfig(database.url));
+});
+afterAll(async () => {
+  await api.close();
+  await database.drop();
+});
+
+async function subscribe(events: string[], extra: Record<string, unknown> = {}): Promise<string> {
+  const response = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/in", events, ...extra } });
+  expect(response.status).toBe(201);
+  return response.body.id;
+}
+
+/** Copies of a subscription made through the API, written in one statement (10,000 POSTs would take a while). */
+async function cloneSubscription(id: string, count: number): Promise<string[]> {
+  const ids = Array.from({ length: count }, () => newId("subscription"));
+  await sql(
+    database.url,
+    `INSERT INTO subscriptions (id, url, events, active, secret_id, max_in_flight, headers)
+     SELECT new.id, s.url, s.events, s.active, s.secret_id, s.max_in_flight, s.headers
+     FROM subscriptions s, unnest($2::text[]) AS new(id) WHERE s.id = $1`,
+    [id, ids],
+  );
+  return ids;
+}
+
+describe("fan-out to 10,000 subscriptions", () => {
+  it("creates exactly one delivery per matching subscription and queues each once", async () => {
+    const first = await subscribe(["fan.out", "other"]);
+    const wildcard = await subscribe(["*"]);
+    const matching = [first, wildcard, ...(await cloneSubscription(first, FAN_OUT - 2))].sort();
+    await subscribe(["fan.other"]);
+    await subscribe(["fan.out"], { active: false });
+
+    const started = performance.now();
+    const response = await api.call("POST", "/v1/events", { json: { type: "fan.out", data: { n: 1 } } });
+    const elapsed = performance.now() - started;
+    expect(response.status).toBe(202);
+    // Informative only (the machine is shared): the bench's fan-out phase measures it properly.
+    console.log(`POST /v1/events to ${FAN_OUT} subscriptions answered in ${Math.round(elapsed)} ms`);
+
+    const rows = await sql<{ id: string; subscription_id: string; status: string; event_type: string }>(
+      database.url,
+      "SELECT id, subscription_id, status, event_type FROM deliveries WHERE event_id = $1 ORDER BY id",
+      [response.body.id],
+    );
+    expect(rows).toHaveLength(FAN_OUT);
+    expect(rows.map((row) => row.subscription_id).sort()).toEqual(matching);
+    expect(rows.every((row) => isId("delivery", row.id) && row.status === "queued" && row.event_type === "fan.out")).toBe(true);
+    // Numbered in SQL in subscription order, the ids sort as the subscriptions do.
+    expect(rows.map((row) => row.subscription_id)).toEqual(matching);
+
+    // The jobs follow the 202 in chunks: wait for all of them, then check that each is there once.
+    const queue = api.queue.queue;
+    await waitFor(async () => (await queue.getJobCountByTypes("waiting")) >= FAN_OUT, { timeoutMs: 60_000, what: "10,000 jobs" });
+    const jobIds = await queue.getRanges(["waiting"], 0, -1);
+    expect(jobIds).toHaveLength(FAN_OUT);
+    expect([...jobIds].sort()).toEqual(rows.map((row) => row.id));
+    // Each job names its delivery's subscription (a sample: reading 10,000 job hashes adds nothing).
+    for (const row of rows.filter((_, index) => index % 997 === 0)) {
+      expect((await queue.getJob(row.id))?.data).toEqual({ deliveryId: row.id, subscriptionId: row.subscription_id });
+    }
+  }, 120_000);
+});

@@ -51,15 +51,15 @@ export async function withClient<T>(url: string, work: (client: pg.Client) => Pr
   }
 }
 
-/** Deletes every Redis key of this run (all queue prefixes start with RUN_PREFIX). */
-export async function deleteRunKeys(): Promise<number> {
+/** Deletes every Redis key of this run (all queue prefixes start with RUN_PREFIX), or those under a narrower prefix. */
+export async function deleteRunKeys(prefix: string = RUN_PREFIX): Promise<number> {
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   redis.on("error", () => {}); // failures surface through the commands' own errors
   try {
     let cursor = "0";
     let deleted = 0;
     do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${RUN_PREFIX}*`, "COUNT", 1000);
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
       cursor = next;
       if (keys.length > 0) deleted += await redis.unlink(...keys);
     } while (cursor !== "0");

@@ -1,8 +1,6 @@
 import type pg from "pg";
+import { createUlidFunction } from "./seed-sql.ts";
 import { settings } from "./settings.ts";
-
-const CROCKFORD = "'0123456789ABCDEFGHJKMNPQRSTVWXYZ'";
-const CROCKFORD_TERMS = Array.from({ length: 10 }, (_, i) => `substr(${CROCKFORD}, ((value >> ${5 * (9 - i)}) & 31)::int + 1, 1)`).join(" || ");
 
 export const EVENT_TYPES = ["invoice.paid", "invoice.created", "customer.updated", "charge.refunded", "payout.failed"] as const;
 
@@ -29,12 +27,7 @@ export async function seedDeliveryLog(db: pg.Client): Promise<{ deliveries: numb
   const { subscriptions, events, deliveriesPerEvent } = settings.list;
   await db.query("SET maintenance_work_mem = '256MB'");
   await db.query("SET session_replication_role = replica");
-  // Crockford base32 of the low 50 bits of a bigint, 10 characters. A single expression, with no
-  // FROM and no loop, so that PostgreSQL inlines it: a function it has to call costs ~100 us a row.
-  await db.query(`CREATE FUNCTION pg_temp.crockford10(value bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT ${CROCKFORD_TERMS} $$`);
-  await db.query(`
-    CREATE FUNCTION pg_temp.ulid(at timestamptz, n bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$
-      SELECT pg_temp.crockford10((extract(epoch FROM at) * 1000)::bigint) || '000000' || pg_temp.crockford10(n) $$`);
+  await createUlidFunction(db);
 
   const indexes = await db.query<{ indexname: string; indexdef: string }>(
     "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('deliveries', 'events') AND indexname NOT LIKE '%_pkey'",

@@ -3,10 +3,11 @@
 // Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
 // deleted at the end, also on error or Ctrl-C.
 // `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
-// ceiling, `--only list` phase 3, for development: they print their figures and leave BENCHMARKS.md as it is.
+// ceiling, `--only list` phase 3, `--only backlog` phase 6, for development: they print their figures and leave BENCHMARKS.md as it is.
 import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
+import { measureBacklog } from "./backlog.ts";
 import { measureCeiling } from "./ceiling.ts";
 import { cleanUpOnSignals, onCleanup, runCleanup } from "./cleanup.ts";
 import { deleteRunKeys, dropDatabase } from "./databases.ts";
@@ -21,7 +22,7 @@ import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./throughput.ts";
 
-const PHASES = ["noisy", "throughput", "list"] as const;
+const PHASES = ["noisy", "throughput", "list", "backlog"] as const;
 
 async function main(): Promise<void> {
   const { values: args } = parseArgs({ options: { only: { type: "string" } } });
@@ -52,6 +53,12 @@ async function main(): Promise<void> {
   if (args.only === "list") {
     console.log("3. list latency on 1M rows (alone, for development; BENCHMARKS.md is not written)");
     await measureListLatency();
+    return;
+  }
+
+  if (args.only === "backlog") {
+    console.log("6. a backlog of 1,000,000 queued deliveries (alone, for development; BENCHMARKS.md is not written)");
+    await measureBacklog(receiver, { workers: 1, concurrency: 100 });
     return;
   }
 

@@ -76,6 +76,26 @@ export const settings = {
     /** Between parts 1 and 2: how soon a waiting delivery starts once its subscription's one slot frees. */
     handoff: { deliveries: 200, serviceMs: 10, timeoutMs: 30_000 },
   },
+  /**
+   * Phase 6: a backlog of 1,000,000 queued deliveries (10 subscriptions x 100,000 events), built up
+   * over `spanMs` while the workers took no job, then drained.
+   */
+  backlog: {
+    deliveries: 1_000_000,
+    subscriptions: 10,
+    spanMs: 2 * 3_600_000,
+    /** The normal throughput: a small backlog of the same shape, drained in full by the same setup. */
+    referenceDeliveries: 30_000,
+    /** Jobs per addBulk, and addBulk calls in flight, when the backlog is enqueued. */
+    enqueueChunk: 1_000,
+    enqueueInFlight: 4,
+    /** The reconciler is watched this long while the backlog sits (RECONCILE_INTERVAL is its default, 10 s). */
+    idleMs: 40_000,
+    /** The drain is measured over this window, from the moment the queue is resumed. */
+    drainMs: 60_000,
+    /** The first pass after a start checks every due delivery; it must end within this. */
+    firstPassTimeoutMs: 180_000,
+  },
 } as const;
 
 /** A static key the API accepts through API_KEYS (contract §3). */
@@ -88,4 +108,4 @@ export const ADMIN_DATABASE_URL = process.env.BENCH_ADMIN_DATABASE_URL ?? "postg
 export const REDIS_URL = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 
 /** The benchmark's own databases, dropped at the end (and at the start, if a run was killed). */
-export const DATABASES = { main: "webhooks_bench", list: "webhooks_bench_list" } as const;
+export const DATABASES = { main: "webhooks_bench", list: "webhooks_bench_list", backlog: "webhooks_bench_backlog", retention: "webhooks_bench_retention" } as const;

@@ -43,8 +43,12 @@ interface Session {
 }
 
 const sessions: Session[] = [];
-afterEach(async () => {
-  for (const session of sessions.splice(0)) await session.context.close();
+afterEach(async ({ task }) => {
+  for (const [index, session] of sessions.splice(0).entries()) {
+    // What the page showed when a test failed, for whoever reads CI's artifacts.
+    if (task.result?.state === "fail") await shot(session.page, `failed-${task.name.slice(0, 40).replace(/\W+/g, "-")}-${index}`).catch(() => {});
+    await session.context.close();
+  }
 });
 
 async function openBrowser(viewport = { width: 1280, height: 900 }): Promise<Session> {
@@ -54,7 +58,12 @@ async function openBrowser(viewport = { width: 1280, height: 900 }): Promise<Ses
   const session: Session = { context, page, requested: [], problems: [] };
   context.on("request", (request) => session.requested.push(request.url()));
   page.on("websocket", (socket) => session.requested.push(socket.url()));
-  page.on("console", (message) => message.type() === "error" && session.problems.push(message.text()));
+  page.on("console", (message) => {
+    // Chromium logs every 4xx answer as an error; the tests ask for some on purpose.
+    if (message.type() === "error" && !message.text().startsWith("Failed to load resource: the server responded with a status of 4")) {
+      session.problems.push(message.text());
+    }
+  });
   page.on("pageerror", (error) => session.problems.push(error.message));
   sessions.push(session);
   return session;
@@ -153,4 +162,128 @@ describe("the customer portal in a browser", () => {
 
     expectSelfContained(session);
   });
+
+  it("filters and pages the delivery log, shows a failed delivery's attempts, resends it and recovers an endpoint", async () => {
+    const orders = await createEndpoint(`${stack.receiver.url}/orders`, ["order.created"]);
+    const flaky = await createEndpoint(`${stack.receiver.url}/flaky`, ["order.failed"]);
+    flakyStatus = 500;
+    for (let i = 0; i < 22; i += 1) await publish("order.created", { n: i });
+    await publish("order.failed", { n: 0 });
+    await waitFor(async () => (await finishedDeliveries(orders)) === 22 && (await finishedDeliveries(flaky)) === 1, { what: "the seeded deliveries to finish" });
+
+    const session = await openBrowser();
+    const { page } = session;
+    await page.goto(await portalLink());
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Delivery log" }).click();
+    await page.getByRole("heading", { name: "Delivery log" }).waitFor();
+
+    // One event type: 22 deliveries, 20 on the first page, 2 on the next, and back.
+    await page.getByLabel("Event type").fill("order.created");
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    const rows = page.locator("table tbody tr");
+    await expect.poll(() => rows.filter({ hasText: "order.created" }).count()).toBe(20);
+    await expect.poll(() => rows.count()).toBe(20);
+    const newest = await rows.first().textContent();
+    await shot(page, "04-delivery-log");
+    await page.getByRole("button", { name: "Older →" }).click();
+    await expect.poll(() => rows.count()).toBe(2);
+    expect(await page.getByRole("button", { name: "Older →" }).isDisabled()).toBe(true);
+    await page.getByRole("button", { name: "← Newer" }).click();
+    await expect.poll(() => rows.first().textContent()).toBe(newest);
+    await expect.poll(() => rows.count()).toBe(20);
+    expect(await page.getByRole("button", { name: "← Newer" }).isDisabled()).toBe(true);
+
+    // The failing endpoint's failed deliveries, by endpoint, status and response class.
+    await page.getByLabel("Event type").fill("");
+    await page.getByLabel("Endpoint").selectOption({ label: `${stack.receiver.url}/flaky` });
+    await page.getByLabel("Status").selectOption("failed");
+    await page.getByLabel("Response code").fill("5xx");
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await expect.poll(() => rows.count()).toBe(1);
+    await rows.first().getByText("Failed", { exact: true }).waitFor();
+    await rows.first().getByText("500").waitFor();
+
+    // A value the API refuses: its own message, not a blank table.
+    await page.getByLabel("Response code").fill("abc");
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await page.getByRole("alert").getByText(/response_code must be/).waitFor();
+    await page.getByLabel("Response code").fill("500");
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await expect.poll(() => page.getByRole("alert").count()).toBe(0);
+    await expect.poll(() => rows.count()).toBe(1);
+
+    // Its attempts, with what the endpoint answered; then a resend once the endpoint is back.
+    await rows.first().getByRole("link", { name: /order\.failed/ }).click();
+    await page.getByRole("article", { name: "Attempt 2" }).getByText("HTTP 500").waitFor();
+    await page.getByRole("article", { name: "Attempt 1" }).getByText("receiver is down for maintenance").waitFor();
+    await shot(page, "05-failed-delivery");
+    flakyStatus = 200;
+    await page.getByRole("button", { name: "Resend" }).click();
+    await page.getByRole("article", { name: "Attempt 3" }).getByText("HTTP 200").waitFor();
+    await page.getByText("Delivered", { exact: true }).waitFor();
+
+    // Recover: every failed delivery of a window, sent again.
+    flakyStatus = 500;
+    await publish("order.failed", { n: 1 });
+    // Failed for good (its one retry made), so nothing but the recovery sends it again.
+    await waitFor(async () => (await deliveriesOf(flaky, "failed")).filter((delivery) => delivery.next_retry_at === null).length === 1, {
+      what: "the second delivery to fail for good",
+    });
+    flakyStatus = 200;
+    await page.goto(`${stack.baseUrl}/portal#/endpoints/${flaky}`);
+    await page.getByRole("button", { name: "Resend failed deliveries" }).click();
+    await page.getByRole("status").getByText("1 failed delivery was queued again.").waitFor();
+    await waitFor(async () => (await deliveriesOf(flaky, "delivered")).length === 2, { what: "the recovered delivery" });
+
+    expectSelfContained(session);
+  });
+
+  it("reads well on a phone", async () => {
+    const session = await openBrowser({ width: 390, height: 844 });
+    const { page } = session;
+    await page.goto(await portalLink());
+    await page.getByRole("heading", { name: "Endpoints" }).waitFor();
+    await page.locator("table tbody tr").first().waitFor();
+    await shot(page, "06-phone-endpoints");
+    await page.getByRole("link", { name: "Delivery log" }).click();
+    await page.locator("table tbody tr").first().waitFor();
+    // Nothing wider than the screen: no sideways scrolling.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await shot(page, "07-phone-delivery-log");
+    expectSelfContained(session);
+  });
+
+  it("says clearly that a link is not valid, whatever is wrong with it", async () => {
+    for (const [name, url] of [
+      ["invalid", `${stack.baseUrl}/portal#token=not-a-token-we-ever-issued`],
+      ["missing", `${stack.baseUrl}/portal`],
+    ] as const) {
+      const session = await openBrowser();
+      await session.page.goto(url);
+      await session.page.getByRole("heading", { name: LINK_INVALID }).waitFor();
+      expect(session.page.url()).not.toContain("token");
+      await shot(session.page, `08-link-${name}`);
+      expectSelfContained(session);
+    }
+  });
 });
+
+async function createEndpoint(url: string, events: string[]): Promise<string> {
+  const created = await stack.call("POST", "/v1/subscriptions", { url, events });
+  expect(created.status).toBe(201);
+  return created.body.id;
+}
+
+async function publish(type: string, data: Record<string, unknown>): Promise<void> {
+  expect((await stack.call("POST", "/v1/events", { type, data })).status).toBe(202);
+}
+
+async function deliveriesOf(subscriptionId: string, status: string): Promise<{ id: string; next_retry_at: string | null }[]> {
+  return (await stack.call("GET", `/v1/deliveries?subscription_id=${subscriptionId}&status=${status}&limit=100`)).body.data;
+}
+
+/** Deliveries that will not change by themselves: delivered, or failed with no retry planned. */
+async function finishedDeliveries(subscriptionId: string): Promise<number> {
+  const failed = await deliveriesOf(subscriptionId, "failed");
+  return (await deliveriesOf(subscriptionId, "delivered")).length + failed.filter((delivery) => delivery.next_retry_at === null).length;
+}

@@ -32,6 +32,8 @@ export async function startPortalStack(receiverReply: TestReceiver["reply"]): Pr
     PUBLIC_URL: baseUrl,
     // One quick retry, so a failing endpoint's deliveries fail for good within a second.
     RETRY_SCHEDULE: "100ms",
+    // The failing endpoint must not trip its circuit breaker and hold the test's deliveries.
+    CIRCUIT_FAILURE_THRESHOLD: "100",
   });
   const receiver = await startReceiver(receiverReply);
   const started: ServiceProcess[] = [];

@@ -14,6 +14,7 @@ import { ADMIN_BASE_PATH, adminRoutes } from "./ops/admin.ts";
 import { docsRoutes } from "./ops/docs.ts";
 import { healthRoutes } from "./ops/health.ts";
 import { createApiMetrics } from "./ops/metrics.ts";
+import { portalSessionRoutes } from "./portal-sessions/routes.ts";
 import { subscriptionRoutes } from "./subscriptions/routes.ts";
 
 /**
@@ -34,6 +35,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", subscriptionRoutes(deps));
   app.route("/", eventRoutes(deps));
   app.route("/", deliveryRoutes(deps));
+  app.route("/", portalSessionRoutes(deps));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
     type: "http",
@@ -55,6 +57,7 @@ export function createApp(deps: ApiDeps) {
       { name: "Subscriptions", description: "Endpoints that receive webhooks: the event types each wants, its limits and its health." },
       { name: "Events", description: "What happened in your application; each event is delivered to every matching active subscription." },
       { name: "Deliveries", description: "The delivery log: one delivery per event and subscription, with every attempt, and resends." },
+      { name: "Portal sessions", description: "Short-lived links that open the customer portal for one tenant." },
     ],
     security: [{ apiKey: [] }],
   });

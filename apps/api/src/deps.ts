@@ -1,7 +1,7 @@
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { connectRedis, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
-import { ApiKeyAuthenticator } from "./http/auth.ts";
+import { CredentialAuthenticator } from "./http/auth.ts";
 import type { ApiDeps } from "./http/types.ts";
 
 /**
@@ -26,7 +26,7 @@ export async function connectApiDeps(
     queue,
     logger,
     secretBox: new SecretBox(config.secretEncryptionKey),
-    authenticator: new ApiKeyAuthenticator(database.prisma, config.apiKeys, options.clock),
+    authenticator: new CredentialAuthenticator(database.prisma, config.apiKeys, options.clock),
     async close() {
       await queue.close().catch(() => {});
       redis.disconnect();

@@ -1,5 +1,5 @@
 export { createApp } from "./app.ts";
-export { ApiKeyAuthenticator } from "./http/auth.ts";
+export { CredentialAuthenticator } from "./http/auth.ts";
 export type { ApiDeps } from "./http/types.ts";
 export { connectApiDeps } from "./deps.ts";
 export { createApiServer, SERVER_TIMEOUTS } from "./http/server.ts";

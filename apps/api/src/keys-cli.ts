@@ -1,11 +1,13 @@
-// `npm run keys -- create --name <name> | list | revoke <key id>`: manages stored API keys.
+// `npm run keys -- create --name <name> [--tenant <tenant id>] | list | revoke <key id>`: manages stored API keys.
 import { parseArgs } from "node:util";
-import { loadConfigOrExit, redactUrl } from "@webhooks/core";
+import { isTenantId, loadConfigOrExit, redactUrl, TENANT_ID_RULE } from "@webhooks/core";
 import { applyMigrations, checkPostgres, createApiKey, createDatabase, listApiKeys, revokeApiKey } from "@webhooks/db";
 
 const usage = `Usage:
   npm run keys -- create --name <name>   create a key and print it (shown once)
-  npm run keys -- list                   list keys (prefix, name, created, revoked)
+      [--tenant <tenant id>]             scoped to one tenant: it sees and changes only that
+                                         tenant's resources, and cannot publish events
+  npm run keys -- list                   list keys (prefix, name, created, revoked, scope)
   npm run keys -- revoke <key id>        revoke a key; requests with it fail within seconds
 
 Keys are stored in the database at DATABASE_URL: give this command the same DATABASE_URL as the
@@ -18,7 +20,7 @@ function fail(message: string): never {
 
 const { positionals, values } = (() => {
   try {
-    return parseArgs({ allowPositionals: true, options: { name: { type: "string" }, help: { type: "boolean", short: "h" } } });
+    return parseArgs({ allowPositionals: true, options: { name: { type: "string" }, tenant: { type: "string" }, help: { type: "boolean", short: "h" } } });
   } catch (error) {
     return fail(`${(error as Error).message}\n${usage}`);
   }
@@ -29,6 +31,10 @@ if (values.help) {
   process.exit(0);
 }
 if (command === undefined) fail(usage);
+// Checked before anything is written, like --name below.
+const tenant = values.tenant;
+if (tenant !== undefined && command !== "create") fail(`--tenant applies to create only\n${usage}`);
+if (tenant !== undefined && !isTenantId(tenant)) fail(`--tenant ${TENANT_ID_RULE} (got ${JSON.stringify(tenant)})`);
 
 // `npm run` without --silent prints its own banner (the command line) on standard output before
 // we start, so `KEY=$(npm run keys -- create)` would capture that banner with the key. Refuse
@@ -64,10 +70,11 @@ try {
     case "create": {
       const name = values.name?.trim();
       if (!name) fail(`create needs --name <name>\n${usage}`);
-      const { key, record } = await createApiKey({ db }, { name });
+      const { key, record } = await createApiKey({ db }, { name, tenantId: tenant ?? null });
       // The key goes to stdout alone, so `KEY=$(npm run --silent keys -- create --name x)` works.
       const where = process.stdout.isTTY ? "here, and this is the only time it is shown:" : "on standard output; it is never shown again.";
-      console.error(`Created ${record.id} (${record.name}). The key is ${where}`);
+      const scope = record.tenantId === null ? "" : `, scoped to tenant ${record.tenantId}`;
+      console.error(`Created ${record.id} (${record.name}${scope}). The key is ${where}`);
       console.log(key);
       break;
     }
@@ -76,7 +83,8 @@ try {
       if (keys.length === 0) console.log("No stored keys.");
       for (const key of keys) {
         const state = key.revokedAt ? `revoked ${key.revokedAt.toISOString()}` : "active";
-        console.log(`${key.id}  ${key.prefix}…  ${key.name}  created ${key.createdAt.toISOString()}  ${state}`);
+        const scope = key.tenantId === null ? "unscoped" : `tenant ${key.tenantId}`;
+        console.log(`${key.id}  ${key.prefix}…  ${key.name}  created ${key.createdAt.toISOString()}  ${state}  ${scope}`);
       }
       break;
     }

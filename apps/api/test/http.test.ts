@@ -188,6 +188,7 @@ describe("operations", () => {
         "/v1/deliveries/{delivery_id}/retry",
         "/v1/events",
         "/v1/events/{event_id}",
+        "/v1/portal_sessions",
         "/v1/subscriptions",
         "/v1/subscriptions/{subscription_id}",
         "/v1/subscriptions/{subscription_id}/recover",
@@ -196,7 +197,7 @@ describe("operations", () => {
       ].sort(),
     );
     const listParams = response.body.paths["/v1/deliveries"].get.parameters.map((p: { name: string }) => p.name).sort();
-    expect(listParams).toEqual(["ending_before", "event", "limit", "response_code", "since", "starting_after", "status", "subscription_id", "until"]);
+    expect(listParams).toEqual(["ending_before", "event", "limit", "response_code", "since", "starting_after", "status", "subscription_id", "tenant_id", "until"]);
     expect(response.body.components.securitySchemes.apiKey).toMatchObject({ type: "http", scheme: "bearer" });
     expect(Object.keys(response.body.paths["/v1/subscriptions/{subscription_id}"].put.requestBody.content["application/json"].schema)).toBeDefined();
 

@@ -11,6 +11,7 @@ export type SubscriptionWithSecret = Schemas["SubscriptionWithSecret"];
 export type Event = Schemas["Event"];
 export type Delivery = Schemas["Delivery"];
 export type DeliveryAttempt = Schemas["DeliveryAttempt"];
+export type PortalSession = Schemas["PortalSession"];
 export type ApiErrorBody = Schemas["Error"];
 
 export type WebhooksClient = Client<paths>;

@@ -127,7 +127,7 @@ export interface paths {
         put?: never;
         /**
          * Publish an event
-         * @description Stores the event and creates one delivery for each active subscription whose `events` match its type, then queues them. Once this returns 202 the event will be delivered, even if the queue was unreachable.
+         * @description Stores the event and creates one delivery for each active subscription whose `events` match its type, then queues them. Once this returns 202 the event will be delivered, even if the queue was unreachable. With `tenant_id` it reaches only that tenant's subscriptions; without, only subscriptions of no tenant. A tenant-scoped credential cannot publish (403); it sends test events with POST /v1/subscriptions/{id}/test.
          */
         post: operations["publishEvent"];
         delete?: never;
@@ -236,6 +236,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/portal_sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a customer portal session
+         * @description A short-lived token scoped to one tenant, and the link that opens the customer portal with it. Create one on your server when your customer asks for their webhook settings, and redirect them to `url`. Only an unscoped API key may create sessions (403 otherwise). The token works as a tenant-scoped key on the /v1 API until expires_at (then 401), except that it cannot publish events nor create sessions.
+         */
+        post: operations["createPortalSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -293,6 +313,11 @@ export interface components {
             };
             health: components["schemas"]["SubscriptionHealth"];
             /**
+             * @description The tenant it belongs to. Absent when it belongs to none.
+             * @example acme
+             */
+            tenant_id?: string;
+            /**
              * @description Why the service disabled the subscription (active is then false): failing, no successful attempt for AUTO_DISABLE_AFTER while attempts failed; gone, the endpoint answered 410. null if it did not. PUT active:true clears it. Read-only.
              * @enum {string|null}
              */
@@ -301,7 +326,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                type: "invalid_request_error" | "authentication_error" | "idempotency_error" | "rate_limit_error" | "api_error";
+                type: "invalid_request_error" | "authentication_error" | "permission_error" | "idempotency_error" | "rate_limit_error" | "api_error";
                 /** @example parameter_out_of_range */
                 code: string;
                 /** @example limit must be an integer between 1 and 100 */
@@ -355,6 +380,11 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /**
+             * @description The tenant (your customer) the subscription belongs to: it receives only events published with this tenant_id. Cannot be changed. A tenant-scoped credential creates for its own tenant, whether or not it sends this.
+             * @example acme
+             */
+            tenant_id?: string;
         };
         SubscriptionList: {
             /** @enum {string} */
@@ -460,6 +490,11 @@ export interface components {
              * @description When the next retry is scheduled; null when none is.
              */
             next_retry_at: string | null;
+            /**
+             * @description The tenant it belongs to. Absent when it belongs to none.
+             * @example acme
+             */
+            tenant_id?: string;
             /** Format: date-time */
             created_at: string;
         };
@@ -500,6 +535,11 @@ export interface components {
             data: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The tenant it belongs to. Absent when it belongs to none.
+             * @example acme
+             */
+            tenant_id?: string;
             /** Format: date-time */
             created_at: string;
         };
@@ -519,6 +559,11 @@ export interface components {
             data: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The tenant (your customer) the event is for: it is delivered only to that tenant's subscriptions. Without it, only to subscriptions that belong to no tenant.
+             * @example acme
+             */
+            tenant_id?: string;
         };
         DeliveryList: {
             /** @enum {string} */
@@ -562,6 +607,37 @@ export interface components {
         };
         /** @description No parameters: send no body, or `{}`. */
         NoParameters: Record<string, never>;
+        PortalSession: {
+            /** @enum {string} */
+            object: "portal_session";
+            /** @example acme */
+            tenant_id: string;
+            /**
+             * @description A bearer credential for the public /v1 API, scoped to the tenant until expires_at. Returned once; it is stored only as a hash.
+             * @example whps_4hT0m9kS2c1sQ7vJbXgLzE8nR5yWuPaKdF3iO6tHqVw
+             */
+            token: string;
+            /**
+             * @description Opens the customer portal with this session: PUBLIC_URL/portal#token=... (the token in the fragment, which browsers never send to a server).
+             * @example https://webhooks.example.com/portal#token=whps_4hT0m9kS2c1sQ7vJbXgLzE8nR5yWuPaKdF3iO6tHqVw
+             */
+            url: string;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        CreatePortalSession: {
+            /**
+             * @description The tenant whose portal this opens: the session sees and changes only its subscriptions and deliveries.
+             * @example acme
+             */
+            tenant_id: string;
+            /**
+             * @description How long the token stays valid: a duration from `1m` to `24h` (`m`, `h`, or `s`/`ms` in that range).
+             * @default 1h
+             * @example 1h
+             */
+            expires_in?: string;
+        };
     };
     responses: never;
     parameters: never;
@@ -574,6 +650,8 @@ export interface operations {
     listSubscriptions: {
         parameters: {
             query?: {
+                /** @description Only this tenant's subscriptions. */
+                tenant_id?: string;
                 /** @description How many records to return, 1 to 100. */
                 limit?: number;
                 /** @description A record id from the previous page: returns the records after it in list order (older ones). */
@@ -609,7 +687,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -707,7 +785,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -825,7 +903,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -936,7 +1014,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1065,7 +1143,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1176,7 +1254,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1309,7 +1387,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1442,7 +1520,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1578,8 +1656,19 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential is scoped to a tenant and may not do this (publish events, create portal sessions) */
+            403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
                     "request-id": string;
@@ -1707,7 +1796,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1796,6 +1885,8 @@ export interface operations {
                 until?: string;
                 /** @description Only deliveries whose last response had this status: an exact code (100-599), or a class: 2xx, 3xx, 4xx or 5xx. */
                 response_code?: string;
+                /** @description Only this tenant's deliveries. */
+                tenant_id?: string;
                 /** @description How many records to return, 1 to 100. */
                 limit?: number;
                 /** @description A record id from the previous page: returns the records after it in list order (older ones). */
@@ -1831,7 +1922,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1927,7 +2018,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -2041,7 +2132,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -2152,7 +2243,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Missing or wrong API key */
+            /** @description Missing or wrong API key, or an expired portal session token */
             401: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -2165,6 +2256,137 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than BODY_LIMIT_BYTES allows */
+            413: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createPortalSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreatePortalSession"];
+            };
+        };
+        responses: {
+            /** @description The session, with its token (shown once) and portal url */
+            201: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortalSession"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential is scoped to a tenant and may not do this (publish events, create portal sessions) */
+            403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
                     "request-id": string;

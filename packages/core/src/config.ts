@@ -56,6 +56,19 @@ const envSchema = z.object({
   NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
   HOST: z.string().min(1).default("0.0.0.0"),
   PORT: integer(0, 65535).default(3000),
+  // Contract §13: where people reach the API, for the links it hands out (portal session urls).
+  PUBLIC_URL: z
+    .string()
+    .refine((text) => {
+      try {
+        const url = new URL(text);
+        // Links are built as `${PUBLIC_URL}/portal#token=...`: a query or fragment would break them.
+        return ["http:", "https:"].includes(url.protocol) && url.search === "" && url.hash === "" && !text.includes("?") && !text.includes("#") && url.username === "" && url.password === "";
+      } catch {
+        return false;
+      }
+    }, "must be an http:// or https:// URL without query, fragment or credentials, such as https://webhooks.example.com")
+    .optional(),
   DATABASE_URL: url(["postgres:", "postgresql:"]).default("postgresql://postgres@127.0.0.1:5432/webhooks"),
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
   REDIS_URL: url(["redis:", "rediss:"]).default("redis://127.0.0.1:6379"),
@@ -130,6 +143,8 @@ export interface Config {
   env: "development" | "test" | "production";
   host: string;
   port: number;
+  /** PUBLIC_URL without a trailing slash; `http://localhost:<PORT>` when unset. */
+  publicUrl: string;
   databaseUrl: string;
   databasePoolSize: number;
   redisUrl: string;
@@ -219,6 +234,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     env: e.NODE_ENV,
     host: e.HOST,
     port: e.PORT,
+    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ""),
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,

@@ -16,6 +16,16 @@ export class DomainError extends Error {
 /** A bad value in a request: 400 invalid_request_error. */
 export class ValidationError extends DomainError {}
 
+/**
+ * The credential is valid but may not do this (contract §13: a tenant-scoped key cannot publish
+ * events nor create portal sessions): 403 permission_error.
+ */
+export class PermissionError extends DomainError {
+  constructor(message: string) {
+    super(message, "permission_denied");
+  }
+}
+
 /** An id that names nothing: 404 resource_missing. */
 export class NotFoundError extends DomainError {
   constructor(message: string, param?: string) {

@@ -15,3 +15,4 @@ export * from "./retry-schedule.ts";
 export * from "./secret-box.ts";
 export * from "./signing.ts";
 export * from "./startup.ts";
+export * from "./tenants.ts";

@@ -17,17 +17,30 @@ export interface ApiKeyRecord {
   prefix: string;
   createdAt: Date;
   revokedAt: Date | null;
+  /** The tenant the key is scoped to (contract §13), or null for an unscoped key. */
+  tenantId: string | null;
 }
+
+/** A live stored key, as the authenticator needs it. */
+export interface LiveApiKey {
+  id: string;
+  tenantId: string | null;
+}
+
+const keyFields = { id: true, name: true, prefix: true, createdAt: true, revokedAt: true, tenantId: true } as const satisfies Record<keyof ApiKeyRecord, true>;
 
 export function hashApiKey(key: string): Buffer {
   return createHash("sha256").update(key).digest();
 }
 
-export async function createApiKey(ctx: { db: PrismaClientOrTransaction }, input: { name: string }): Promise<{ key: string; record: ApiKeyRecord }> {
+export async function createApiKey(
+  ctx: { db: PrismaClientOrTransaction },
+  input: { name: string; tenantId?: string | null | undefined },
+): Promise<{ key: string; record: ApiKeyRecord }> {
   const key = KEY_PREFIX + randomBytes(32).toString("base64url");
   const record = await ctx.db.apiKey.create({
-    data: { id: newId("apiKey"), name: input.name, prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), hash: hashApiKey(key).toString("hex") },
-    select: { id: true, name: true, prefix: true, createdAt: true, revokedAt: true },
+    data: { id: newId("apiKey"), name: input.name, prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), hash: hashApiKey(key).toString("hex"), tenantId: input.tenantId ?? null },
+    select: keyFields,
   });
   return { key, record };
 }
@@ -35,7 +48,7 @@ export async function createApiKey(ctx: { db: PrismaClientOrTransaction }, input
 export async function listApiKeys(ctx: { db: PrismaClientOrTransaction }): Promise<ApiKeyRecord[]> {
   return ctx.db.apiKey.findMany({
     orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-    select: { id: true, name: true, prefix: true, createdAt: true, revokedAt: true },
+    select: keyFields,
   });
 }
 
@@ -44,20 +57,21 @@ export async function revokeApiKey(ctx: { db: PrismaClientOrTransaction }, id: s
   const { count } = await ctx.db.apiKey.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: new Date() } });
   const record = await ctx.db.apiKey.findUnique({
     where: { id },
-    select: { id: true, name: true, prefix: true, createdAt: true, revokedAt: true },
+    select: keyFields,
   });
   if (!record) throw new NotFoundError(`No such API key: ${id}`, "id");
   if (count === 0 && record.revokedAt === null) throw new Error("revocation did not apply");
   return record;
 }
 
-/** The id of the live stored key matching `key`, or undefined. */
-export async function findLiveApiKey(ctx: { db: PrismaClientOrTransaction }, key: string): Promise<string | undefined> {
+/** The live stored key matching `key` (its id and tenant scope), or undefined. */
+export async function findLiveApiKey(ctx: { db: PrismaClientOrTransaction }, key: string): Promise<LiveApiKey | undefined> {
   if (!key.startsWith(KEY_PREFIX) || key.length < DISPLAY_PREFIX_LENGTH) return undefined;
   const candidates = await ctx.db.apiKey.findMany({
     where: { prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), revokedAt: null },
-    select: { id: true, hash: true },
+    select: { id: true, hash: true, tenantId: true },
   });
   const presented = hashApiKey(key);
-  return candidates.find((candidate) => timingSafeEqual(Buffer.from(candidate.hash, "hex"), presented))?.id;
+  const found = candidates.find((candidate) => timingSafeEqual(Buffer.from(candidate.hash, "hex"), presented));
+  return found === undefined ? undefined : { id: found.id, tenantId: found.tenantId };
 }

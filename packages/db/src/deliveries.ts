@@ -1,6 +1,7 @@
 import { isId, nextState, NotFoundError, stateOf, type DeliveryStatus } from "@webhooks/core";
-import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import { Prisma } from "./client.ts";
 import { fetchPage, type Page, type PageRequest } from "./paging.ts";
+import { scopeConditions, type ScopedContext } from "./tenant-scope.ts";
 
 export interface DeliveryRecord {
   id: string;
@@ -11,6 +12,8 @@ export interface DeliveryRecord {
   attempts: number;
   responseCode: number | null;
   nextRetryAt: Date | null;
+  /** The event's tenant, which is its subscription's (contract §13), or null. */
+  tenantId: string | null;
   createdAt: Date;
 }
 
@@ -36,6 +39,8 @@ export interface DeliveryFilters {
   until?: Date | undefined;
   /** The last response's status: an exact code, or a class (5 for 5xx) (contract §12). */
   responseCode?: ResponseCodeFilter | undefined;
+  /** Only this tenant's deliveries (contract §13); ANDed with the caller's scope. */
+  tenantId?: string | undefined;
 }
 
 export type ResponseClass = 2 | 3 | 4 | 5;
@@ -57,16 +62,26 @@ const responseClassPredicates: Record<ResponseClass, Prisma.Sql> = {
 const deliveryColumns = Prisma.sql`
   id, subscription_id AS "subscriptionId", event_id AS "eventId", event_type AS "eventType",
   status::text AS status, attempts, response_code AS "responseCode",
-  CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", created_at AS "createdAt"`;
+  CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId", created_at AS "createdAt"`;
 
 /** The delivery log, newest first (spec §4.1, contract §4). */
-export async function listDeliveries(
-  ctx: { db: PrismaClientOrTransaction },
-  filters: DeliveryFilters,
-  page: PageRequest,
-): Promise<Page<DeliveryRecord>> {
+export async function listDeliveries(ctx: ScopedContext, filters: DeliveryFilters, page: PageRequest): Promise<Page<DeliveryRecord>> {
   const where: Prisma.Sql[] = [];
-  if (filters.subscriptionId !== undefined) where.push(Prisma.sql`subscription_id = ${filters.subscriptionId}`);
+  // The tenant conditions: the caller's scope, and the tenant_id filter. A delivery's tenant is
+  // its subscription's, so with a subscription_id they are checked once on that subscription (an
+  // uncorrelated EXISTS, which PostgreSQL evaluates once, before the walk) and the walk follows
+  // the subscription's indexes; on deliveries they would let the planner walk the tenant's index
+  // instead, or walk a whole subscription of another tenant finding nothing.
+  const tenants = [...scopeConditions(ctx.scope, Prisma.raw("tenant_id"))];
+  if (filters.tenantId !== undefined) tenants.push(Prisma.sql`tenant_id = ${filters.tenantId}`);
+  if (filters.subscriptionId !== undefined) {
+    where.push(Prisma.sql`subscription_id = ${filters.subscriptionId}`);
+    for (const tenant of tenants) where.push(Prisma.sql`EXISTS (SELECT 1 FROM subscriptions WHERE id = ${filters.subscriptionId} AND ${tenant})`);
+  } else {
+    // Along the partial per-tenant indexes (prisma/schema.prisma): `tenant_id = $1` implies their
+    // `tenant_id IS NOT NULL`, and a response class repeats its literal predicate below.
+    where.push(...tenants);
+  }
   if (filters.status !== undefined) where.push(Prisma.sql`status = ${filters.status}::delivery_status`);
   if (filters.eventType !== undefined) where.push(Prisma.sql`event_type = ${filters.eventType}`);
   if (filters.since !== undefined) where.push(Prisma.sql`created_at >= ${filters.since}`);
@@ -82,16 +97,17 @@ export async function listDeliveries(
   );
 }
 
-export async function getDelivery(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<DeliveryRecord> {
+export async function getDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {
   if (!isId("delivery", id)) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
-  const [delivery] = await ctx.db.$queryRaw<DeliveryRecord[]>`SELECT ${deliveryColumns} FROM deliveries WHERE id = ${id}`;
+  const where = Prisma.join([Prisma.sql`id = ${id}`, ...scopeConditions(ctx.scope)], " AND ");
+  const [delivery] = await ctx.db.$queryRaw<DeliveryRecord[]>`SELECT ${deliveryColumns} FROM deliveries WHERE ${where}`;
   if (!delivery) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
   return delivery;
 }
 
 /** A delivery's attempt log (contract §5), newest first. */
 export async function listAttempts(
-  ctx: { db: PrismaClientOrTransaction },
+  ctx: ScopedContext,
   deliveryId: string,
   page: PageRequest,
 ): Promise<Page<AttemptRecord>> {
@@ -118,7 +134,7 @@ export async function listAttempts(
  * The attempt uses the delivery's own snapshot (url, secret, event), not the subscription's
  * current settings (contract §8). The caller enqueues the delivery once this has committed.
  */
-export async function resendDelivery(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<DeliveryRecord> {
+export async function resendDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {
   const current = await getDelivery(ctx, id);
   if (current.status !== "queued") {
     const next = nextState(stateOf(current.status, current.nextRetryAt), { type: "resend" }, { retryScheduleMs: [] });
@@ -164,9 +180,13 @@ export interface RecoveredBatch {
  * delivery being attempted at this moment (leased) is skipped: that attempt is its resend.
  */
 export async function* recoverDeliveries(
-  ctx: { db: PrismaClientOrTransaction },
+  ctx: ScopedContext,
   window: RecoveryWindow,
 ): AsyncGenerator<RecoveredBatch, { count: number; until: Date }> {
+  // The scope on the deliveries themselves: a subscription's deliveries all have its tenant, so
+  // this changes nothing for a subscription in scope and resends nothing for one outside it.
+  const inScope = scopeConditions(ctx.scope).map((condition) => Prisma.sql`AND ${condition}`);
+  const scoped = inScope.length > 0 ? Prisma.join(inScope, " ") : Prisma.empty;
   const [start] = await ctx.db.$queryRaw<{ now: Date }[]>`SELECT now() AS now`;
   const startedAt = start!.now;
   const until = window.until ?? startedAt;
@@ -179,7 +199,7 @@ export async function* recoverDeliveries(
       WITH batch AS (
         SELECT id, created_at, next_attempt_at IS NOT NULL AS retrying FROM deliveries
         WHERE subscription_id = ${window.subscriptionId} AND status = 'failed'
-          AND created_at >= ${window.since} AND created_at < ${until} ${after}
+          AND created_at >= ${window.since} AND created_at < ${until} ${after} ${scoped}
         ORDER BY created_at DESC, id DESC
         LIMIT ${RECOVERY_BATCH_SIZE}
       ), resent AS (

@@ -74,11 +74,12 @@ export async function recordEndpointResults(
   if (results.length === 0) return { updates: [], deliveryIds: [] };
   return ctx.sql.transaction(async (sql) => {
     const ids = [...new Set(results.map((r) => r.subscriptionId))].sort();
-    const rows = await sql.query<HealthRow & { id: string }>(
-      `SELECT id, ${HEALTH_COLUMNS} FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
+    const rows = await sql.query<HealthRow & { id: string; tenant_id: string | null }>(
+      `SELECT id, tenant_id, ${HEALTH_COLUMNS} FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
       [ids],
     );
     const updates = new Map<string, HealthUpdate>(rows.map((row) => [row.id, { subscriptionId: row.id, health: healthFromRow(row), changes: [] }]));
+    const tenantOf = new Map(rows.map((row) => [row.id, row.tenant_id]));
     // Contract §11: operational events go through the normal pipeline, to subscriptions that name them.
     const events: PublishInput[] = [];
     for (const result of results) {
@@ -87,7 +88,7 @@ export async function recordEndpointResults(
       const applied = applyAttempt(update.health, result.result, result.finishedAt, rules);
       update.health = applied.health;
       update.changes.push(...applied.changes);
-      for (const change of applied.changes) events.push(operationalEvent(change, update.health, result));
+      for (const change of applied.changes) events.push(operationalEvent(change, update.health, result, tenantOf.get(result.subscriptionId) ?? null));
     }
 
     const all = [...updates.values()];
@@ -118,10 +119,21 @@ export async function recordEndpointResults(
   });
 }
 
-function operationalEvent(change: HealthChange, health: EndpointHealth, cause: EndpointResult): PublishInput {
+/**
+ * Operational events are the operator's, not a tenant's (contract §13): they are published
+ * without a tenant, so they reach only untenanted subscriptions that name them, even when the
+ * subscription they are about belongs to a tenant; `data.tenant_id` then says which one.
+ */
+function operationalEvent(change: HealthChange, health: EndpointHealth, cause: EndpointResult, tenantId: string | null): PublishInput {
   return {
     type: eventTypeOf[change],
-    data: { subscription_id: cause.subscriptionId, reason: reasonOf(change, health), response_code: cause.result.responseCode, error: cause.result.error },
+    data: {
+      subscription_id: cause.subscriptionId,
+      ...(tenantId === null ? {} : { tenant_id: tenantId }),
+      reason: reasonOf(change, health),
+      response_code: cause.result.responseCode,
+      error: cause.result.error,
+    },
   };
 }
 

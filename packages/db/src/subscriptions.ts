@@ -13,6 +13,7 @@ import {
 } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 import { fetchPage, type Page, type PageRequest } from "./paging.ts";
+import { scopeConditions, scopeWhere, type ScopedContext } from "./tenant-scope.ts";
 
 export interface SubscriptionContext {
   db: PrismaClientOrTransaction;
@@ -34,6 +35,8 @@ export interface SubscriptionRecord extends EndpointHealth {
   rateLimit: number | null;
   /** Extra request headers sent with each delivery (contract §12). */
   headers: Record<string, string>;
+  /** The tenant it belongs to (contract §13), or null. Never changes. */
+  tenantId: string | null;
 }
 
 /** A row as read; disabled_reason is plain text in the table, headers any JSON. */
@@ -49,6 +52,7 @@ const subscriptionFields = {
   maxInFlight: true,
   rateLimit: true,
   headers: true,
+  tenantId: true,
   consecutiveFailures: true,
   failingSince: true,
   lastSuccessAt: true,
@@ -60,7 +64,7 @@ const subscriptionFields = {
 
 const subscriptionColumns = Prisma.sql`
   id, url, events, description, active, created_at AS "createdAt",
-  max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers,
+  max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers, tenant_id AS "tenantId",
   consecutive_failures AS "consecutiveFailures", failing_since AS "failingSince",
   last_success_at AS "lastSuccessAt", last_failure_at AS "lastFailureAt",
   circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", disabled_reason AS "disabledReason"`;
@@ -105,6 +109,8 @@ export async function createSubscription(
     maxInFlight?: number | undefined;
     rateLimit?: number | null | undefined;
     headers?: Record<string, string> | undefined;
+    /** The tenant (contract §13); the route decides it from the scope (tenantForNewResource). */
+    tenantId?: string | null | undefined;
   },
 ): Promise<{ subscription: SubscriptionRecord; secret: string }> {
   assertDeliverableUrl(input.url, ctx.destinationPolicy);
@@ -119,6 +125,7 @@ export async function createSubscription(
       maxInFlight: input.maxInFlight ?? ctx.defaultMaxInFlight,
       rateLimit: input.rateLimit ?? null,
       headers: input.headers ?? {},
+      tenantId: input.tenantId ?? null,
       secret: { create: { id: newId("secret"), ciphertext: new Uint8Array(ctx.secretBox.seal(secret)) } },
     },
     select: subscriptionFields,
@@ -130,21 +137,31 @@ function notFound(id: string): NotFoundError {
   return new NotFoundError(`No such subscription: ${id}`, "subscription_id");
 }
 
-export async function getSubscription(ctx: Pick<SubscriptionContext, "db">, id: string): Promise<SubscriptionRecord> {
+export async function getSubscription(ctx: ScopedContext, id: string): Promise<SubscriptionRecord> {
   if (!isId("subscription", id)) throw notFound(id);
-  const subscription = await ctx.db.subscription.findFirst({ where: { id, deletedAt: null }, select: subscriptionFields });
+  const subscription = await ctx.db.subscription.findFirst({ where: { id, deletedAt: null, ...scopeWhere(ctx.scope) }, select: subscriptionFields });
   if (!subscription) throw notFound(id);
   return toSubscriptionRecord(subscription);
 }
 
-export async function listSubscriptions(ctx: Pick<SubscriptionContext, "db">, page: PageRequest): Promise<Page<SubscriptionRecord>> {
+/**
+ * Newest first. With a tenant (scope or filter) the walk is along the partial
+ * (tenant_id, created_at, id) index, which `tenant_id = $1` implies.
+ */
+export async function listSubscriptions(
+  ctx: ScopedContext,
+  filters: { tenantId?: string | undefined },
+  page: PageRequest,
+): Promise<Page<SubscriptionRecord>> {
+  const where = [Prisma.sql`deleted_at IS NULL`, ...scopeConditions(ctx.scope)];
+  if (filters.tenantId !== undefined) where.push(Prisma.sql`tenant_id = ${filters.tenantId}`);
   const rows = await fetchPage<SubscriptionRow>(
     ctx.db,
     {
       table: "subscriptions",
       timeColumn: "created_at",
       columns: subscriptionColumns,
-      filters: [Prisma.sql`deleted_at IS NULL`],
+      filters: where,
       resource: "subscription",
     },
     page,
@@ -160,7 +177,7 @@ export async function listSubscriptions(ctx: Pick<SubscriptionContext, "db">, pa
  * service disabled and closes its circuit.
  */
 export async function updateSubscription(
-  ctx: Pick<SubscriptionContext, "db" | "destinationPolicy">,
+  ctx: ScopedContext & Pick<SubscriptionContext, "destinationPolicy">,
   id: string,
   changes: {
     url?: string | undefined;
@@ -176,7 +193,7 @@ export async function updateSubscription(
   if (!isId("subscription", id)) throw notFound(id);
   if (changes.url !== undefined) assertDeliverableUrl(changes.url, ctx.destinationPolicy);
   const { count } = await ctx.db.subscription.updateMany({
-    where: { id, deletedAt: null },
+    where: { id, deletedAt: null, ...scopeWhere(ctx.scope) },
     data: {
       url: changes.url,
       events: changes.events,
@@ -199,7 +216,7 @@ export async function updateSubscription(
  * which is never shown again.
  */
 export async function rotateSubscriptionSecret(
-  ctx: Pick<SubscriptionContext, "db" | "secretBox">,
+  ctx: ScopedContext & Pick<SubscriptionContext, "secretBox">,
   id: string,
   input: { overlapMs: number },
 ): Promise<{ subscription: SubscriptionRecord; secret: string }> {
@@ -207,12 +224,13 @@ export async function rotateSubscriptionSecret(
   const secret = generateSigningSecret();
   const secretId = newId("secret");
   const ciphertext = new Uint8Array(ctx.secretBox.seal(secret));
+  const inScope = Prisma.join([Prisma.sql`TRUE`, ...scopeConditions(ctx.scope, Prisma.raw("subscriptions.tenant_id"))], " AND ");
   // One statement: the new secret row exists only if the subscription does, and a concurrent
   // rotation waits on the row lock, then takes this one's new secret as its previous one.
   const rotated = await ctx.db.$queryRaw<{ id: string }[]>`
     WITH new_secret AS (
       INSERT INTO signing_secrets (id, ciphertext)
-      SELECT ${secretId}, ${ciphertext} WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = ${id} AND deleted_at IS NULL)
+      SELECT ${secretId}, ${ciphertext} WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = ${id} AND deleted_at IS NULL AND ${inScope})
       RETURNING id
     )
     UPDATE subscriptions SET
@@ -221,17 +239,17 @@ export async function rotateSubscriptionSecret(
       secret_id = new_secret.id,
       updated_at = now()
     FROM new_secret
-    WHERE subscriptions.id = ${id} AND subscriptions.deleted_at IS NULL
+    WHERE subscriptions.id = ${id} AND subscriptions.deleted_at IS NULL AND ${inScope}
     RETURNING subscriptions.id`;
   if (rotated.length === 0) throw notFound(id);
   return { subscription: await getSubscription(ctx, id), secret };
 }
 
 /** Soft delete: no new deliveries; the delivery log, and deliveries already created, stay. */
-export async function deleteSubscription(ctx: Pick<SubscriptionContext, "db">, id: string): Promise<void> {
+export async function deleteSubscription(ctx: ScopedContext, id: string): Promise<void> {
   if (!isId("subscription", id)) throw notFound(id);
   const { count } = await ctx.db.subscription.updateMany({
-    where: { id, deletedAt: null },
+    where: { id, deletedAt: null, ...scopeWhere(ctx.scope) },
     data: { deletedAt: new Date(), active: false },
   });
   if (count === 0) throw notFound(id);

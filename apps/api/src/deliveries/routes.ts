@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { getDelivery, listAttempts, listDeliveries, resendDelivery } from "@webhooks/db";
+import { getDelivery, listAttempts, listDeliveries, resendDelivery, type TenantScope } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
 import { DEFAULT_PAGE_SIZE, jsonResponse, noParametersBody, operationErrors } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
@@ -65,24 +65,33 @@ const retryRouteDef = createRoute({
 });
 
 export function deliveryRoutes(deps: ApiDeps) {
-  const ctx = { db: deps.db };
+  // Every verb below applies the caller's tenant scope itself (packages/db/src/tenant-scope.ts).
+  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ db: deps.db, scope: c.var.principal.scope });
   return newRouter()
     .openapi(listRouteDef, async (c) => {
       const query = c.req.valid("query");
       const page = await listDeliveries(
-        ctx,
-        { subscriptionId: query.subscription_id, status: query.status, eventType: query.event, since: query.since, until: query.until, responseCode: query.response_code },
+        scoped(c),
+        {
+          subscriptionId: query.subscription_id,
+          status: query.status,
+          eventType: query.event,
+          since: query.since,
+          until: query.until,
+          responseCode: query.response_code,
+          tenantId: query.tenant_id,
+        },
         { limit: query.limit ?? DEFAULT_PAGE_SIZE, startingAfter: query.starting_after, endingBefore: query.ending_before },
       );
       return c.json({ object: "list" as const, url: "/v1/deliveries", has_more: page.hasMore, data: page.data.map(toDeliveryJson) }, 200);
     })
     .openapi(getRouteDef, async (c) => {
-      return c.json(toDeliveryJson(await getDelivery(ctx, c.req.valid("param").delivery_id)), 200);
+      return c.json(toDeliveryJson(await getDelivery(scoped(c), c.req.valid("param").delivery_id)), 200);
     })
     .openapi(attemptsRouteDef, async (c) => {
       const { delivery_id } = c.req.valid("param");
       const query = c.req.valid("query");
-      const page = await listAttempts(ctx, delivery_id, {
+      const page = await listAttempts(scoped(c), delivery_id, {
         limit: query.limit ?? DEFAULT_PAGE_SIZE,
         startingAfter: query.starting_after,
         endingBefore: query.ending_before,
@@ -93,7 +102,7 @@ export function deliveryRoutes(deps: ApiDeps) {
       );
     })
     .openapi(retryRouteDef, async (c) => {
-      const delivery = await resendDelivery({ db: deps.db }, c.req.valid("param").delivery_id);
+      const delivery = await resendDelivery(scoped(c), c.req.valid("param").delivery_id);
       try {
         // Also for a delivery that was already queued: if its job was lost, this puts it back.
         await deps.queue.bringForward(delivery.id);

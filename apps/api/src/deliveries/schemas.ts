@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { deliveryStatuses } from "@webhooks/core";
 import type { AttemptRecord, DeliveryRecord, ResponseClass, ResponseCodeFilter } from "@webhooks/db";
-import { cursorQueries, isoTimestamp, limitQuery, listSchema, text, timestampQuery } from "../http/schemas.ts";
+import { cursorQueries, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text, timestampQuery } from "../http/schemas.ts";
 
 export const deliverySchema = z
   .object({
@@ -14,6 +14,7 @@ export const deliverySchema = z
     attempts: z.number().int().openapi({ description: "Attempts made so far." }),
     response_code: z.number().int().nullable().openapi({ description: "Status of the last response; null before any response, and after a timeout or network error." }),
     next_retry_at: z.string().nullable().openapi({ format: "date-time", description: "When the next retry is scheduled; null when none is." }),
+    tenant_id: tenantIdResponseField,
     created_at: z.string().openapi({ format: "date-time" }),
   })
   .openapi("Delivery");
@@ -69,6 +70,7 @@ export const listDeliveriesQuery = z.strictObject({
   since: timestampQuery("since", "Only deliveries created at or after this time."),
   until: timestampQuery("until", "Only deliveries created before this time."),
   response_code: responseCodeQuery,
+  tenant_id: tenantIdField("Only this tenant's deliveries.").optional(),
   limit: limitQuery,
   ...cursorQueries,
 });
@@ -90,6 +92,7 @@ export function toDeliveryJson(delivery: DeliveryRecord) {
     attempts: delivery.attempts,
     response_code: delivery.responseCode,
     next_retry_at: delivery.nextRetryAt ? isoTimestamp(delivery.nextRetryAt) : null,
+    ...tenantIdJson(delivery.tenantId),
     created_at: isoTimestamp(delivery.createdAt),
   };
 }

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { getEvent } from "@webhooks/db";
+import { getEventInScope, requireUnscoped } from "@webhooks/db";
 import { jsonResponse, operationErrors } from "../http/schemas.ts";
 import { newRouter } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
@@ -16,7 +16,9 @@ const publishRouteDef = createRoute({
   summary: "Publish an event",
   description:
     "Stores the event and creates one delivery for each active subscription whose `events` match its type, " +
-    "then queues them. Once this returns 202 the event will be delivered, even if the queue was unreachable.",
+    "then queues them. Once this returns 202 the event will be delivered, even if the queue was unreachable. " +
+    "With `tenant_id` it reaches only that tenant's subscriptions; without, only subscriptions of no tenant. " +
+    "A tenant-scoped credential cannot publish (403); it sends test events with POST /v1/subscriptions/{id}/test.",
   request: {
     headers: idempotencyHeaders,
     body: { required: true, content: { "application/json": { schema: publishEventBody } } },
@@ -27,7 +29,7 @@ const publishRouteDef = createRoute({
         description: "`true` when the Idempotency-Key was seen before and this is the event created then; absent otherwise.",
       }),
     }),
-    ...operationErrors(409, 413, 415),
+    ...operationErrors(403, 409, 413, 415),
   },
 });
 
@@ -46,13 +48,20 @@ export function eventRoutes(deps: ApiDeps) {
   const publisher = createEventPublisher({ sql: deps.sql, queue: deps.queue, logger: deps.logger });
   return newRouter()
     .openapi(publishRouteDef, async (c) => {
+      // Contract §13: a tenant-scoped credential sends events only through a subscription's /test.
+      requireUnscoped(c.var.principal.scope, "publish events");
       const body = c.req.valid("json");
-      const result = await publisher.publish({ type: body.type, data: body.data, idempotencyKey: c.req.valid("header")["Idempotency-Key"] });
+      const result = await publisher.publish({
+        type: body.type,
+        data: body.data,
+        tenantId: body.tenant_id ?? null,
+        idempotencyKey: c.req.valid("header")["Idempotency-Key"],
+      });
       if (!result.created) c.header("Idempotent-Replayed", "true");
       return c.json(toEventJson(result.event), 202);
     })
     .openapi(getRouteDef, async (c) => {
-      const event = await getEvent({ db: deps.db }, c.req.valid("param").event_id);
+      const event = await getEventInScope({ db: deps.db, scope: c.var.principal.scope }, c.req.valid("param").event_id);
       return c.json(toEventJson(event), 200);
     });
 }

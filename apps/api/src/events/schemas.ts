@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { eventTypeSchema, isOperationalEventType, OPERATIONAL_PREFIX } from "@webhooks/core";
 import type { EventRecord } from "@webhooks/db";
-import { isoTimestamp, text, unstorableText } from "../http/schemas.ts";
+import { isoTimestamp, tenantIdField, tenantIdJson, tenantIdResponseField, text, unstorableText } from "../http/schemas.ts";
 
 /** Deeper than this is almost certainly a mistake, and PostgreSQL's jsonb has a nesting limit. */
 const MAX_DATA_DEPTH = 32;
@@ -48,6 +48,10 @@ export const publishEventBody = z
       })
       .meta({ description: `The event type. Types starting with "${OPERATIONAL_PREFIX}" are reserved for the service.`, example: "invoice.paid" }),
     data: eventData,
+    tenant_id: tenantIdField(
+      "The tenant (your customer) the event is for: it is delivered only to that tenant's subscriptions. " +
+        "Without it, only to subscriptions that belong to no tenant.",
+    ).optional(),
   })
   .openapi("PublishEvent");
 
@@ -67,6 +71,7 @@ export const eventSchema = z
     object: z.literal("event"),
     type: z.string(),
     data: z.record(z.string(), z.unknown()),
+    tenant_id: tenantIdResponseField,
     created_at: z.string().openapi({ format: "date-time" }),
   })
   .openapi("Event");
@@ -76,5 +81,5 @@ export const eventIdParam = z.object({
 });
 
 export function toEventJson(event: EventRecord) {
-  return { id: event.id, object: "event" as const, type: event.type, data: event.data, created_at: isoTimestamp(event.createdAt) };
+  return { id: event.id, object: "event" as const, type: event.type, data: event.data, ...tenantIdJson(event.tenantId), created_at: isoTimestamp(event.createdAt) };
 }

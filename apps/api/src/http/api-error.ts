@@ -1,12 +1,12 @@
-import { CursorError, DomainError, IdempotencyConflictError, NotFoundError, ValidationError } from "@webhooks/core";
+import { CursorError, DomainError, IdempotencyConflictError, NotFoundError, PermissionError, ValidationError } from "@webhooks/core";
 
 /** The error types of contract §2. */
-export type ErrorType = "invalid_request_error" | "authentication_error" | "idempotency_error" | "rate_limit_error" | "api_error";
+export type ErrorType = "invalid_request_error" | "authentication_error" | "permission_error" | "idempotency_error" | "rate_limit_error" | "api_error";
 
 /** An error that leaves the API in the contract's shape (contract §2). */
 export class ApiError extends Error {
   constructor(
-    readonly status: 400 | 401 | 404 | 405 | 409 | 413 | 415 | 429 | 499 | 500 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 499 | 500 | 503,
     readonly type: ErrorType,
     readonly code: string,
     message: string,
@@ -26,6 +26,7 @@ export function apiErrorFromDomain(error: DomainError): ApiError {
       error.problem === "both_cursors" ? "starting_after and ending_before cannot be used together" : `${param} names no ${error.resource}: ${error.cursorId}`;
     return new ApiError(400, "invalid_request_error", error.code, message, param);
   }
+  if (error instanceof PermissionError) return new ApiError(403, "permission_error", error.code, error.message, error.param);
   if (error instanceof NotFoundError) return new ApiError(404, "invalid_request_error", error.code, error.message, error.param);
   if (error instanceof IdempotencyConflictError) return new ApiError(409, "idempotency_error", error.code, error.message, error.param);
   if (error instanceof ValidationError) return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);

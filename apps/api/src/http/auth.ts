@@ -1,9 +1,9 @@
 import { timingSafeEqual } from "node:crypto";
-import { findLiveApiKey, hashApiKey, type PrismaClient } from "@webhooks/db";
+import { findLiveApiKey, findPortalSession, hashApiKey, PORTAL_TOKEN_FORMAT, tenantScope, UNSCOPED, type PrismaClient } from "@webhooks/db";
 import type { Context, MiddlewareHandler } from "hono";
 import { ApiError } from "./api-error.ts";
 import { type AuthFailureThrottle, clientAddress, tooManyFailedAuthentications } from "./auth-throttle.ts";
-import type { ApiEnv, Authenticator } from "./types.ts";
+import type { ApiEnv, Authentication, Authenticator, Principal } from "./types.ts";
 
 /** How long a stored key stays trusted without asking PostgreSQL again; bounds revocation delay. */
 const STORED_KEY_CACHE_MS = 5_000;
@@ -16,13 +16,24 @@ const CACHE_LIMIT = 10_000;
 /** The shape of the keys `npm run keys -- create` makes (createApiKey): anything else is not stored. */
 const STORED_KEY_FORMAT = /^whk_[A-Za-z0-9_-]{43}$/;
 
+const STATIC_KEY: Principal = Object.freeze({ keyId: "static", kind: "api_key", scope: UNSCOPED });
+const INVALID: Authentication = Object.freeze({ ok: false, reason: "invalid" });
+const EXPIRED: Authentication = Object.freeze({ ok: false, reason: "expired" });
+
 /**
- * Checks API keys (contract §3): static keys from API_KEYS, and keys created with the CLI and
- * stored as hashes. Every comparison is between SHA-256 hashes in constant time.
+ * Checks bearer credentials: API keys (contract §3), static ones from API_KEYS (unscoped) and
+ * keys created with the CLI and stored as hashes (unscoped, or scoped to a tenant), and portal
+ * session tokens (contract §13, scoped to their tenant until they expire). Every comparison of a
+ * secret is between SHA-256 hashes, in constant time or by an index lookup of the hash.
+ *
+ * Stored keys and sessions are cached the same way: a known one for a few seconds (which bounds
+ * how late a revocation takes effect), an unknown one for a minute (credentials are random, so
+ * one cannot come to exist after it was refused). A session's expiry is checked against the
+ * clock on every request, cached or not.
  */
-export class ApiKeyAuthenticator implements Authenticator {
+export class CredentialAuthenticator implements Authenticator {
   readonly #staticKeys: Buffer[];
-  readonly #cache = new Map<string, { keyId: string; expiresAt: number }>();
+  readonly #cache = new Map<string, { principal: Principal; sessionExpiresAt: number | undefined; cachedUntil: number }>();
   readonly #unknown = new Map<string, number>();
 
   /** `now` is the cache's clock; tests move it instead of waiting for entries to expire. */
@@ -34,31 +45,49 @@ export class ApiKeyAuthenticator implements Authenticator {
     this.#staticKeys = staticKeys.map(hashApiKey);
   }
 
-  /** The id of the key (`static` for API_KEYS), or undefined when the key is not valid. */
-  async authenticate(key: string): Promise<string | undefined> {
-    const hash = hashApiKey(key);
+  async authenticate(credential: string): Promise<Authentication> {
+    const hash = hashApiKey(credential);
     // Compare with every static key, so the time taken does not tell which one was close.
     let staticMatch = false;
     for (const candidate of this.#staticKeys) staticMatch = timingSafeEqual(candidate, hash) || staticMatch;
-    if (staticMatch) return "static";
+    if (staticMatch) return { ok: true, principal: STATIC_KEY };
 
-    // A wrong key costs no query when it cannot be a stored key, or was refused a moment ago.
-    if (!STORED_KEY_FORMAT.test(key)) return undefined;
+    // A wrong credential costs no query when it cannot be a stored one, or was refused a moment ago.
+    const isKey = STORED_KEY_FORMAT.test(credential);
+    if (!isKey && !PORTAL_TOKEN_FORMAT.test(credential)) return INVALID;
+    const now = this.now();
     const cacheKey = hash.toString("hex");
     const cached = this.#cache.get(cacheKey);
-    if (cached && cached.expiresAt > this.now()) return cached.keyId;
-    if ((this.#unknown.get(cacheKey) ?? 0) > this.now()) return undefined;
+    if (cached && cached.cachedUntil > now) return this.#checkExpiry(cached.principal, cached.sessionExpiresAt, now);
+    if ((this.#unknown.get(cacheKey) ?? 0) > now) return INVALID;
 
-    const keyId = await findLiveApiKey({ db: this.db }, key);
-    if (keyId === undefined) {
+    const found = isKey ? await this.#findKey(credential) : await this.#findSession(credential);
+    if (found === undefined) {
       this.#cache.delete(cacheKey);
       if (this.#unknown.size >= CACHE_LIMIT) this.#unknown.clear();
-      this.#unknown.set(cacheKey, this.now() + UNKNOWN_KEY_CACHE_MS);
-      return undefined;
+      this.#unknown.set(cacheKey, now + UNKNOWN_KEY_CACHE_MS);
+      return INVALID;
     }
     if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
-    this.#cache.set(cacheKey, { keyId, expiresAt: this.now() + STORED_KEY_CACHE_MS });
-    return keyId;
+    this.#cache.set(cacheKey, { ...found, cachedUntil: now + STORED_KEY_CACHE_MS });
+    return this.#checkExpiry(found.principal, found.sessionExpiresAt, now);
+  }
+
+  #checkExpiry(principal: Principal, sessionExpiresAt: number | undefined, now: number): Authentication {
+    return sessionExpiresAt !== undefined && sessionExpiresAt <= now ? EXPIRED : { ok: true, principal };
+  }
+
+  async #findKey(key: string): Promise<{ principal: Principal; sessionExpiresAt: undefined } | undefined> {
+    const found = await findLiveApiKey({ db: this.db }, key);
+    if (found === undefined) return undefined;
+    const scope = found.tenantId === null ? UNSCOPED : tenantScope(found.tenantId);
+    return { principal: { keyId: found.id, kind: "api_key", scope }, sessionExpiresAt: undefined };
+  }
+
+  async #findSession(token: string): Promise<{ principal: Principal; sessionExpiresAt: number } | undefined> {
+    const session = await findPortalSession({ db: this.db }, token);
+    if (session === undefined) return undefined;
+    return { principal: { keyId: session.id, kind: "portal_session", scope: tenantScope(session.tenantId) }, sessionExpiresAt: session.expiresAt.getTime() };
   }
 }
 
@@ -87,11 +116,16 @@ export function requireApiKey(authenticator: Authenticator, throttle: AuthFailur
         new ApiError(401, "authentication_error", "api_key_missing", "No API key provided. Send it as `Authorization: Bearer <key>`."),
       );
     }
-    const keyId = await authenticator.authenticate(key);
-    if (keyId === undefined) {
-      throw authenticationFailed(c, throttle, new ApiError(401, "authentication_error", "api_key_invalid", "The API key is not valid, or has been revoked."));
+    const authentication = await authenticator.authenticate(key);
+    if (!authentication.ok) {
+      const refusal =
+        authentication.reason === "expired"
+          ? new ApiError(401, "authentication_error", "portal_session_expired", "The portal session has expired. Ask for a new portal link.")
+          : new ApiError(401, "authentication_error", "api_key_invalid", "The API key is not valid, or has been revoked.");
+      throw authenticationFailed(c, throttle, refusal);
     }
-    c.set("apiKeyId", keyId);
+    c.set("apiKeyId", authentication.principal.keyId);
+    c.set("principal", authentication.principal);
     await next();
   };
 }

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { TENANT_ID_PATTERN, TENANT_ID_RULE } from "@webhooks/core";
 
 /**
  * Building blocks shared by the resources' schemas. Every string a client sends is checked for
@@ -55,13 +56,32 @@ export const cursorQueries = {
 
 export const DEFAULT_PAGE_SIZE = 20;
 
+/** Contract §13: a tenant id, in a body or as a list filter. */
+export const tenantIdField = (description: string) =>
+  z
+    .string({ error: `tenant_id ${TENANT_ID_RULE}` })
+    .regex(TENANT_ID_PATTERN, `tenant_id ${TENANT_ID_RULE}`)
+    .openapi({ description, example: "acme", pattern: TENANT_ID_PATTERN.source });
+
+/**
+ * Every resource that belongs to a tenant shows it. Without one the field is absent, so that a
+ * deployment that does not use tenants sees exactly the responses it saw before they existed.
+ */
+export const tenantIdResponseField = z
+  .string()
+  .optional()
+  .openapi({ description: "The tenant it belongs to. Absent when it belongs to none.", example: "acme" });
+
+/** `{ tenant_id }` for a resource of a tenant, `{}` for one of none (see tenantIdResponseField). */
+export const tenantIdJson = (tenantId: string | null): { tenant_id?: string } => (tenantId === null ? {} : { tenant_id: tenantId });
+
 /** The body of an action that takes no parameters: none, `{}`, or a 400 naming the unknown one. */
 export const noParametersBody = z.strictObject({}).openapi("NoParameters", { description: "No parameters: send no body, or `{}`." });
 
 export const errorSchema = z
   .object({
     error: z.object({
-      type: z.enum(["invalid_request_error", "authentication_error", "idempotency_error", "rate_limit_error", "api_error"]),
+      type: z.enum(["invalid_request_error", "authentication_error", "permission_error", "idempotency_error", "rate_limit_error", "api_error"]),
       code: z.string().openapi({ example: "parameter_out_of_range" }),
       message: z.string().openapi({ example: "limit must be an integer between 1 and 100" }),
       param: z.string().optional().openapi({ example: "limit" }),
@@ -105,7 +125,8 @@ export const jsonResponse = <T, H extends HeaderShape = {}>(schema: T, descripti
 /** Every error the API answers, by status, as the middleware in http/ and the domain can raise them. */
 export const errorResponses = {
   400: jsonResponse(errorSchema, "Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object"),
-  401: jsonResponse(errorSchema, "Missing or wrong API key"),
+  401: jsonResponse(errorSchema, "Missing or wrong API key, or an expired portal session token"),
+  403: jsonResponse(errorSchema, "The credential is scoped to a tenant and may not do this (publish events, create portal sessions)"),
   404: jsonResponse(errorSchema, "No such resource"),
   405: jsonResponse(errorSchema, "The path does not take this method", {
     Allow: z.string().openapi({ description: "The methods the path takes.", example: "GET, HEAD, PUT, DELETE" }),

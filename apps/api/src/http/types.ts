@@ -1,5 +1,5 @@
 import type { Config, Logger, SecretBox } from "@webhooks/core";
-import type { PrismaClient, SqlClient } from "@webhooks/db";
+import type { PrismaClient, SqlClient, TenantScope } from "@webhooks/db";
 import type { DeliveryQueue, RedisConnection } from "@webhooks/queue";
 
 /** Everything the API needs from the outside world, built once in main.ts (or by a test). */
@@ -19,11 +19,26 @@ export interface ApiEnv {
   Variables: {
     requestId: string;
     logger: Logger;
+    /** The credential's id (a key id, `static`, or a portal session's id): the rate limit counts by it. */
     apiKeyId: string;
+    /** Who is asking: every route hands `principal.scope` to the data layer, which applies it. */
+    principal: Principal;
   };
 }
 
-/** Checks an API key (auth.ts's ApiKeyAuthenticator): the key's id, or undefined when invalid. */
+/** An authenticated credential (contract §3, §13). */
+export interface Principal {
+  /** A stored key's id, `static` for API_KEYS, or a portal session's id. */
+  keyId: string;
+  kind: "api_key" | "portal_session";
+  /** Unscoped (every tenant) or one tenant's resources only. */
+  scope: TenantScope;
+}
+
+/** What checking a bearer credential found: who it is, or why it is refused. */
+export type Authentication = { ok: true; principal: Principal } | { ok: false; reason: "invalid" | "expired" };
+
+/** Checks a bearer credential (auth.ts's CredentialAuthenticator): API keys and portal session tokens. */
 export interface Authenticator {
-  authenticate(key: string): Promise<string | undefined>;
+  authenticate(credential: string): Promise<Authentication>;
 }

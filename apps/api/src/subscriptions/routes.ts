@@ -8,10 +8,12 @@ import {
   publishTestEvent,
   recoverDeliveries,
   rotateSubscriptionSecret,
+  tenantForNewResource,
   updateSubscription,
   type RecoveredBatch,
 } from "@webhooks/db";
 import { parseDuration } from "@webhooks/core";
+import type { TenantScope } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, operationErrors } from "../http/schemas.ts";
@@ -158,25 +160,28 @@ async function enqueueRecovered(queue: DeliveryQueue, batch: RecoveredBatch): Pr
 }
 
 export function subscriptionRoutes(deps: ApiDeps) {
-  const ctx = {
+  const base = {
     db: deps.db,
     secretBox: deps.secretBox,
     destinationPolicy: deps.config.destinationPolicy,
     defaultMaxInFlight: deps.config.isolation.defaultMaxInFlight,
   };
+  // Every verb below applies the caller's tenant scope itself (packages/db/src/tenant-scope.ts).
+  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ ...base, scope: c.var.principal.scope });
   return newRouter()
     .openapi(createRouteDef, async (c) => {
-      const { max_in_flight, rate_limit, ...body } = c.req.valid("json");
-      const { subscription, secret } = await createSubscription(ctx, { ...body, maxInFlight: max_in_flight, rateLimit: rate_limit });
+      const { max_in_flight, rate_limit, tenant_id, ...body } = c.req.valid("json");
+      const tenantId = tenantForNewResource(c.var.principal.scope, tenant_id);
+      const { subscription, secret } = await createSubscription(base, { ...body, maxInFlight: max_in_flight, rateLimit: rate_limit, tenantId });
       return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 201);
     })
     .openapi(getRouteDef, async (c) => {
-      const subscription = await getSubscription(ctx, c.req.valid("param").subscription_id);
+      const subscription = await getSubscription(scoped(c), c.req.valid("param").subscription_id);
       return c.json(toSubscriptionJson(subscription, new Date()), 200);
     })
     .openapi(listRouteDef, async (c) => {
       const query = c.req.valid("query");
-      const page = await listSubscriptions(ctx, {
+      const page = await listSubscriptions(scoped(c), { tenantId: query.tenant_id }, {
         limit: query.limit ?? DEFAULT_PAGE_SIZE,
         startingAfter: query.starting_after,
         endingBefore: query.ending_before,
@@ -189,7 +194,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
       updateRouteDef,
       async (c) => {
         const { max_in_flight, rate_limit, ...changes } = c.req.valid("json");
-        const subscription = await updateSubscription(ctx, c.req.valid("param").subscription_id, {
+        const subscription = await updateSubscription(scoped(c), c.req.valid("param").subscription_id, {
           ...changes,
           maxInFlight: max_in_flight,
           rateLimit: rate_limit,
@@ -203,12 +208,13 @@ export function subscriptionRoutes(deps: ApiDeps) {
     )
     .openapi(rotateSecretRouteDef, async (c) => {
       const overlapMs = parseDuration(c.req.valid("json")?.overlap ?? DEFAULT_OVERLAP) ?? 0;
-      const { subscription, secret } = await rotateSubscriptionSecret(ctx, c.req.valid("param").subscription_id, { overlapMs });
+      const { subscription, secret } = await rotateSubscriptionSecret(scoped(c), c.req.valid("param").subscription_id, { overlapMs });
       return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 200);
     })
     .openapi(recoverRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");
       const { since, until } = c.req.valid("json");
+      const ctx = scoped(c);
       await getSubscription(ctx, subscription_id);
       // Answered once every batch is committed and enqueued, so the count is exact; one batch of
       // ids is held at a time. A batch that cannot be enqueued is queued in PostgreSQL all the
@@ -236,6 +242,10 @@ export function subscriptionRoutes(deps: ApiDeps) {
     .openapi(testEventRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");
       const body = c.req.valid("json");
+      // Contract §13: the one way a scoped credential sends an event, and only to a subscription
+      // in its scope; the event and its delivery take the subscription's tenant.
+      const ctx = scoped(c);
+      await getSubscription(ctx, subscription_id);
       const { deliveryId } = await publishTestEvent(
         { sql: deps.sql },
         { subscriptionId: subscription_id, type: body?.type ?? DEFAULT_TEST_EVENT.type, data: body?.data ?? DEFAULT_TEST_EVENT.data },
@@ -249,7 +259,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
     })
     .openapi(deleteRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");
-      await deleteSubscription(ctx, subscription_id);
+      await deleteSubscription(scoped(c), subscription_id);
       return c.json({ id: subscription_id, object: "subscription" as const, deleted: true as const }, 200);
     });
 }

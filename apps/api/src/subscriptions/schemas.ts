@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { customHeadersProblem, healthState, heldUntil, MAX_CUSTOM_HEADERS, MAX_CUSTOM_HEADERS_BYTES, parseDuration, subscribedEventsSchema } from "@webhooks/core";
 import type { SubscriptionRecord } from "@webhooks/db";
 import { publishEventBody } from "../events/schemas.ts";
-import { cursorQueries, isoTimestamp, limitQuery, listSchema, text } from "../http/schemas.ts";
+import { cursorQueries, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text } from "../http/schemas.ts";
 
 const events = subscribedEventsSchema.meta({
   description: 'Event types to receive; "*" means every type. An update replaces the whole list.',
@@ -90,6 +90,7 @@ export const subscriptionSchema = z
     rate_limit: z.number().int().nullable().openapi({ description: "At most this many attempts per second, or null for no limit." }),
     headers: z.record(z.string(), z.string()).openapi({ description: "Extra HTTP headers sent with every delivery created from now on." }),
     health: healthSchema,
+    tenant_id: tenantIdResponseField,
     disabled_reason: z.enum(["failing", "gone"]).nullable().openapi({
       description:
         "Why the service disabled the subscription (active is then false): failing, no successful attempt for AUTO_DISABLE_AFTER " +
@@ -124,6 +125,10 @@ export const createSubscriptionBody = z
     }),
     rate_limit: rateLimit.optional().openapi({ default: null }),
     headers: customHeaders.optional().openapi({ default: {} }),
+    tenant_id: tenantIdField(
+      "The tenant (your customer) the subscription belongs to: it receives only events published with this tenant_id. " +
+        "Cannot be changed. A tenant-scoped credential creates for its own tenant, whether or not it sends this.",
+    ).optional(),
   })
   .openapi("CreateSubscription");
 
@@ -202,13 +207,17 @@ export const testEventBody = z
   .openapi("SendTestEvent");
 
 /** Sending these to PUT gets a message saying so, rather than "unknown parameter". */
-export const notUpdatableFields = ["description", "secret", "health", "disabled_reason"] as const;
+export const notUpdatableFields = ["description", "secret", "health", "disabled_reason", "tenant_id"] as const;
 
 export const subscriptionIdParam = z.object({
   subscription_id: z.string().openapi({ param: { name: "subscription_id", in: "path" }, example: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
 });
 
-export const listSubscriptionsQuery = z.strictObject({ limit: limitQuery, ...cursorQueries });
+export const listSubscriptionsQuery = z.strictObject({
+  tenant_id: tenantIdField("Only this tenant's subscriptions.").optional(),
+  limit: limitQuery,
+  ...cursorQueries,
+});
 
 function isIsoTimestamp(value: string): boolean {
   // As timestampQuery: any ISO 8601 date-time with Z or an offset, years 1-9999 once in UTC.
@@ -231,6 +240,7 @@ export function toSubscriptionJson(subscription: SubscriptionRecord, now: Date) 
     max_in_flight: subscription.maxInFlight,
     rate_limit: subscription.rateLimit,
     headers: subscription.headers,
+    ...tenantIdJson(subscription.tenantId),
     health: {
       state: healthState(subscription, now),
       consecutive_failures: subscription.consecutiveFailures,

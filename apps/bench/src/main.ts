@@ -3,17 +3,19 @@
 // Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
 // deleted at the end, also on error or Ctrl-C.
 // `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
-// ceiling, `--only list` phase 3, `--only backlog` phase 6, for development: they print their figures and leave BENCHMARKS.md as it is.
+// ceiling, `--only list` phase 3, `--only backlog` phase 6, `--only fanout` phase 7, for development: they print their figures and leave BENCHMARKS.md as it is.
 import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
 import { measureBacklog } from "./backlog.ts";
 import { measureCeiling } from "./ceiling.ts";
+import { fanOutVerdicts, measureFanOut } from "./fanout.ts";
 import { cleanUpOnSignals, onCleanup, runCleanup } from "./cleanup.ts";
 import { deleteRunKeys, dropDatabase } from "./databases.ts";
 import { measureLatency } from "./latency.ts";
 import { measureListLatency } from "./list-latency.ts";
 import { profileThroughput } from "./profiling.ts";
+import { measureRetention } from "./retention-load.ts";
 import { Receiver } from "./receiver.ts";
 import { describeMachine } from "./machine.ts";
 import { measureNoisyNeighbour } from "./noisy-neighbour.ts";
@@ -22,7 +24,7 @@ import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./throughput.ts";
 
-const PHASES = ["noisy", "throughput", "list", "backlog"] as const;
+const PHASES = ["noisy", "throughput", "list", "backlog", "fanout"] as const;
 
 async function main(): Promise<void> {
   const { values: args } = parseArgs({ options: { only: { type: "string" } } });
@@ -59,6 +61,18 @@ async function main(): Promise<void> {
   if (args.only === "backlog") {
     console.log("6. a backlog of 1,000,000 queued deliveries (alone, for development; BENCHMARKS.md is not written)");
     await measureBacklog(receiver, { workers: 1, concurrency: 100 });
+    return;
+  }
+
+  if (args.only === "fanout") {
+    console.log("7. fan-out: one event to 10,000 subscriptions (alone, for development; BENCHMARKS.md is not written)");
+    printVerdicts(fanOutVerdicts(await measureFanOut(receiver, { workers: 1, concurrency: 100 })));
+    return;
+  }
+
+  if (args.only === "retention") {
+    console.log("7. publish and list latency on 10,000,000 deliveries, without and with a pruning pass (alone, for development; BENCHMARKS.md is not written)");
+    await measureRetention(receiver);
     return;
   }
 
@@ -110,7 +124,10 @@ async function main(): Promise<void> {
   console.log("5. noisy neighbour: one healthy endpoint beside failing ones, at default settings");
   const noisy = await measureNoisyNeighbour(receiver);
 
-  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, latency, latencyBelowCapacity, list, profiles, noisy };
+  console.log("7. fan-out: one event to 10,000 subscriptions");
+  const fanOut = await measureFanOut(receiver, setup);
+
+  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, latency, latencyBelowCapacity, list, profiles, noisy, fanOut };
   const path = `${ROOT}BENCHMARKS.md`;
   writeReport(path, results);
   printVerdicts(verdicts(results));

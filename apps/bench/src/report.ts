@@ -4,6 +4,7 @@ import type { CpuUsage } from "./cpu-usage.ts";
 import type { LatencyResult } from "./latency.ts";
 import type { ListResult } from "./list-latency.ts";
 import type { Machine } from "./machine.ts";
+import { fanOutSection, fanOutVerdicts, type FanOutResult } from "./fanout.ts";
 import { fmt, type HealthyRun, type NoisyNeighbourResult } from "./noisy-neighbour.ts";
 import type { ProfileSummary } from "./profile.ts";
 import type { Profiles } from "./profiling.ts";
@@ -32,6 +33,7 @@ export interface BenchResults {
   list: ListResult;
   profiles: Profiles;
   noisy: NoisyNeighbourResult;
+  fanOut: FanOutResult;
 }
 
 export const TARGETS = {
@@ -97,6 +99,7 @@ export function verdicts(r: BenchResults): Verdict[] {
       met: worstList.latency.p99 <= TARGETS.listP99Ms,
     },
     ...noisyVerdicts(r.noisy),
+    ...fanOutVerdicts(r.fanOut),
   ];
 }
 
@@ -419,6 +422,7 @@ export function renderReport(r: BenchResults): string {
   );
 
   add(...noisySection(r.noisy, r.machine.cores));
+  add(...fanOutSection(r.fanOut));
 
   const labels = [...new Set([...productCpu.keys(), ...ceilingCpu.keys()])];
   add(

@@ -96,6 +96,26 @@ export const settings = {
     /** The first pass after a start checks every due delivery; it must end within this. */
     firstPassTimeoutMs: 180_000,
   },
+  /**
+   * Phase 8: retention on a long-lived log. 10,000,000 deliveries over 30 days (with their events
+   * and attempts); publish and list load at a steady rate, twice without pruning (the noise), then
+   * with a worker pruning at RETENTION `retentionDays`, which makes 90% of the rows old enough.
+   */
+  retention: {
+    deliveries: 10_000_000,
+    subscriptions: 100,
+    deliveriesPerEvent: 10,
+    spanDays: 30,
+    retentionDays: 3,
+    /** Open loop, each event to one subscription (the phase's own, at the receiver). */
+    publishRatePerSecond: 100,
+    /** One list request at a time, scheduled at this rate, the cases taking turns. */
+    listRatePerSecond: 20,
+    connections: 32,
+    /** After each worker start, load that is not counted (the pruner begins its pass in it). */
+    warmupMs: 10_000,
+    windowMs: 45_000,
+  },
 } as const;
 
 /** A static key the API accepts through API_KEYS (contract §3). */

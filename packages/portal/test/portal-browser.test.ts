@@ -1,6 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { TEST_API_KEY, waitFor } from "@webhooks/testing";
+import { sql, waitFor } from "@webhooks/testing";
+import axe from "axe-core";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startPortalStack, type PortalStack } from "./stack.ts";
@@ -69,9 +70,15 @@ async function openBrowser(viewport = { width: 1280, height: 900 }): Promise<Ses
   return session;
 }
 
-/** The link a team's product hands its customer. */
-async function portalLink(): Promise<string> {
-  return `${stack.baseUrl}/portal#token=${TEST_API_KEY}`;
+/** The tenant whose people use the portal in these tests; another one's session must see none of it. */
+const TENANT = "acme";
+
+/** The link a team's product hands its customer: a portal session's url, made with the team's unscoped key. */
+async function portalLink(tenant = TENANT): Promise<string> {
+  const created = await stack.call("POST", "/v1/portal_sessions", { tenant_id: tenant, expires_in: "1h" });
+  expect(created.status).toBe(201);
+  expect(created.body.url).toBe(`${stack.baseUrl}/portal#token=${created.body.token}`);
+  return created.body.url;
 }
 
 /** Nothing was loaded from, or sent to, another origin; and the page raised no error. */
@@ -146,6 +153,7 @@ describe("the customer portal in a browser", () => {
     const edited = (await stack.call("GET", `/v1/subscriptions/${id}`)).body;
     expect(edited.events).toEqual(["invoice.paid"]);
     expect(edited.headers).toEqual({ "X-Customer": "acme", "X-Region": "eu" });
+    expect(edited.tenant_id).toBe(TENANT);
 
     // Rotate with no overlap: the next webhook verifies with the new secret alone.
     await page.getByLabel("Keep the old secret valid for").selectOption("0s");
@@ -159,6 +167,14 @@ describe("the customer portal in a browser", () => {
     await page.getByRole("link", { name: "Follow its delivery" }).waitFor();
     await waitFor(() => stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test").length === 2, { what: "the second test event" });
     expect(stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test")[1]!.signatureValid).toBe(true);
+
+    // Delete, after a confirmation: gone from the list and from the API; its log stays.
+    await page.getByRole("button", { name: "Delete endpoint" }).click();
+    await page.getByRole("button", { name: "Yes, delete it" }).click();
+    await page.getByRole("heading", { name: "Endpoints" }).waitFor();
+    await page.getByText("No endpoints yet").waitFor();
+    expect((await stack.call("GET", `/v1/subscriptions/${id}`)).status).toBe(404);
+    expect((await stack.call("GET", `/v1/deliveries?subscription_id=${id}`)).body.data).toHaveLength(2);
 
     expectSelfContained(session);
   });
@@ -238,6 +254,56 @@ describe("the customer portal in a browser", () => {
     expectSelfContained(session);
   });
 
+  it("works with the keyboard alone, and axe finds no accessibility problem on any view", async () => {
+    const session = await openBrowser();
+    const { page } = session;
+    await page.goto(await portalLink());
+    await page.getByRole("heading", { name: "Endpoints" }).waitFor();
+
+    // Tab to "Add endpoint", fill the form, submit with Enter: no mouse.
+    const addEndpoint = page.getByRole("link", { name: "Add endpoint" });
+    for (let presses = 0; presses < 10 && !(await addEndpoint.evaluate((link) => link === document.activeElement)); presses += 1) await page.keyboard.press("Tab");
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { name: "Add an endpoint" }).waitFor();
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("new-url");
+    await page.keyboard.type(`${stack.receiver.url}/keyboard`);
+    await page.keyboard.press("Enter");
+    await page.getByRole("textbox", { name: "Signing secret" }).waitFor();
+
+    const problems: string[] = [];
+    const check = async (view: string) => {
+      // axe-core's own script, run through the DevTools protocol (which the page's CSP does not govern).
+      await page.evaluate(axe.source);
+      const result = await page.evaluate(() =>
+        (window as unknown as { axe: typeof axe }).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }),
+      );
+      expect(result.passes.length, `axe checked nothing on ${view}`).toBeGreaterThan(10);
+      for (const violation of result.violations) problems.push(`${view}: ${violation.id} (${violation.nodes.map((node) => node.target.join(" ")).join(", ")})`);
+    };
+    await check("new endpoint's secret");
+    await page.getByRole("link", { name: /go to the endpoint/ }).click();
+    await page.getByRole("button", { name: "Send test event" }).waitFor();
+    await check("endpoint");
+    // Something for the log and a delivery's page to show.
+    await page.getByRole("button", { name: "Send test event" }).click();
+    await page.getByRole("link", { name: "Follow its delivery" }).waitFor();
+    await page.goto(`${stack.baseUrl}/portal#/endpoints`);
+    await page.locator("table tbody tr").first().waitFor();
+    await check("endpoints");
+    await page.goto(`${stack.baseUrl}/portal#/endpoints/new`);
+    await page.getByLabel("Endpoint URL").waitFor();
+    await check("new endpoint");
+    await page.goto(`${stack.baseUrl}/portal#/deliveries`);
+    await page.locator("table tbody tr").first().waitFor();
+    await check("delivery log");
+    await page.locator("table tbody tr").first().getByRole("link").first().click();
+    await page.getByRole("heading", { name: "Attempts" }).waitFor();
+    await check("delivery");
+    expect(problems).toEqual([]);
+    expectSelfContained(session);
+  });
+
   it("reads well on a phone", async () => {
     const session = await openBrowser({ width: 390, height: 844 });
     const { page } = session;
@@ -254,7 +320,10 @@ describe("the customer portal in a browser", () => {
   });
 
   it("says clearly that a link is not valid, whatever is wrong with it", async () => {
+    const expired = await portalLink();
+    await sql(stack.database.url, "UPDATE portal_sessions SET expires_at = now() - interval '1 second'");
     for (const [name, url] of [
+      ["expired", expired],
       ["invalid", `${stack.baseUrl}/portal#token=not-a-token-we-ever-issued`],
       ["missing", `${stack.baseUrl}/portal`],
     ] as const) {
@@ -266,16 +335,33 @@ describe("the customer portal in a browser", () => {
       expectSelfContained(session);
     }
   });
+
+  it("shows another tenant's session none of this tenant's endpoints or deliveries, not even by id", async () => {
+    const endpoint = await createEndpoint(`${stack.receiver.url}/orders`, ["order.created"]);
+    await publish("order.created", { n: "foreign" });
+    const delivery = await waitFor(async () => (await deliveriesOf(endpoint, "delivered"))[0], { what: "acme's delivery" });
+    const session = await openBrowser();
+    const { page } = session;
+    await page.goto(await portalLink("globex"));
+    await page.getByText("No endpoints yet").waitFor();
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Delivery log" }).click();
+    await page.getByText("No deliveries match.").waitFor();
+    await page.goto(`${stack.baseUrl}/portal#/endpoints/${endpoint}`);
+    await page.getByRole("heading", { name: "Endpoint not found" }).waitFor();
+    await page.goto(`${stack.baseUrl}/portal#/deliveries/${delivery.id}`);
+    await page.getByRole("heading", { name: "Delivery not found" }).waitFor();
+    expectSelfContained(session);
+  });
 });
 
 async function createEndpoint(url: string, events: string[]): Promise<string> {
-  const created = await stack.call("POST", "/v1/subscriptions", { url, events });
+  const created = await stack.call("POST", "/v1/subscriptions", { url, events, tenant_id: TENANT });
   expect(created.status).toBe(201);
   return created.body.id;
 }
 
 async function publish(type: string, data: Record<string, unknown>): Promise<void> {
-  expect((await stack.call("POST", "/v1/events", { type, data })).status).toBe(202);
+  expect((await stack.call("POST", "/v1/events", { type, data, tenant_id: TENANT })).status).toBe(202);
 }
 
 async function deliveriesOf(subscriptionId: string, status: string): Promise<{ id: string; next_retry_at: string | null }[]> {

@@ -3,11 +3,11 @@ import type pg from "pg";
 import { ApiClient } from "./api-client.ts";
 import { onCleanup } from "./cleanup.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "./cpu-usage.ts";
-import { deleteRunKeys, dropDatabase, freshDatabase, withClient } from "./databases.ts";
+import { deleteRunKeys, dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "./databases.ts";
 import type { Receiver } from "./receiver.ts";
 import { createUlidFunction, loadWithoutIndexes } from "./seed-sql.ts";
 import { sleep, startApi } from "./services.ts";
-import { DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
+import { SCALE_DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
 import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
 import { startWatchedWorker, type WatchedWorker } from "./worker-process.ts";
 
@@ -51,7 +51,8 @@ const ENQUEUED = "webhook_reconciler_enqueued_total";
  */
 export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Promise<BacklogResult> {
   const s = settings.backlog;
-  const databaseUrl = await freshDatabase(DATABASES.backlog);
+  await dropIdleDatabases(`webhooks_bench_backlog_`);
+  const databaseUrl = await freshDatabase(SCALE_DATABASES.backlog);
   const keyPrefix = `${RUN_PREFIX}-backlog`;
   const redis = createRedisConnection(REDIS_URL, "producer");
   const disconnect = onCleanup("disconnect the backlog's Redis client", async () => redis.disconnect());
@@ -101,7 +102,7 @@ export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Pr
     const firstPassStarted = performance.now();
     // Targets are matched when the window closes, so the worker's group can be filled in once it runs.
     const firstPassWorker: CpuTarget = { label: "worker (including its start)" };
-    const endFirstPass = startCpuWindow([firstPassWorker, postgresTarget([DATABASES.backlog]), { label: "redis", command: "redis-server" }]);
+    const endFirstPass = startCpuWindow([firstPassWorker, postgresTarget([SCALE_DATABASES.backlog]), { label: "redis", command: "redis-server" }]);
     const worker = await startWatchedWorker("backlog-worker", databaseUrl, keyPrefix, workerEnv(setup));
     firstPassWorker.processGroup = worker.processGroup;
     let result: BacklogResult;
@@ -183,12 +184,12 @@ export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Pr
     // A million jobs would sit in Redis, and a million rows on disk, until the end of the run.
     const deleted = await deleteRunKeys(keyPrefix);
     console.log(`  deleted ${deleted.toLocaleString("en-US")} Redis keys of the phase`);
-    await dropDatabase(DATABASES.backlog);
+    await dropDatabase(SCALE_DATABASES.backlog);
   }
 }
 
 function drainTargets(worker: WatchedWorker): CpuTarget[] {
-  return [{ label: "worker", processGroup: worker.processGroup }, postgresTarget([DATABASES.backlog]), { label: "redis", command: "redis-server" }];
+  return [{ label: "worker", processGroup: worker.processGroup }, postgresTarget([SCALE_DATABASES.backlog]), { label: "redis", command: "redis-server" }];
 }
 
 /** CPU per delivery, by process, and how busy the machine was: tells a slower drain from a busier machine. */

@@ -19,6 +19,25 @@ export async function dropDatabase(name: string): Promise<void> {
   await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 }
 
+/**
+ * Drops the databases whose names start with `prefix` and that nobody is connected to: those a
+ * killed run left behind. One in use (another run's, right now) is left alone.
+ */
+export async function dropIdleDatabases(prefix: string): Promise<void> {
+  const names = await withClient(ADMIN_DATABASE_URL, async (client) => {
+    const { rows } = await client.query<{ datname: string }>(
+      `SELECT datname FROM pg_database d WHERE starts_with(datname, $1)
+         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`,
+      [prefix],
+    );
+    return rows.map((row) => row.datname);
+  });
+  for (const name of names) {
+    // Without FORCE: a run that connected since the check keeps its database.
+    await admin(`DROP DATABASE IF EXISTS "${name}"`).catch(() => {});
+  }
+}
+
 const registered = new Set<string>();
 
 /**

@@ -3,7 +3,7 @@
 // Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
 // deleted at the end, also on error or Ctrl-C.
 // `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
-// ceiling, `--only list` phase 3, `--only backlog` phase 6, `--only fanout` phase 7, for development: they print their figures and leave BENCHMARKS.md as it is.
+// ceiling, `--only list` phase 3, `--only backlog` phase 6, `--only fanout` phase 7, `--only retention` phase 8, for development: they print their figures and leave BENCHMARKS.md as it is.
 import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
@@ -15,6 +15,7 @@ import { deleteRunKeys, dropDatabase } from "./databases.ts";
 import { measureLatency } from "./latency.ts";
 import { measureListLatency } from "./list-latency.ts";
 import { profileThroughput } from "./profiling.ts";
+import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
 import { measureRetention } from "./retention-load.ts";
 import { Receiver } from "./receiver.ts";
 import { describeMachine } from "./machine.ts";
@@ -24,7 +25,7 @@ import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./throughput.ts";
 
-const PHASES = ["noisy", "throughput", "list", "backlog", "fanout"] as const;
+const PHASES = ["noisy", "throughput", "list", "backlog", "fanout", "retention"] as const;
 
 async function main(): Promise<void> {
   const { values: args } = parseArgs({ options: { only: { type: "string" } } });
@@ -39,8 +40,11 @@ async function main(): Promise<void> {
 
   // Registered first, so that it runs last: after every process that could add keys has stopped.
   onCleanup("delete this run's Redis keys", async () => void (await deleteRunKeys()));
-  // A run that was killed may have left its databases behind.
-  for (const name of Object.values(DATABASES)) await dropDatabase(name);
+  // A run that was killed may have left its databases behind. (Phases 6 and 8 alone use none of
+  // them, and must not end another benchmark's run on this server that does.)
+  if (args.only !== "backlog" && args.only !== "retention") {
+    for (const name of Object.values(DATABASES)) await dropDatabase(name);
+  }
 
   const receiver = await new Receiver().start();
 
@@ -60,7 +64,9 @@ async function main(): Promise<void> {
 
   if (args.only === "backlog") {
     console.log("6. a backlog of 1,000,000 queued deliveries (alone, for development; BENCHMARKS.md is not written)");
-    await measureBacklog(receiver, { workers: 1, concurrency: 100 });
+    const backlog = await measureBacklog(receiver, { workers: 1, concurrency: 100 });
+    console.log(`\n${backlogSection(backlog).join("\n\n")}\n`);
+    printVerdicts(backlogVerdicts(backlog));
     return;
   }
 
@@ -71,8 +77,10 @@ async function main(): Promise<void> {
   }
 
   if (args.only === "retention") {
-    console.log("7. publish and list latency on 10,000,000 deliveries, without and with a pruning pass (alone, for development; BENCHMARKS.md is not written)");
-    await measureRetention(receiver);
+    console.log("8. retention: publish and list latency on 10,000,000 deliveries, without and with a pruning pass (alone, for development; BENCHMARKS.md is not written)");
+    const retention = await measureRetention(receiver);
+    console.log(`\n${retentionSection(retention).join("\n\n")}\n`);
+    printVerdicts(retentionVerdicts(retention));
     return;
   }
 

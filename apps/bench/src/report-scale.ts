@@ -1,0 +1,185 @@
+// The sections of BENCHMARKS.md for the phases at scale: 6 (a backlog of 1,000,000 deliveries)
+// and 8 (retention on 10,000,000), with their targets (issue 10).
+import type { BacklogResult, DrainRun } from "./backlog.ts";
+import type { CpuUsage } from "./cpu-usage.ts";
+import type { LoadWindow, RetentionResult } from "./retention-load.ts";
+import { settings } from "./settings.ts";
+import { ms, round } from "./stats.ts";
+
+export interface ScaleVerdict {
+  figure: string;
+  measured: string;
+  target: string;
+  met: boolean;
+}
+
+export const SCALE_TARGETS = {
+  /** The worker (its reconciler) while the backlog sits, as a share of one core. */
+  reconcilerCoreShare: 0.05,
+  /** The backlog drains at the normal throughput: at least this share of the reference drain. */
+  drainShare: 0.9,
+} as const;
+
+const yesNo = (met: boolean) => (met ? "yes" : "**no**");
+const pct = (share: number) => `${(share * 100).toFixed(1)}%`;
+
+function table(header: string[], rows: string[][]): string {
+  return [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`, ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+}
+
+function coresOf(cpu: CpuUsage, label: string): number {
+  return cpu.cores.find((c) => c.label.startsWith(label))?.cores ?? 0;
+}
+
+/** Milliseconds of CPU of one process over the window, divided by `count`. */
+function msPer(cpu: CpuUsage, label: string, count: number): number {
+  return (coresOf(cpu, label) * cpu.seconds * 1000) / Math.max(1, count);
+}
+
+function drainCpu(run: DrainRun): string {
+  return (
+    ["worker", "postgres", "redis"].map((label) => `${label} ${msPer(run.cpu, label, run.deliveries).toFixed(2)}`).join(", ") +
+    ` ms per delivery; machine ${run.cpu.machineCores.toFixed(2)} cores busy`
+  );
+}
+
+export function backlogVerdicts(b: BacklogResult): ScaleVerdict[] {
+  const worker = coresOf(b.idle.cpu, "worker");
+  const share = b.drain.perSecond / b.reference.perSecond;
+  return [
+    {
+      figure: `Reconciler while ${round(b.deliveries)} deliveries wait (the worker process, queue paused)`,
+      measured: `${pct(worker)} of one core; ${(msPer(b.idle.cpu, "worker", b.idle.passes)).toFixed(0)} ms of CPU and ${round(b.idle.scanned / Math.max(1, b.idle.passes))} deliveries checked per pass`,
+      target: `< ${SCALE_TARGETS.reconcilerCoreShare * 100}% of one core`,
+      met: worker < SCALE_TARGETS.reconcilerCoreShare && b.idle.passes > 0,
+    },
+    {
+      figure: "Drain of the backlog once the workers take jobs again",
+      measured: `${round(b.drain.perSecond)}/s over ${b.drain.seconds.toFixed(0)} s = ${(share * 100).toFixed(0)}% of the normal throughput (${round(b.reference.perSecond)}/s)`,
+      target: `>= ${SCALE_TARGETS.drainShare * 100}% of the normal throughput`,
+      met: share >= SCALE_TARGETS.drainShare && !b.reference.timedOut,
+    },
+  ];
+}
+
+export function backlogSection(b: BacklogResult): string[] {
+  const s = settings.backlog;
+  const v = backlogVerdicts(b);
+  const redisBytes = (b.redisBytesAfter - b.redisBytesBefore) / b.deliveries;
+  const idleWorker = coresOf(b.idle.cpu, "worker");
+  return [
+    `## 6. A backlog of ${round(b.deliveries)} deliveries`,
+    `Method: a fresh database with ${s.subscriptions} subscriptions (created through the API) pointing at the verifying receiver. ` +
+      `${round(b.deliveries)} queued deliveries are seeded with SQL as \`POST /v1/events\` writes them (an event and one delivery per ` +
+      `subscription, created over the last ${s.spanMs / 3_600_000} hours, so all are due), then enqueued with the product's DeliveryQueue ` +
+      `(one job per delivery, addBulk of ${s.enqueueChunk}) into a **paused** queue: the state of workers that are stopped or far behind ` +
+      "(pausing is what Bull Board's pause button does). One worker process then runs at its defaults but for the setup below " +
+      `(${b.workers} x ${b.concurrency}, RECONCILE_INTERVAL 10 s): its first pass after a start has no watermark and checks every due ` +
+      `delivery; then the backlog sits for ${s.idleMs / 1000} s while its CPU, PostgreSQL's and Redis's are read from /proc and its passes ` +
+      "counted (each saves a new watermark in Redis). Then the queue is resumed and the deliveries the receiver verifies are counted for " +
+      `${s.drainMs / 1000} s. The normal throughput is measured in the same phase by the same setup: ${round(s.referenceDeliveries)} ` +
+      "queued deliveries of the same shape, enqueued into a paused queue of their own and drained in full, on the same database before " +
+      "the big backlog was seeded. Redis memory per waiting delivery is INFO `used_memory` after the enqueue minus before, divided by " +
+      "the count (the Redis server is shared with whatever else runs on the machine, which moves it by a few MB at most).",
+    table(
+      ["step", "figures"],
+      [
+        ["seed (SQL, indexes rebuilt after)", `${round(b.deliveries)} deliveries in ${b.seedSeconds.toFixed(0)} s`],
+        [
+          "enqueue into the paused queue",
+          `${b.enqueueSeconds.toFixed(0)} s (${round(b.deliveries / b.enqueueSeconds)} jobs/s); Redis used_memory ${(b.redisBytesBefore / 1024 ** 2).toFixed(0)} MB -> ` +
+            `${(b.redisBytesAfter / 1024 ** 2).toFixed(0)} MB = **${round(redisBytes)} bytes per waiting delivery**`,
+        ],
+        [
+          "first reconciler pass after the worker's start (no watermark: checks everything)",
+          `${round(b.firstPass.scanned)} checked, ${round(b.firstPass.enqueued)} enqueued, over in ${b.firstPass.seconds.toFixed(0)} s from the start; ` +
+            `CPU: ${b.firstPass.cpu.cores.map((c) => `${c.label} ${(c.cores * b.firstPass.cpu.seconds).toFixed(1)} s`).join(", ")}`,
+        ],
+        [
+          `the backlog sitting, ${b.idle.seconds.toFixed(0)} s`,
+          `${b.idle.passes} passes, ${round(b.idle.scanned)} deliveries checked (${round(b.idle.scanned / Math.max(1, b.idle.passes))} per pass), ${round(b.idle.enqueued)} enqueued; ` +
+            `worker **${pct(idleWorker)} of one core**, ${msPer(b.idle.cpu, "worker", b.idle.passes).toFixed(0)} ms of CPU per pass; PostgreSQL (our database and the ` +
+            `server's background processes) ${pct(coresOf(b.idle.cpu, "postgres"))}; redis-server ${pct(coresOf(b.idle.cpu, "redis"))} (all its clients, not only ours)`,
+        ],
+        [
+          `drain, first ${b.drain.seconds.toFixed(0)} s`,
+          `**${round(b.drain.deliveries)} delivered = ${round(b.drain.perSecond)}/s** (per 10 s: ${b.drain.slices.map((n) => round(n / 10)).join(", ")}/s); ` +
+            `invalid signatures ${b.drain.invalidSignatures}, duplicates ${b.drain.duplicates}; CPU: ${drainCpu(b.drain)}`,
+        ],
+        [
+          `normal throughput: ${round(b.reference.deliveries)} queued deliveries drained in full`,
+          `${b.reference.seconds.toFixed(1)} s = **${round(b.reference.perSecond)}/s**${b.reference.timedOut ? " (timed out)" : ""}; CPU: ${drainCpu(b.reference)}`,
+        ],
+      ],
+    ),
+    `Targets: the reconciler below ${SCALE_TARGETS.reconcilerCoreShare * 100}% of one core while the backlog sits: ${yesNo(v[0]!.met)} (${v[0]!.measured}); ` +
+      `the drain at the normal throughput (>= ${SCALE_TARGETS.drainShare * 100}% of it): ${yesNo(v[1]!.met)} (${v[1]!.measured}). ` +
+      "The worker's CPU while the backlog sits includes everything else the process does when idle (BullMQ's blocking wait, timers), so it " +
+      "bounds the reconciler's from above.",
+  ];
+}
+
+/** How far a window's p99 is from the mean of the two windows without pruning, and the noise (their difference). */
+export function shift(windows: LoadWindow[], pick: (w: LoadWindow) => number): { baseline: number; noise: number; pruning: number; moved: number } {
+  const quiet = windows.filter((w) => !w.pruning).map(pick);
+  const pruning = windows.find((w) => w.pruning);
+  const baseline = quiet.reduce((sum, value) => sum + value, 0) / Math.max(1, quiet.length);
+  const noise = quiet.length >= 2 ? Math.max(...quiet) - Math.min(...quiet) : Number.NaN;
+  const value = pruning ? pick(pruning) : Number.NaN;
+  return { baseline, noise, pruning: value, moved: value - baseline };
+}
+
+export function retentionVerdicts(r: RetentionResult): ScaleVerdict[] {
+  const verdict = (what: string, pick: (w: LoadWindow) => number): ScaleVerdict => {
+    const m = shift(r.windows, pick);
+    return {
+      figure: `${what} p99 with a pruning pass running, on ${round(r.seeded.deliveries)} deliveries`,
+      measured: `${ms(m.pruning)} against ${ms(m.baseline)} without: ${m.moved >= 0 ? "+" : ""}${ms(m.moved)}; noise (two runs without) ${ms(m.noise)}`,
+      target: "moved by no more than the noise",
+      met: m.moved <= m.noise,
+    };
+  };
+  return [verdict("Publish (to the 202)", (w) => w.publish.p99), verdict("`GET /v1/deliveries`", (w) => w.list.p99)];
+}
+
+export function retentionSection(r: RetentionResult): string[] {
+  const s = settings.retention;
+  const v = retentionVerdicts(r);
+  const seeded = r.seeded;
+  const pruning = r.windows.find((w) => w.pruning);
+  const rate = (n: number, w: LoadWindow) => round(n / Math.max(0.001, w.workerSeconds));
+  return [
+    `## 8. Retention on ${round(seeded.deliveries)} deliveries`,
+    `Method: a delivery log seeded with set-based SQL in ${seeded.seconds.toFixed(0)} s: ${round(seeded.deliveries)} deliveries, ` +
+      `${round(seeded.attempts)} attempts and ${round(seeded.events)} events (${(seeded.bytes / 1024 ** 3).toFixed(1)} GB with their indexes), spread over ` +
+      `${s.spanDays} days: 88% delivered, 10% failed for good, 2% failed with a retry planned (kept whatever their age), nothing queued; ` +
+      `then VACUUM ANALYZE and a checkpoint. With RETENTION=${s.retentionDays}d, ${round(seeded.prunable)} finished deliveries are old enough to go. ` +
+      `One API process serves the load of each window: events published open loop at ${s.publishRatePerSecond}/s (each to one subscription, ` +
+      `delivered by the worker to the verifying receiver; latency from the scheduled send to the 202), and \`GET /v1/deliveries\` one request ` +
+      `at a time at ${s.listRatePerSecond}/s (no filter, a subscription, status=failed, both; newest page), latency from send to the whole ` +
+      `response. Each window starts a worker process, runs ${s.warmupMs / 1000} s of the load that are not counted, then measures ` +
+      `${s.windowMs / 1000} s. The first two run with RETENTION=off: their difference is the noise. The third runs the worker with ` +
+      `RETENTION=${s.retentionDays}d and PRUNE_INTERVAL=1s, so its pruner starts a pass a second after the start and deletes throughout ` +
+      "the window, as one would the first time retention is set on a big log. Rows deleted are PostgreSQL's own counts " +
+      "(`pg_stat_user_tables.n_tup_del`), over the worker's whole run.",
+    table(
+      ["window", "publish p50", "publish p99", "list p50", "list p99", "events / list requests", "rows pruned (per second of the worker's run)", "CPU (cores) by process"],
+      r.windows.map((w) => [
+        w.label,
+        ms(w.publish.p50),
+        ms(w.publish.p99),
+        ms(w.list.p50),
+        ms(w.list.p99),
+        `${round(w.publish.count)}${w.publishRejected ? ` (${w.publishRejected} not accepted)` : ""} / ${round(w.list.count)}${w.listErrors ? ` (${w.listErrors} errors)` : ""}`,
+        w.pruning
+          ? `${round(w.deleted.deliveries)} deliveries (${rate(w.deleted.deliveries, w)}/s), ${round(w.deleted.attempts)} attempts (${rate(w.deleted.attempts, w)}/s), ${round(w.deleted.events)} events in ${w.workerSeconds.toFixed(0)} s`
+          : "-",
+        `${w.cpu.cores.map((c) => `${c.label} ${c.cores.toFixed(2)}`).join(", ")}; machine ${w.cpu.machineCores.toFixed(2)}`,
+      ]),
+    ),
+    `Targets: publish p99 moved by no more than the noise: ${yesNo(v[0]!.met)} (${v[0]!.measured}); list p99 likewise: ${yesNo(v[1]!.met)} (${v[1]!.measured}).` +
+      (pruning
+        ? ` The pruner deleted ${rate(pruning.deleted.deliveries + pruning.deleted.attempts + pruning.deleted.events, pruning)} rows per second in all.`
+        : ""),
+  ];
+}

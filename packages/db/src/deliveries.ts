@@ -92,7 +92,7 @@ export async function listDeliveries(ctx: ScopedContext, filters: DeliveryFilter
   }
   return fetchPage<DeliveryRecord>(
     ctx.db,
-    { table: "deliveries", timeColumn: "created_at", columns: deliveryColumns, filters: where, resource: "delivery" },
+    { table: "deliveries", timeColumn: "created_at", columns: deliveryColumns, filters: where, resource: "delivery", cursorScope: scopeConditions(ctx.scope) },
     page,
   );
 }
@@ -122,6 +122,10 @@ export async function listAttempts(
         response_code AS "responseCode", response_body AS "responseBody", error`,
       filters: [Prisma.sql`delivery_id = ${deliveryId}`],
       resource: "attempt",
+      // Attempts have no tenant column: an attempt is in scope when its delivery is.
+      cursorScope: scopeConditions(ctx.scope, Prisma.raw("deliveries.tenant_id")).map(
+        (inScope) => Prisma.sql`EXISTS (SELECT 1 FROM deliveries WHERE deliveries.id = delivery_attempts.delivery_id AND ${inScope})`,
+      ),
     },
     page,
   );

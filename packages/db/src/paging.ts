@@ -28,6 +28,11 @@ export interface PageQuery {
   filters: Prisma.Sql[];
   /** The kind of record listed, for cursor checks and error messages. */
   resource: IdKind;
+  /**
+   * Conditions the cursor's own record must meet: the caller's tenant scope (tenant-scope.ts), so
+   * that another tenant's id is as unknown as a missing one and answers the same 400.
+   */
+  cursorScope?: Prisma.Sql[];
 }
 
 export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
@@ -41,9 +46,10 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
   const backwards = page.endingBefore !== undefined;
 
   const missingCursor = () => new CursorError("unknown_cursor", backwards ? "endingBefore" : "startingAfter", query.resource, cursorId ?? "");
+  const cursorWhere = Prisma.join([Prisma.sql`id = ${cursorId ?? ""}`, ...(query.cursorScope ?? [])], " AND ");
   if (cursorId !== undefined) {
     if (!isId(query.resource, cursorId)) throw missingCursor();
-    const cursor = Prisma.sql`(SELECT ${time}, id FROM ${table} WHERE id = ${cursorId})`;
+    const cursor = Prisma.sql`(SELECT ${time}, id FROM ${table} WHERE ${cursorWhere})`;
     filters.push(backwards ? Prisma.sql`(${time}, id) > ${cursor}` : Prisma.sql`(${time}, id) < ${cursor}`);
   }
 
@@ -62,7 +68,7 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
     // unknown cursor both find no rows, so the existence check rides along as a column.
     const withCursor = await db.$queryRaw<(Row & { cursor_found: boolean; id: string | null })[]>`
       SELECT cursor.found AS cursor_found, page.*
-      FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE id = ${cursorId}) AS found) AS cursor
+      FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE ${cursorWhere}) AS found) AS cursor
       LEFT JOIN LATERAL (${pageQuery}) AS page ON true`;
     if (!withCursor[0]?.cursor_found) throw missingCursor();
     rows = withCursor.filter((row) => row.id !== null).map(({ cursor_found: _, ...row }) => row as unknown as Row);

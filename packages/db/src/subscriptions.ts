@@ -163,6 +163,7 @@ export async function listSubscriptions(
       columns: subscriptionColumns,
       filters: where,
       resource: "subscription",
+      cursorScope: scopeConditions(ctx.scope),
     },
     page,
   );

@@ -3,7 +3,7 @@ import { ApiClient } from "./api-client.ts";
 import { freshDatabase, withClient } from "./databases.ts";
 import type { Receiver } from "./receiver.ts";
 import { startApi, startWorker } from "./services.ts";
-import { DATABASES, RUN_PREFIX } from "./settings.ts";
+import { RUN_PREFIX } from "./settings.ts";
 import { percentile } from "./stats.ts";
 import { reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
 
@@ -30,6 +30,8 @@ export interface FanOutResult {
 }
 
 const FAN_OUT_TYPE = "fanout.created";
+/** Its own database, dropped at the end like the others. */
+const DATABASE = "webhooks_bench_fanout";
 
 /**
  * Phase 7 (issue 10 item 3): one event matched by 10,000 subscriptions. The real API and worker
@@ -41,7 +43,7 @@ const FAN_OUT_TYPE = "fanout.created";
  */
 export async function measureFanOut(receiver: Receiver, setup: WorkerSetup): Promise<FanOutResult> {
   const { subscriptions, runs } = fanOutSettings;
-  const databaseUrl = await freshDatabase(DATABASES.main);
+  const databaseUrl = await freshDatabase(DATABASE);
   const prefix = `${RUN_PREFIX}-fanout`;
   const api = await startApi(databaseUrl, prefix);
   const workers = await Promise.all(

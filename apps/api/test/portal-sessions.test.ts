@@ -1,0 +1,137 @@
+import { ConfigError, loadConfig } from "@webhooks/core";
+import { createApiKey } from "@webhooks/db";
+import { createTestDatabase, testConfig, testEnv, type TestDatabase } from "@webhooks/testing";
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+// Contract §13: POST /v1/portal_sessions and the tokens it hands out. The API's clock (which the
+// authenticator uses) is the test's, so a token expires by moving it, without waiting.
+
+let database: TestDatabase;
+let api: TestApi;
+let offsetMs = 0;
+const clock = () => Date.now() + offsetMs;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  api = await startTestApi(testConfig(database.url, { PUBLIC_URL: "https://hooks.example.com/webhooks/" }), { clock });
+});
+afterAll(async () => {
+  await api.close();
+  await database.drop();
+});
+
+async function createSession(body: Record<string, unknown>) {
+  const response = await api.call("POST", "/v1/portal_sessions", { json: body });
+  expect(response.status, JSON.stringify(response.body)).toBe(201);
+  return response.body as { object: string; tenant_id: string; token: string; url: string; expires_at: string };
+}
+
+describe("POST /v1/portal_sessions", () => {
+  it("returns a token scoped to the tenant and the portal url under PUBLIC_URL, the token in the fragment", async () => {
+    const before = Date.now();
+    const session = await createSession({ tenant_id: "acme", expires_in: "15m" });
+    expect(Object.keys(session).sort()).toEqual(["expires_at", "object", "tenant_id", "token", "url"]);
+    expect(session).toMatchObject({ object: "portal_session", tenant_id: "acme" });
+    expect(session.token).toMatch(/^whps_[A-Za-z0-9_-]{43}$/);
+    // The trailing slash of PUBLIC_URL is trimmed.
+    expect(session.url).toBe(`https://hooks.example.com/webhooks/portal#token=${session.token}`);
+    const expiresAt = Date.parse(session.expires_at);
+    expect(session.expires_at).toBe(new Date(expiresAt).toISOString());
+    expect(expiresAt).toBeGreaterThanOrEqual(before + 15 * 60_000 - 5_000);
+    expect(expiresAt).toBeLessThanOrEqual(Date.now() + 15 * 60_000 + 5_000);
+  });
+
+  it("stores only the token's hash", async () => {
+    const session = await createSession({ tenant_id: "acme" });
+    const rows = await api.db.portalSession.findMany({ where: { tenantId: "acme" } });
+    expect(rows.length).toBeGreaterThan(0);
+    expect(JSON.stringify(rows)).not.toContain(session.token);
+    expect(JSON.stringify(rows)).not.toContain(session.token.slice(5));
+  });
+
+  it("lasts 1h by default, and accepts 1m to 24h", async () => {
+    const byDefault = await createSession({ tenant_id: "acme" });
+    const hour = Date.parse(byDefault.expires_at) - Date.now();
+    expect(hour).toBeGreaterThan(3_600_000 - 10_000);
+    expect(hour).toBeLessThanOrEqual(3_600_000 + 5_000);
+    for (const expires_in of ["1m", "60s", "90m", "24h", "1d", "86400000ms"]) await createSession({ tenant_id: "acme", expires_in });
+  });
+
+  it.each([["0m"], ["59s"], ["24h1m"], ["25h"], ["2d"], ["1x"], ["1 h"], [""], [60], [null]])("refuses expires_in %j with a 400", async (expires_in) => {
+    const response = await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme", expires_in } });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "expires_in" });
+    expect(response.body.error.message).toContain("expires_in must be a duration from 1m to 24h");
+  });
+
+  it("needs tenant_id, and refuses unknown parameters", async () => {
+    const missing = await api.call("POST", "/v1/portal_sessions", { json: { expires_in: "1h" } });
+    expect(missing.status).toBe(400);
+    expect(missing.body.error).toMatchObject({ code: "parameter_missing", param: "tenant_id" });
+    const unknown = await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme", scope: "all" } });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ code: "parameter_unknown", param: "scope" });
+  });
+
+  it("can be created by an unscoped stored key, not by a scoped one", async () => {
+    const { key: unscoped } = await createApiKey({ db: api.db }, { name: "server" });
+    const { key: scoped } = await createApiKey({ db: api.db }, { name: "acme", tenantId: "acme" });
+    expect((await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme" }, key: unscoped })).status).toBe(201);
+    const refused = await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme" }, key: scoped });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ type: "permission_error", code: "permission_denied" });
+  });
+});
+
+describe("a portal session token", () => {
+  it("works on the /v1 API for its tenant until it expires, then is a 401 that says so", async () => {
+    const ours = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/a", events: ["x"], tenant_id: "initech" } });
+    await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/b", events: ["x"], tenant_id: "umbrella" } });
+    const session = await createSession({ tenant_id: "initech", expires_in: "2m" });
+    const listed = await api.call("GET", "/v1/subscriptions", { key: session.token });
+    expect(listed.status).toBe(200);
+    expect(listed.body.data.map((s: { id: string }) => s.id)).toEqual([ours.body.id]);
+
+    // Still valid a moment before expires_at (cached or not), refused from expires_at on.
+    const expiresAt = Date.parse(session.expires_at);
+    offsetMs = expiresAt - Date.now() - 1_000;
+    expect((await api.call("GET", "/v1/subscriptions", { key: session.token })).status).toBe(200);
+    offsetMs = expiresAt - Date.now() + 1;
+    const expired = await api.call("GET", "/v1/subscriptions", { key: session.token });
+    expect(expired.status).toBe(401);
+    expect(expired.body.error).toMatchObject({ type: "authentication_error", code: "portal_session_expired" });
+    expect(expired.body.error.message).toBe("The portal session has expired. Ask for a new portal link.");
+    // Also when the authenticator has not seen it before (no cache entry).
+    const unseen = await createSession({ tenant_id: "initech", expires_in: "1m" });
+    offsetMs = Date.parse(unseen.expires_at) - Date.now() + 60_000;
+    expect((await api.call("GET", `/v1/subscriptions/${ours.body.id}`, { key: unseen.token })).body.error.code).toBe("portal_session_expired");
+    offsetMs = 0;
+  });
+
+  it("that was never issued is an invalid credential", async () => {
+    const forged = `whps_${"A".repeat(43)}`;
+    const response = await api.call("GET", "/v1/subscriptions", { key: forged });
+    expect(response.status).toBe(401);
+    expect(response.body.error).toMatchObject({ type: "authentication_error", code: "api_key_invalid" });
+  });
+});
+
+describe("PUBLIC_URL", () => {
+  const load = (PUBLIC_URL?: string, PORT = "3000") => loadConfig({ ...testEnv("postgresql://localhost/x", { PORT }), ...(PUBLIC_URL === undefined ? {} : { PUBLIC_URL }) });
+
+  it("defaults to http://localhost:<PORT>, and loses its trailing slashes", () => {
+    expect(load().publicUrl).toBe("http://localhost:3000");
+    expect(load(undefined, "8080").publicUrl).toBe("http://localhost:8080");
+    expect(load("https://hooks.example.com/").publicUrl).toBe("https://hooks.example.com");
+    expect(load("http://10.0.0.5:3000/webhooks//").publicUrl).toBe("http://10.0.0.5:3000/webhooks");
+  });
+
+  it.each(["ftp://hooks.example.com", "hooks.example.com", "https://hooks.example.com/?a=1", "https://hooks.example.com/?", "https://hooks.example.com/#x", "https://user:pw@hooks.example.com"])(
+    "refuses %s, naming the variable",
+    (value) => {
+      expect(() => load(value)).toThrow(ConfigError);
+      expect(() => load(value)).toThrow(/PUBLIC_URL must be an http:\/\/ or https:\/\/ URL without query, fragment or credentials/);
+    },
+  );
+});

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
 import { buildPortal, type PortalBundle } from "./bundle.ts";
 
 export const PORTAL_PATH = "/portal";
@@ -48,7 +49,9 @@ export function portalRoutes(): Hono {
     .get(`${PORTAL_PATH}/`, (c) => c.redirect(PORTAL_PATH, 301))
     .get(`${PORTAL_PATH}/assets/:file`, async (c) => {
       const asset = (await load()).assets.get(c.req.param("file"));
-      if (!asset) return c.notFound();
+      // Thrown, not c.notFound(): the API's error handler answers it in the error shape, whereas its
+      // not-found handler would see that GET matches this path and answer 405.
+      if (!asset) throw new HTTPException(404, { message: `No such portal asset: ${c.req.param("file")}` });
       return c.body(asset.body, 200, {
         "content-type": asset.contentType,
         // The name carries a hash of the content: it never changes under that name.

@@ -4,6 +4,7 @@ import { sql, waitFor } from "@webhooks/testing";
 import axe from "axe-core";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { PORTAL_CSP } from "../src/index.ts";
 import { startPortalStack, type PortalStack } from "./stack.ts";
 
 // Debian's chromium, driven by playwright-core (no browser download); CHROMIUM_PATH points
@@ -89,9 +90,31 @@ function expectSelfContained(session: Session) {
   expect(session.problems).toEqual([]);
 }
 
-const shot = (page: Page, name: string) => page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+const shot = (page: Page, name: string, fullPage = true) => page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage });
 
 describe("the customer portal in a browser", () => {
+  it("serves the page with a strict CSP and no inline code, and its assets under hashed names, cached for good", async () => {
+    const page = await fetch(`${stack.baseUrl}/portal`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(page.headers.get("content-security-policy")).toBe(PORTAL_CSP);
+    expect(page.headers.get("x-frame-options")).toBe("DENY");
+    const html = await page.text();
+    expect(html).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>|\sstyle=|\son[a-z]+=/);
+    const assets = [...html.matchAll(/(?:src|href)="(\/portal\/assets\/[^"]+)"/g)].map((match) => match[1]!);
+    expect(assets.map((path) => path.replace(/-[A-Z0-9]+\./, "-HASH."))).toEqual(["/portal/assets/portal-HASH.css", "/portal/assets/portal-HASH.js"]);
+    for (const path of assets) {
+      const asset = await fetch(`${stack.baseUrl}${path}`);
+      expect(asset.status).toBe(200);
+      expect(asset.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+      expect((await asset.arrayBuffer()).byteLength).toBeGreaterThan(1000);
+    }
+    const missing = await fetch(`${stack.baseUrl}/portal/assets/portal-NOPE.js`);
+    expect(missing.status).toBe(404);
+    expect((await missing.json()).error.message).toBe("No such portal asset: portal-NOPE.js");
+    expect((await fetch(`${stack.baseUrl}/portal`, { method: "POST" })).status).toBe(405);
+  });
+
   it("creates an endpoint, shows its secret once, sends a test event and follows it, pauses, resumes, edits and rotates", async () => {
     const session = await openBrowser();
     const { page } = session;
@@ -192,6 +215,9 @@ describe("the customer portal in a browser", () => {
     await page.goto(await portalLink());
     await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Delivery log" }).click();
     await page.getByRole("heading", { name: "Delivery log" }).waitFor();
+    await page.locator("table tbody tr").getByText("order.failed").waitFor();
+    // The README's picture (docs/portal.png is a copy): the log with a failure on top.
+    await shot(page, "00-readme", false);
 
     // One event type: 22 deliveries, 20 on the first page, 2 on the next, and back.
     await page.getByLabel("Event type").fill("order.created");
@@ -265,6 +291,8 @@ describe("the customer portal in a browser", () => {
     for (let presses = 0; presses < 10 && !(await addEndpoint.evaluate((link) => link === document.activeElement)); presses += 1) await page.keyboard.press("Tab");
     await page.keyboard.press("Enter");
     await page.getByRole("heading", { name: "Add an endpoint" }).waitFor();
+    // A new view puts the focus on its heading, as a new page would; the form comes next.
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("view-title");
     await page.keyboard.press("Tab");
     expect(await page.evaluate(() => document.activeElement?.id)).toBe("new-url");
     await page.keyboard.type(`${stack.receiver.url}/keyboard`);

@@ -37,7 +37,6 @@ export function useLoad<T>(load: () => Promise<T>, key: string): Loaded<T> {
       (error: unknown) => request === latest.current && setState((previous) => ({ data: previous.data, error: asApiError(error), loading: false })),
     );
     // `load` is a new closure each render; `key` says when what it loads has changed.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [key, generation]);
   const reload = useCallback(() => setGeneration((value) => value + 1), []);
   return { ...state, reload };

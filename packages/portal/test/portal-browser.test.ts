@@ -125,6 +125,9 @@ describe("the customer portal in a browser", () => {
     await page.getByRole("heading", { name: "Endpoints" }).waitFor();
     expect(page.url()).not.toContain("token");
     await page.getByText("No endpoints yet").waitFor();
+    // A reload keeps working: the tab kept the token.
+    await page.reload();
+    await page.getByText("No endpoints yet").waitFor();
 
     await page.getByRole("link", { name: "Add endpoint" }).click();
     await page.getByLabel("Endpoint URL").fill(`${stack.receiver.url}/hooks`);
@@ -234,6 +237,11 @@ describe("the customer portal in a browser", () => {
     await expect.poll(() => rows.first().textContent()).toBe(newest);
     await expect.poll(() => rows.count()).toBe(20);
     expect(await page.getByRole("button", { name: "← Newer" }).isDisabled()).toBe(true);
+    // The pages are in the address: Back returns to the older page.
+    await page.goBack();
+    await expect.poll(() => rows.count()).toBe(2);
+    await page.goForward();
+    await expect.poll(() => rows.count()).toBe(20);
 
     // The failing endpoint's failed deliveries, by endpoint, status and response class.
     await page.getByLabel("Event type").fill("");

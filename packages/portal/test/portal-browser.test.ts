@@ -22,6 +22,7 @@ let flakyStatus = 500;
 beforeAll(async () => {
   stack = await startPortalStack((webhook) => {
     if (webhook.path === "/flaky" && flakyStatus !== 200) return { status: flakyStatus, body: "receiver is down for maintenance" };
+    if (webhook.path === "/gone") return { status: 410, body: "this endpoint was retired" };
     return { status: 200, body: "thanks" };
   });
   browser = await chromium.launch({
@@ -340,7 +341,30 @@ describe("the customer portal in a browser", () => {
     expectSelfContained(session);
   });
 
+  it("says why the service disabled an endpoint, shows its health, and Resume turns it back on", async () => {
+    const gone = await createEndpoint(`${stack.receiver.url}/gone`, ["shipment.sent"]);
+    await publish("shipment.sent", {});
+    await waitFor(async () => (await stack.call("GET", `/v1/subscriptions/${gone}`)).body.disabled_reason === "gone", { what: "the 410 to disable the endpoint" });
+
+    const session = await openBrowser();
+    const { page } = session;
+    await page.goto(await portalLink());
+    await page.getByRole("row", { name: /\/gone/ }).getByText("Disabled").waitFor();
+    await page.getByRole("link", { name: `${stack.receiver.url}/gone` }).click();
+    await page.getByText(/because it answered 410 Gone/).waitFor();
+    await page.getByRole("definition").getByText("Failing", { exact: true }).waitFor();
+    await shot(page, "09-endpoint-disabled");
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.getByRole("status").getByText(/^Resumed/).waitFor();
+    expect(await page.getByText(/because it answered 410 Gone/).count()).toBe(0);
+    const resumed = (await stack.call("GET", `/v1/subscriptions/${gone}`)).body;
+    expect(resumed).toMatchObject({ active: true, disabled_reason: null });
+    expectSelfContained(session);
+  });
+
   it("reads well on a phone", async () => {
+    await createEndpoint(`${stack.receiver.url}/phone`, ["phone.rang"]);
+    await publish("phone.rang", {});
     const session = await openBrowser({ width: 390, height: 844 });
     const { page } = session;
     await page.goto(await portalLink());

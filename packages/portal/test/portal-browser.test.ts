@@ -172,12 +172,15 @@ describe("the customer portal in a browser", () => {
     await page.getByRole("status").getByText(/^Resumed/).waitFor();
     expect((await stack.call("GET", `/v1/subscriptions/${id}`)).body.active).toBe(true);
 
-    // Edit the event types and headers.
+    // Edit the URL, the event types and the headers.
+    await page.getByLabel("Endpoint URL").fill(`${stack.receiver.url}/hooks-v2`);
     await page.getByLabel("Event types").fill("invoice.paid");
     await page.getByLabel("Extra HTTP headers").fill("X-Customer: acme\nX-Region: eu");
     await page.getByRole("button", { name: "Save settings" }).click();
     await page.getByText("Settings saved.").waitFor();
+    await page.getByRole("heading", { name: `${stack.receiver.url}/hooks-v2` }).waitFor();
     const edited = (await stack.call("GET", `/v1/subscriptions/${id}`)).body;
+    expect(edited.url).toBe(`${stack.receiver.url}/hooks-v2`);
     expect(edited.events).toEqual(["invoice.paid"]);
     expect(edited.headers).toEqual({ "X-Customer": "acme", "X-Region": "eu" });
     expect(edited.tenant_id).toBe(TENANT);
@@ -193,7 +196,10 @@ describe("the customer portal in a browser", () => {
     await page.getByRole("button", { name: "Send test event" }).click();
     await page.getByRole("link", { name: "Follow its delivery" }).waitFor();
     await waitFor(() => stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test").length === 2, { what: "the second test event" });
-    expect(stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test")[1]!.signatureValid).toBe(true);
+    const second = stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test")[1]!;
+    expect(second.signatureValid).toBe(true);
+    expect(second.path).toBe("/hooks-v2");
+    expect(second.headers["x-region"]).toBe("eu");
 
     // Delete, after a confirmation: gone from the list and from the API; its log stays.
     await page.getByRole("button", { name: "Delete endpoint" }).click();

@@ -202,7 +202,8 @@ describe.each(credentials)("%s", (_name, credential) => {
     const filters: Record<string, string>[] = [];
     for (const subscription of [undefined, subs.a1, subs.a2, subs.b1, subs.u1]) {
       for (const tenant of [undefined, A, B]) {
-        for (const extra of [{}, { status: "failed" }, { status: "queued" }, { event: "invoice.paid" }, { response_code: "500" }, { response_code: "2xx" }, { response_code: "4xx" }, { since }, { until: since }, { status: "failed", response_code: "5xx" }]) {
+        const extras: Record<string, string>[] = [{}, { status: "failed" }, { status: "queued" }, { event: "invoice.paid" }, { response_code: "500" }, { response_code: "2xx" }, { response_code: "4xx" }, { since }, { until: since }, { status: "failed", response_code: "5xx" }];
+        for (const extra of extras) {
           filters.push({ ...(subscription ? { subscription_id: subscription } : {}), ...(tenant ? { tenant_id: tenant } : {}), ...extra });
         }
       }

@@ -1,7 +1,7 @@
 import { isId, nextState, NotFoundError, stateOf, type DeliveryStatus } from "@webhooks/core";
 import { Prisma } from "./client.ts";
-import { fetchPage, type Page, type PageRequest } from "./paging.ts";
-import { scopeConditions, type ScopedContext } from "./tenant-scope.ts";
+import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
+import { scopeConditions, type ScopedContext, type TenantScope } from "./tenant-scope.ts";
 
 export interface DeliveryRecord {
   id: string;
@@ -66,13 +66,18 @@ const deliveryColumns = Prisma.sql`
 
 /** The delivery log, newest first (spec §4.1, contract §4). */
 export async function listDeliveries(ctx: ScopedContext, filters: DeliveryFilters, page: PageRequest): Promise<Page<DeliveryRecord>> {
+  return fetchPage<DeliveryRecord>(ctx.db, deliveryListQuery(ctx.scope, filters), page);
+}
+
+/** What listDeliveries reads, for the caller's scope and the filters (exported for EXPLAIN in tests). */
+export function deliveryListQuery(scope: TenantScope, filters: DeliveryFilters): PageQuery {
   const where: Prisma.Sql[] = [];
   // The tenant conditions: the caller's scope, and the tenant_id filter. A delivery's tenant is
   // its subscription's, so with a subscription_id they are checked once on that subscription (an
   // uncorrelated EXISTS, which PostgreSQL evaluates once, before the walk) and the walk follows
   // the subscription's indexes; on deliveries they would let the planner walk the tenant's index
   // instead, or walk a whole subscription of another tenant finding nothing.
-  const tenants = [...scopeConditions(ctx.scope, Prisma.raw("tenant_id"))];
+  const tenants = [...scopeConditions(scope)];
   if (filters.tenantId !== undefined) tenants.push(Prisma.sql`tenant_id = ${filters.tenantId}`);
   if (filters.subscriptionId !== undefined) {
     where.push(Prisma.sql`subscription_id = ${filters.subscriptionId}`);
@@ -90,11 +95,7 @@ export async function listDeliveries(ctx: ScopedContext, filters: DeliveryFilter
   if (responseCode !== undefined) {
     where.push("code" in responseCode ? Prisma.sql`response_code = ${responseCode.code}` : responseClassPredicates[responseCode.class]);
   }
-  return fetchPage<DeliveryRecord>(
-    ctx.db,
-    { table: "deliveries", timeColumn: "created_at", columns: deliveryColumns, filters: where, resource: "delivery", cursorScope: scopeConditions(ctx.scope) },
-    page,
-  );
+  return { table: "deliveries", timeColumn: "created_at", columns: deliveryColumns, filters: where, resource: "delivery", cursorScope: scopeConditions(scope) };
 }
 
 export async function getDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {

@@ -35,30 +35,43 @@ export interface PageQuery {
   cursorScope?: Prisma.Sql[];
 }
 
-export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
-  if (page.startingAfter !== undefined && page.endingBefore !== undefined) {
-    throw new CursorError("both_cursors", "endingBefore", query.resource, page.endingBefore);
-  }
+/** The conditions a cursor's own record must meet: its id, and the scope it must be in. */
+function cursorConditions(query: PageQuery, cursorId: string): Prisma.Sql {
+  return Prisma.join([Prisma.sql`id = ${cursorId}`, ...(query.cursorScope ?? [])], " AND ");
+}
+
+/**
+ * The statement that reads one page (limit + 1 rows, to know has_more), without the cursor's
+ * existence check. Exported so that tests can EXPLAIN exactly what the lists run.
+ */
+export function pageStatement(query: PageQuery, page: PageRequest): Prisma.Sql {
   const table = Prisma.raw(`"${query.table}"`);
   const time = Prisma.raw(`"${query.timeColumn}"`);
   const filters = [...query.filters];
   const cursorId = page.startingAfter ?? page.endingBefore;
   const backwards = page.endingBefore !== undefined;
-
-  const missingCursor = () => new CursorError("unknown_cursor", backwards ? "endingBefore" : "startingAfter", query.resource, cursorId ?? "");
-  const cursorWhere = Prisma.join([Prisma.sql`id = ${cursorId ?? ""}`, ...(query.cursorScope ?? [])], " AND ");
   if (cursorId !== undefined) {
-    if (!isId(query.resource, cursorId)) throw missingCursor();
-    const cursor = Prisma.sql`(SELECT ${time}, id FROM ${table} WHERE ${cursorWhere})`;
+    const cursor = Prisma.sql`(SELECT ${time}, id FROM ${table} WHERE ${cursorConditions(query, cursorId)})`;
     filters.push(backwards ? Prisma.sql`(${time}, id) > ${cursor}` : Prisma.sql`(${time}, id) < ${cursor}`);
   }
-
   const where = filters.length > 0 ? Prisma.sql`WHERE ${Prisma.join(filters, " AND ")}` : Prisma.empty;
   const direction = Prisma.raw(backwards ? "ASC" : "DESC");
-  const pageQuery = Prisma.sql`
+  return Prisma.sql`
     SELECT ${query.columns} FROM ${table} ${where}
     ORDER BY ${time} ${direction}, id ${direction}
     LIMIT ${page.limit + 1}`;
+}
+
+export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
+  if (page.startingAfter !== undefined && page.endingBefore !== undefined) {
+    throw new CursorError("both_cursors", "endingBefore", query.resource, page.endingBefore);
+  }
+  const table = Prisma.raw(`"${query.table}"`);
+  const cursorId = page.startingAfter ?? page.endingBefore;
+  const backwards = page.endingBefore !== undefined;
+  const missingCursor = () => new CursorError("unknown_cursor", backwards ? "endingBefore" : "startingAfter", query.resource, cursorId ?? "");
+  if (cursorId !== undefined && !isId(query.resource, cursorId)) throw missingCursor();
+  const pageQuery = pageStatement(query, page);
 
   let rows: Row[];
   if (cursorId === undefined) {
@@ -68,7 +81,7 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
     // unknown cursor both find no rows, so the existence check rides along as a column.
     const withCursor = await db.$queryRaw<(Row & { cursor_found: boolean; id: string | null })[]>`
       SELECT cursor.found AS cursor_found, page.*
-      FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE ${cursorWhere}) AS found) AS cursor
+      FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE ${cursorConditions(query, cursorId)}) AS found) AS cursor
       LEFT JOIN LATERAL (${pageQuery}) AS page ON true`;
     if (!withCursor[0]?.cursor_found) throw missingCursor();
     rows = withCursor.filter((row) => row.id !== null).map(({ cursor_found: _, ...row }) => row as unknown as Row);

@@ -12,8 +12,8 @@ import {
   type SecretBox,
 } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
-import { fetchPage, type Page, type PageRequest } from "./paging.ts";
-import { scopeConditions, scopeWhere, type ScopedContext } from "./tenant-scope.ts";
+import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
+import { scopeConditions, scopeWhere, type ScopedContext, type TenantScope } from "./tenant-scope.ts";
 
 export interface SubscriptionContext {
   db: PrismaClientOrTransaction;
@@ -144,30 +144,24 @@ export async function getSubscription(ctx: ScopedContext, id: string): Promise<S
   return toSubscriptionRecord(subscription);
 }
 
-/**
- * Newest first. With a tenant (scope or filter) the walk is along the partial
- * (tenant_id, created_at, id) index, which `tenant_id = $1` implies.
- */
+/** Newest first; deleted subscriptions are not listed. */
 export async function listSubscriptions(
   ctx: ScopedContext,
   filters: { tenantId?: string | undefined },
   page: PageRequest,
 ): Promise<Page<SubscriptionRecord>> {
-  const where = [Prisma.sql`deleted_at IS NULL`, ...scopeConditions(ctx.scope)];
-  if (filters.tenantId !== undefined) where.push(Prisma.sql`tenant_id = ${filters.tenantId}`);
-  const rows = await fetchPage<SubscriptionRow>(
-    ctx.db,
-    {
-      table: "subscriptions",
-      timeColumn: "created_at",
-      columns: subscriptionColumns,
-      filters: where,
-      resource: "subscription",
-      cursorScope: scopeConditions(ctx.scope),
-    },
-    page,
-  );
+  const rows = await fetchPage<SubscriptionRow>(ctx.db, subscriptionListQuery(ctx.scope, filters), page);
   return { data: rows.data.map(toSubscriptionRecord), hasMore: rows.hasMore };
+}
+
+/**
+ * What listSubscriptions reads (exported for EXPLAIN in tests). With a tenant (scope or filter)
+ * the walk is along the partial (tenant_id, created_at, id) index, which `tenant_id = $1` implies.
+ */
+export function subscriptionListQuery(scope: TenantScope, filters: { tenantId?: string | undefined }): PageQuery {
+  const where = [Prisma.sql`deleted_at IS NULL`, ...scopeConditions(scope)];
+  if (filters.tenantId !== undefined) where.push(Prisma.sql`tenant_id = ${filters.tenantId}`);
+  return { table: "subscriptions", timeColumn: "created_at", columns: subscriptionColumns, filters: where, resource: "subscription", cursorScope: scopeConditions(scope) };
 }
 
 /**

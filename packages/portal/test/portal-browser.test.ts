@@ -56,7 +56,7 @@ afterEach(async ({ task }) => {
 
 async function openBrowser(viewport = { width: 1280, height: 900 }): Promise<Session> {
   const context = await browser.newContext({ viewport });
-  context.setDefaultTimeout(15_000);
+  context.setDefaultTimeout(20_000);
   const page = await context.newPage();
   const session: Session = { context, page, requested: [], problems: [] };
   context.on("request", (request) => session.requested.push(request.url()));

@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
 import { unwrap, type DeliveryStatus, type Subscription } from "./api.ts";
 import { Badge, ErrorAlert, Pager, Time, ViewTitle } from "./components.tsx";
-import { deliveryStatus } from "./format.ts";
+import { deliveryStatus, retriesSoon } from "./format.ts";
 import { useClient, useLoad, usePolling } from "./hooks.ts";
 import { cursorFrom, pageMoves, type Cursor } from "./paging.ts";
 import { deliveriesHref, deliveryHref, endpointHref, navigate } from "./route.ts";
@@ -49,9 +49,10 @@ export function DeliveriesView({ query }: { query: URLSearchParams }) {
       ),
     query.toString(),
   );
-  // The newest page refreshes itself while something on it is still on its way.
+  // The newest page refreshes itself while something on it is on its way: queued, or retried within
+  // a minute (later retries are hours apart; Refresh is there for them).
   const onFirstPage = !cursor.starting_after && !cursor.ending_before;
-  const inProgress = page.data?.data.some((delivery) => delivery.status === "queued" || delivery.next_retry_at !== null) ?? false;
+  const inProgress = page.data?.data.some((delivery) => delivery.status === "queued" || retriesSoon(delivery)) ?? false;
   usePolling(onFirstPage && inProgress && !page.error, 2_000, page.reload);
 
   const urls = new Map((endpoints.data?.data ?? []).map((subscription) => [subscription.id, subscription.url]));

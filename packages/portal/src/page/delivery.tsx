@@ -1,7 +1,7 @@
 import { useCallback, useState } from "preact/hooks";
 import { unwrap, type DeliveryAttempt } from "./api.ts";
 import { Badge, ErrorAlert, Notice, Time, ViewTitle } from "./components.tsx";
-import { deliveryStatus } from "./format.ts";
+import { deliveryStatus, retriesSoon } from "./format.ts";
 import { useAction, useClient, useLoad, usePolling } from "./hooks.ts";
 import { deliveriesHref, endpointHref } from "./route.ts";
 
@@ -26,7 +26,7 @@ export function DeliveryView({ id }: { id: string }) {
   });
   // While an attempt is on its way, follow it; a retry due within a minute too.
   const data = delivery.data;
-  const retrySoon = data?.next_retry_at ? new Date(data.next_retry_at).getTime() - Date.now() < 60_000 : false;
+  const retrySoon = data ? retriesSoon(data) : false;
   const reloadDelivery = delivery.reload;
   const reloadAttempts = attempts.reload;
   const reloadBoth = useCallback(() => {

@@ -63,6 +63,10 @@ export function deliveryStatus(delivery: Delivery): { label: string; tone: "good
   }
 }
 
+/** Whether a retry is planned within the next minute: worth watching for. */
+export const retriesSoon = (delivery: Delivery): boolean =>
+  delivery.next_retry_at !== null && new Date(delivery.next_retry_at).getTime() - Date.now() < 60_000;
+
 /** A local date-time input's value (no zone) for an instant; and back to ISO 8601. */
 export function toLocalInput(date: Date): string {
   const local = new Date(date.getTime() - date.getTimezoneOffset() * 60_000);

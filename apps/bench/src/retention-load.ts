@@ -57,7 +57,8 @@ export async function measureRetention(receiver: Receiver): Promise<RetentionRes
     const seeded = await withClient(databaseUrl, seedRetentionLog);
     console.log(
       `  seeded ${seeded.deliveries.toLocaleString("en-US")} deliveries, ${seeded.attempts.toLocaleString("en-US")} attempts, ` +
-        `${seeded.events.toLocaleString("en-US")} events (${(seeded.bytes / 1024 ** 3).toFixed(1)} GB with indexes) in ${seeded.seconds.toFixed(0)} s; ` +
+        `${seeded.events.toLocaleString("en-US")} events (${(seeded.bytes / 1024 ** 3).toFixed(1)} GB with indexes) in ${seeded.seconds.toFixed(0)} s ` +
+        `(rows ${seeded.steps.loadSeconds.toFixed(0)} s, indexes ${seeded.steps.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${seeded.steps.vacuumSeconds.toFixed(0)} s); ` +
         `${seeded.prunable.toLocaleString("en-US")} finished deliveries older than ${r.retentionDays} days`,
     );
     // The load's dirty pages are written now, not by a checkpoint in the middle of the measurements.

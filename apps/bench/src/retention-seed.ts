@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { createUlidFunction, loadWithoutIndexes } from "./seed-sql.ts";
+import { createUlidFunction, loadWithoutIndexes, type SeedSteps } from "./seed-sql.ts";
 import { settings } from "./settings.ts";
 
 /** Event types of the seeded log; none of them is the type the load publishes. */
@@ -14,6 +14,7 @@ export interface SeededLog {
   /** Bytes on disk of the three tables with their indexes. */
   bytes: number;
   seconds: number;
+  steps: SeedSteps;
 }
 
 /**
@@ -34,7 +35,7 @@ export async function seedRetentionLog(db: pg.Client): Promise<SeededLog> {
   const { deliveries, subscriptions, deliveriesPerEvent, spanDays, retentionDays } = settings.retention;
   const events = deliveries / deliveriesPerEvent;
   await createUlidFunction(db);
-  await loadWithoutIndexes(db, ["events", "deliveries", "delivery_attempts"], async () => {
+  const steps = await loadWithoutIndexes(db, ["events", "deliveries", "delivery_attempts"], async () => {
     await db.query(
       `INSERT INTO signing_secrets (id, ciphertext)
        SELECT 'sec_' || pg_temp.ulid('2020-01-01', s), '\\x00'::bytea FROM generate_series(0, $1::int - 1) AS s`,
@@ -56,18 +57,26 @@ export async function seedRetentionLog(db: pg.Client): Promise<SeededLog> {
       [events, spanDays, SEEDED_TYPES],
     );
     // Delivery n = k * 10 + j goes to subscription (k % 5) + 5 * ((k / 5 + j) % 20): ten distinct
-    // subscriptions, all of the event's type.
+    // subscriptions, all of the event's type. What is the same for every delivery of an event (its
+    // time, the ULID's time part, the event id) is computed once per event: OFFSET 0 keeps
+    // PostgreSQL from folding that subquery into the join, which would compute it per delivery.
+    // The subscriptions' columns come from arrays, by slot. (The ids are those of the ulid function.)
     await db.query(
       `INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, attempts, response_code,
                                next_attempt_at, created_at, updated_at)
-       SELECT 'dlv_' || pg_temp.ulid(t.at, n), 'sub_' || pg_temp.ulid('2020-01-01', slot), 'evt_' || pg_temp.ulid(t.at, k),
-              ($3::text[])[k % 5 + 1], 'http://127.0.0.1:9/s' || slot, 'sec_' || pg_temp.ulid('2020-01-01', slot),
+       SELECT 'dlv_' || t.time_part || '000000' || pg_temp.crockford10(d.n), subs.ids[d.slot + 1], t.event_id,
+              ($3::text[])[k % 5 + 1], subs.urls[d.slot + 1], subs.secrets[d.slot + 1],
               CASE WHEN m < 88 THEN 'delivered' ELSE 'failed' END::delivery_status,
               CASE WHEN m < 4 THEN 2 WHEN m < 88 THEN 1 WHEN m < 98 THEN 3 ELSE 2 END,
               CASE WHEN m < 88 THEN 200 WHEN m < 98 AND m % 2 = 0 THEN 500 ELSE 503 END,
-              CASE WHEN m >= 98 THEN now() + interval '1 day' + (n % 1440) * interval '1 minute' END,
+              CASE WHEN m >= 98 THEN now() + interval '1 day' + (d.n % 1440) * interval '1 minute' END,
               t.at, t.at + interval '5 seconds'
-       FROM generate_series(0, $1::int - 1) AS k, LATERAL (SELECT ${at} AS at) AS t,
+       FROM (SELECT array_agg(id ORDER BY id) AS ids, array_agg(url ORDER BY id) AS urls, array_agg(secret_id ORDER BY id) AS secrets FROM subscriptions) AS subs,
+            generate_series(0, $1::int - 1) AS k,
+            LATERAL (SELECT a.at, p.time_part, 'evt_' || p.time_part || '000000' || pg_temp.crockford10(k) AS event_id
+                     FROM (SELECT ${at} AS at) AS a,
+                          LATERAL (SELECT pg_temp.crockford10((extract(epoch FROM a.at) * 1000)::bigint) AS time_part) AS p
+                     OFFSET 0) AS t,
             LATERAL (SELECT k * $4::bigint + j AS n, (k % 5) + 5 * ((k / 5 + j) % 20) AS slot FROM generate_series(0, $4::int - 1) AS j) AS d,
             LATERAL (SELECT ((d.n + d.n / 100) % 100)::int AS m) AS fate`,
       [events, spanDays, SEEDED_TYPES, deliveriesPerEvent],
@@ -93,5 +102,5 @@ export async function seedRetentionLog(db: pg.Client): Promise<SeededLog> {
     [retentionDays],
   );
   const row = rows[0]!;
-  return { ...row, bytes: Number(row.bytes), seconds: (performance.now() - started) / 1000 };
+  return { ...row, bytes: Number(row.bytes), seconds: (performance.now() - started) / 1000, steps };
 }

@@ -1,5 +1,6 @@
 // `npm run bench`: end-to-end throughput, publish -> receive latency, list latency on 1M rows, the
-// bare ceiling, and a healthy endpoint beside failing ones, against local PostgreSQL and Redis.
+// bare ceiling, a healthy endpoint beside failing ones, a backlog of 1M deliveries, fan-out to 10,000
+// subscriptions and retention on 10M deliveries, against local PostgreSQL and Redis.
 // Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
 // deleted at the end, also on error or Ctrl-C.
 // `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
@@ -135,7 +136,13 @@ async function main(): Promise<void> {
   console.log("7. fan-out: one event to 10,000 subscriptions");
   const fanOut = await measureFanOut(receiver, setup);
 
-  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, latency, latencyBelowCapacity, list, profiles, noisy, fanOut };
+  console.log(`6. a backlog of 1,000,000 queued deliveries (${setup.workers} x ${setup.concurrency}, like the best setup)`);
+  const backlog = await measureBacklog(receiver, setup);
+
+  console.log("8. retention: publish and list latency on 10,000,000 deliveries, without and with a pruning pass");
+  const retention = await measureRetention(receiver);
+
+  const results = { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, latency, latencyBelowCapacity, list, profiles, noisy, fanOut, backlog, retention };
   const path = `${ROOT}BENCHMARKS.md`;
   writeReport(path, results);
   printVerdicts(verdicts(results));

@@ -4,10 +4,13 @@ import type { CpuUsage } from "./cpu-usage.ts";
 import type { LatencyResult } from "./latency.ts";
 import type { ListResult } from "./list-latency.ts";
 import type { Machine } from "./machine.ts";
+import type { BacklogResult } from "./backlog.ts";
 import { fanOutSection, fanOutVerdicts, type FanOutResult } from "./fanout.ts";
 import { fmt, type HealthyRun, type NoisyNeighbourResult } from "./noisy-neighbour.ts";
 import type { ProfileSummary } from "./profile.ts";
 import type { Profiles } from "./profiling.ts";
+import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
+import type { RetentionResult } from "./retention-load.ts";
 import { settings } from "./settings.ts";
 import { ms, round } from "./stats.ts";
 import type { ThroughputResult } from "./throughput.ts";
@@ -34,6 +37,8 @@ export interface BenchResults {
   profiles: Profiles;
   noisy: NoisyNeighbourResult;
   fanOut: FanOutResult;
+  backlog: BacklogResult;
+  retention: RetentionResult;
 }
 
 export const TARGETS = {
@@ -100,6 +105,8 @@ export function verdicts(r: BenchResults): Verdict[] {
     },
     ...noisyVerdicts(r.noisy),
     ...fanOutVerdicts(r.fanOut),
+    ...backlogVerdicts(r.backlog),
+    ...retentionVerdicts(r.retention),
   ];
 }
 
@@ -422,7 +429,9 @@ export function renderReport(r: BenchResults): string {
   );
 
   add(...noisySection(r.noisy, r.machine.cores));
+  add(...backlogSection(r.backlog));
   add(...fanOutSection(r.fanOut));
+  add(...retentionSection(r.retention));
 
   const labels = [...new Set([...productCpu.keys(), ...ceilingCpu.keys()])];
   add(

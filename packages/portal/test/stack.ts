@@ -2,7 +2,7 @@
 // `npm start` starts them, against a database of their own, and a receiver on loopback.
 import { createServer } from "node:net";
 import { createRedisConnection, waitUntilConnected } from "@webhooks/queue";
-import { createTestDatabase, REDIS_URL, spawnService, startReceiver, TEST_API_KEY, testEnv, type ServiceProcess, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { createTestDatabase, REDIS_URL, spawnService, startReceiver, TEST_API_KEY, testEnv, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 
 export interface PortalStack {
   baseUrl: string;
@@ -36,15 +36,15 @@ export async function startPortalStack(receiverReply: TestReceiver["reply"]): Pr
     CIRCUIT_FAILURE_THRESHOLD: "100",
   });
   const receiver = await startReceiver(receiverReply);
-  const started: ServiceProcess[] = [];
-  try {
-    started.push(await spawnService("api", env));
-    started.push(await spawnService("worker", env));
-  } catch (error) {
+  // Both at once: neither waits for the other to start.
+  const starting = await Promise.allSettled([spawnService("api", env), spawnService("worker", env)]);
+  const started = starting.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
+  const failure = starting.find((result): result is PromiseRejectedResult => result.status === "rejected");
+  if (failure) {
     for (const service of started) service.kill("SIGKILL");
     await receiver.close();
     await database.drop();
-    throw error;
+    throw failure.reason;
   }
 
   return {

@@ -1,6 +1,6 @@
 import { newId } from "@webhooks/core";
 import { ApiClient } from "./api-client.ts";
-import { freshDatabase, withClient } from "./databases.ts";
+import { dropIdleDatabases, freshDatabase, withClient } from "./databases.ts";
 import type { Receiver } from "./receiver.ts";
 import { startApi, startWorker } from "./services.ts";
 import { RUN_PREFIX } from "./settings.ts";
@@ -30,8 +30,11 @@ export interface FanOutResult {
 }
 
 const FAN_OUT_TYPE = "fanout.created";
-/** Its own database, dropped at the end like the others. */
-const DATABASE = "webhooks_bench_fanout";
+/**
+ * Its own database, named per run like phase 6's: another benchmark starting on the same server
+ * drops the shared ones. Dropped at the end; one a killed run left behind goes at the next run.
+ */
+const DATABASE_PREFIX = "webhooks_bench_fanout_";
 
 /**
  * Phase 7 (issue 10 item 3): one event matched by 10,000 subscriptions. The real API and worker
@@ -43,7 +46,8 @@ const DATABASE = "webhooks_bench_fanout";
  */
 export async function measureFanOut(receiver: Receiver, setup: WorkerSetup): Promise<FanOutResult> {
   const { subscriptions, runs } = fanOutSettings;
-  const databaseUrl = await freshDatabase(DATABASE);
+  await dropIdleDatabases(DATABASE_PREFIX);
+  const databaseUrl = await freshDatabase(`${DATABASE_PREFIX}${RUN_PREFIX.replace(/\W/g, "_")}`);
   const prefix = `${RUN_PREFIX}-fanout`;
   const api = await startApi(databaseUrl, prefix);
   const workers = await Promise.all(

@@ -276,6 +276,20 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(gone.response.status).toBe(404);
   });
 
+  it("createPortalSession: 201 with a token scoped to the tenant, which the client then uses; a scoped credential gets 403", async () => {
+    const { data, error, response } = await client().POST("/v1/portal_sessions", { body: { tenant_id: "acme", expires_in: "15m" } });
+    expect(error).toBeUndefined();
+    expect(response.status).toBe(201);
+    expect(data).toMatchObject({ object: "portal_session", tenant_id: "acme" });
+    expect(data!.url.endsWith(`/portal#token=${data!.token}`)).toBe(true);
+    const asTenant = client(data!.token);
+    const listed = await asTenant.GET("/v1/subscriptions");
+    expect(listed.data?.data).toEqual([]);
+    const refused = await asTenant.POST("/v1/portal_sessions", { body: { tenant_id: "acme" } });
+    expect(refused.response.status).toBe(403);
+    expect(refused.error?.error).toMatchObject({ type: "permission_error", code: "permission_denied" });
+  });
+
   it("request bodies: 415 when not sent as JSON, 413 when over the limit", async () => {
     const notJson = await client().POST("/v1/events", {
       body: { type: "invoice.paid", data: {} },

@@ -132,7 +132,7 @@ async function profileListRequests(databaseUrl: string, cases: ListCase[]): Prom
 // hand: EXPLAIN needs the SQL, and the API does not expose it.
 const COLUMNS = `id, subscription_id AS "subscriptionId", event_id AS "eventId", event_type AS "eventType",
   status::text AS status, attempts, response_code AS "responseCode",
-  CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", created_at AS "createdAt"`;
+  CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId", created_at AS "createdAt"`;
 
 function pageSql(filters: string[], cursorParam: number | undefined, limitParam: number): string {
   const where = [...filters];
@@ -173,6 +173,43 @@ async function buildCases(db: pg.Client): Promise<ListCase[]> {
     [subscription],
   );
   const sinceIso = since.toISOString();
+  // Contract §13: one tenant's log (10% of the rows), as a tenant-scoped key or portal session
+  // lists it; the SQL is the same with the tenant_id filter. With a subscription, the tenant is
+  // checked once on the subscription and the walk is the subscription's.
+  const { tenant, tenantSubscription } = await one<{ tenant: string; tenantSubscription: string }>(
+    `SELECT tenant_id AS tenant, id AS "tenantSubscription" FROM subscriptions WHERE tenant_id IS NOT NULL ORDER BY tenant_id, id LIMIT 1`,
+  );
+  const { id: deepOfTenant } = await one<{ id: string }>(
+    `SELECT id FROM deliveries WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC OFFSET ${Math.floor(deep / 10)} LIMIT 1`,
+    [tenant],
+  );
+  const tenantCases: ListCase[] = [
+    { name: "tenant_id", query: `/v1/deliveries?tenant_id=${tenant}`, sql: pageSql(["tenant_id = $1"], undefined, 2), params: [tenant, LIMIT] },
+    {
+      name: "tenant_id + status=failed",
+      query: `/v1/deliveries?tenant_id=${tenant}&status=failed`,
+      sql: pageSql(["tenant_id = $1", "status = $2::delivery_status"], undefined, 3),
+      params: [tenant, "failed", LIMIT],
+    },
+    {
+      name: "tenant_id + response_code=5xx",
+      query: `/v1/deliveries?tenant_id=${tenant}&response_code=5xx`,
+      sql: pageSql(["tenant_id = $1", RESPONSE_5XX], undefined, 2),
+      params: [tenant, LIMIT],
+    },
+    {
+      name: "tenant_id + subscription_id",
+      query: `/v1/deliveries?tenant_id=${tenant}&subscription_id=${tenantSubscription}`,
+      sql: pageSql(["subscription_id = $1", "EXISTS (SELECT 1 FROM subscriptions WHERE id = $2 AND tenant_id = $3)"], undefined, 4),
+      params: [tenantSubscription, tenantSubscription, tenant, LIMIT],
+    },
+    {
+      name: "deep page + tenant_id (~90,000 rows in)",
+      query: `/v1/deliveries?tenant_id=${tenant}&starting_after=${deepOfTenant}`,
+      sql: pageSql(["tenant_id = $1"], 2, 3),
+      params: [tenant, deepOfTenant, LIMIT],
+    },
+  ];
   return [
     { name: "no filter", query: "/v1/deliveries", sql: pageSql([], undefined, 1), params: [LIMIT] },
     { name: "subscription_id", query: `/v1/deliveries?subscription_id=${subscription}`, sql: pageSql(["subscription_id = $1"], undefined, 2), params: [subscription, LIMIT] },
@@ -214,6 +251,7 @@ async function buildCases(db: pg.Client): Promise<ListCase[]> {
       sql: pageSql(["subscription_id = $1", RESPONSE_5XX], undefined, 2),
       params: [subscription, LIMIT],
     },
+    ...tenantCases,
     { name: "reference: GET /healthz", query: "/healthz", sql: "", params: [], reference: true },
   ];
 }

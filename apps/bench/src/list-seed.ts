@@ -16,6 +16,9 @@ export const EVENT_TYPES = ["invoice.paid", "invoice.created", "customer.updated
  *   of rows and an exact 500 is 5%); delivered ones 200, or 204 for 5% of rows;
  * - 5 event types, evenly mixed, so `event=` matches 20% of rows (and every subscription gets
  *   every type and every status);
+ * - tenants (contract §13): every even-numbered subscription belongs to one of 5 tenants
+ *   (tenant_0 .. tenant_4, 10 subscriptions each), and its deliveries carry its tenant, so each
+ *   tenant has 10% of the rows and half the table has no tenant;
  * - ids are prefix + a valid ULID (10 chars of the creation millisecond, then 16 chars whose last
  *   10 encode the row number), so they are unique and sort like the product's.
  * The indexes are dropped during the load and rebuilt from their own definitions afterwards
@@ -40,9 +43,9 @@ export async function seedDeliveryLog(db: pg.Client): Promise<{ deliveries: numb
     [subscriptions],
   );
   await db.query(
-    `INSERT INTO subscriptions (id, url, events, secret_id, created_at)
+    `INSERT INTO subscriptions (id, url, events, secret_id, tenant_id, created_at)
      SELECT 'sub_' || pg_temp.ulid(now() - interval '31 days', s), 'http://127.0.0.1:9/s' || s, ARRAY['*'],
-            'sec_' || pg_temp.ulid(now(), s), now() - interval '31 days'
+            'sec_' || pg_temp.ulid(now(), s), CASE WHEN s % 2 = 0 THEN 'tenant_' || (s / 2) % 5 END, now() - interval '31 days'
      FROM generate_series(1, $1::int) AS s`,
     [subscriptions],
   );
@@ -59,13 +62,13 @@ export async function seedDeliveryLog(db: pg.Client): Promise<{ deliveries: numb
   // (n / 100 + n) % 20, so that every subscription has every status (n % 20 alone would give
   // each subscription a single one).
   await db.query(
-    `WITH subs AS (SELECT row_number() OVER (ORDER BY id) - 1 AS slot, id, url, secret_id FROM subscriptions),
+    `WITH subs AS (SELECT row_number() OVER (ORDER BY id) - 1 AS slot, id, url, secret_id, tenant_id FROM subscriptions),
           numbered AS (SELECT id, type, created_at, row_number() OVER (ORDER BY created_at, id) - 1 AS k FROM events),
           rows AS (SELECT e.*, e.k * $1::int + j AS n, (e.k * $1::int + j + (e.k * $1::int + j) / $2::int) % 20 AS m
                    FROM numbered AS e, generate_series(0, $1::int - 1) AS j)
-     INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, attempts, response_code,
+     INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, tenant_id, status, attempts, response_code,
                              next_attempt_at, created_at, updated_at)
-     SELECT 'dlv_' || pg_temp.ulid(r.created_at, r.n), s.id, r.id, r.type, s.url, s.secret_id,
+     SELECT 'dlv_' || pg_temp.ulid(r.created_at, r.n), s.id, r.id, r.type, s.url, s.secret_id, s.tenant_id,
             CASE WHEN r.m = 0 THEN 'queued' WHEN r.m <= 3 THEN 'failed' ELSE 'delivered' END::delivery_status,
             CASE WHEN r.m = 0 THEN 0 WHEN r.m <= 3 THEN r.m ELSE 1 END,
             CASE r.m WHEN 0 THEN NULL WHEN 1 THEN 500 WHEN 2 THEN 503 WHEN 3 THEN 404 WHEN 4 THEN 204 ELSE 200 END,

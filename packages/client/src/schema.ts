@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * List subscriptions
-         * @description Newest first, paged with starting_after / ending_before. Deleted subscriptions are not listed.
+         * @description Newest first, paged with starting_after / ending_before. Deleted subscriptions are not listed. A tenant-scoped credential lists only its tenant's.
          */
         get: operations["listSubscriptions"];
         put?: never;
@@ -165,7 +165,7 @@ export interface paths {
         };
         /**
          * List deliveries (the delivery log)
-         * @description Newest first. Filters combine. Page with `starting_after` set to the last id of a page (older records) or `ending_before` set to the first id (newer records).
+         * @description Newest first. Filters combine. Page with `starting_after` set to the last id of a page (older records) or `ending_before` set to the first id (newer records). A tenant-scoped credential lists only its tenant's deliveries.
          */
         get: operations["listDeliveries"];
         put?: never;

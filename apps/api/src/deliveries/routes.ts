@@ -24,7 +24,7 @@ const listRouteDef = createRoute({
   summary: "List deliveries (the delivery log)",
   description:
     "Newest first. Filters combine. Page with `starting_after` set to the last id of a page (older records) " +
-    "or `ending_before` set to the first id (newer records).",
+    "or `ending_before` set to the first id (newer records). A tenant-scoped credential lists only its tenant's deliveries.",
   request: { query: listDeliveriesQuery },
   responses: { 200: jsonResponse(deliveryListSchema, "A page of deliveries"), ...operationErrors() },
 });

@@ -11,9 +11,9 @@ import {
   tenantForNewResource,
   updateSubscription,
   type RecoveredBatch,
+  type TenantScope,
 } from "@webhooks/db";
 import { parseDuration } from "@webhooks/core";
-import type { TenantScope } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, operationErrors } from "../http/schemas.ts";
@@ -69,7 +69,9 @@ const listRouteDef = createRoute({
   operationId: "listSubscriptions",
   tags,
   summary: "List subscriptions",
-  description: "Newest first, paged with starting_after / ending_before. Deleted subscriptions are not listed.",
+  description:
+    "Newest first, paged with starting_after / ending_before. Deleted subscriptions are not listed. " +
+    "A tenant-scoped credential lists only its tenant's.",
   request: { query: listSubscriptionsQuery },
   responses: { 200: jsonResponse(subscriptionListSchema, "A page of subscriptions"), ...operationErrors() },
 });

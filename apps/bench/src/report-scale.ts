@@ -43,6 +43,11 @@ function drainCpu(run: DrainRun): string {
   );
 }
 
+/** The worker's and PostgreSQL's CPU per delivery: on a shared machine, steadier than the rate. */
+function pipelineCpu(run: DrainRun): number {
+  return msPer(run.cpu, "worker", run.deliveries) + msPer(run.cpu, "postgres", run.deliveries);
+}
+
 export function backlogVerdicts(b: BacklogResult): ScaleVerdict[] {
   const worker = coresOf(b.idle.cpu, "worker");
   const share = b.drain.perSecond / b.reference.perSecond;
@@ -55,7 +60,9 @@ export function backlogVerdicts(b: BacklogResult): ScaleVerdict[] {
     },
     {
       figure: "Drain of the backlog once the workers take jobs again",
-      measured: `${round(b.drain.perSecond)}/s over ${b.drain.seconds.toFixed(0)} s = ${(share * 100).toFixed(0)}% of the normal throughput (${round(b.reference.perSecond)}/s)`,
+      measured:
+        `${round(b.drain.perSecond)}/s over ${b.drain.seconds.toFixed(0)} s = ${(share * 100).toFixed(0)}% of the normal throughput (${round(b.reference.perSecond)}/s); ` +
+        `CPU per delivery (worker + PostgreSQL) ${pipelineCpu(b.drain).toFixed(2)} ms against ${pipelineCpu(b.reference).toFixed(2)} ms`,
       target: `>= ${SCALE_TARGETS.drainShare * 100}% of the normal throughput`,
       met: share >= SCALE_TARGETS.drainShare && !b.reference.timedOut,
     },
@@ -115,7 +122,8 @@ export function backlogSection(b: BacklogResult): string[] {
     `Targets: the reconciler below ${SCALE_TARGETS.reconcilerCoreShare * 100}% of one core while the backlog sits: ${yesNo(v[0]!.met)} (${v[0]!.measured}); ` +
       `the drain at the normal throughput (>= ${SCALE_TARGETS.drainShare * 100}% of it): ${yesNo(v[1]!.met)} (${v[1]!.measured}). ` +
       "The worker's CPU while the backlog sits includes everything else the process does when idle (BullMQ's blocking wait, timers), so it " +
-      "bounds the reconciler's from above.",
+      "bounds the reconciler's from above. On a machine shared with other work the two drain rates move with the machine's load; the CPU " +
+      "per delivery does not, and tells whether the backlog makes a delivery dearer.",
   ];
 }
 

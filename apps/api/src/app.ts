@@ -40,7 +40,9 @@ export function createApp(deps: ApiDeps) {
   app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
     type: "http",
     scheme: "bearer",
-    description: "An API key: from API_KEYS, or created with `npm run keys -- create`.",
+    description:
+      "An API key: from API_KEYS, or created with `npm run keys -- create` (with `--tenant T`, scoped to one tenant); " +
+      "or a portal session's token (POST /v1/portal_sessions), scoped to its tenant until it expires.",
   });
   app.doc31("/openapi.json", {
     openapi: "3.1.0",

@@ -796,6 +796,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant */
+            403: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The path does not take this method */
             405: {
                 headers: {
@@ -1667,7 +1678,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The credential is scoped to a tenant and may not do this (publish events, create portal sessions) */
+            /** @description The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant */
             403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -2385,7 +2396,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The credential is scoped to a tenant and may not do this (publish events, create portal sessions) */
+            /** @description The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant */
             403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */

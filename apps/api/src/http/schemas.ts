@@ -126,7 +126,7 @@ export const jsonResponse = <T, H extends HeaderShape = {}>(schema: T, descripti
 export const errorResponses = {
   400: jsonResponse(errorSchema, "Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object"),
   401: jsonResponse(errorSchema, "Missing or wrong API key, or an expired portal session token"),
-  403: jsonResponse(errorSchema, "The credential is scoped to a tenant and may not do this (publish events, create portal sessions)"),
+  403: jsonResponse(errorSchema, "The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant"),
   404: jsonResponse(errorSchema, "No such resource"),
   405: jsonResponse(errorSchema, "The path does not take this method", {
     Allow: z.string().openapi({ description: "The methods the path takes.", example: "GET, HEAD, PUT, DELETE" }),

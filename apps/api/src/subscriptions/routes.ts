@@ -49,7 +49,7 @@ const createRouteDef = createRoute({
   summary: "Create a subscription",
   description: "The response is the only one that ever contains the signing secret.",
   request: { body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } } },
-  responses: { 201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"), ...operationErrors(413, 415) },
+  responses: { 201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"), ...operationErrors(403, 413, 415) },
 });
 
 const getRouteDef = createRoute({

@@ -8,6 +8,15 @@ import type { WorkerMetrics } from "./metrics.ts";
  */
 const BATCH_SIZE = 2_000;
 
+/**
+ * After each batch the pass rests this many times as long as the batch took, so that it keeps a
+ * PostgreSQL backend busy at most half the time, whatever the machine: measured on 10,000,000
+ * deliveries, a pass without rests deleted ~27,000 deliveries/s (and as many attempts) and kept
+ * ~0.4 of a core busy in PostgreSQL throughout, which showed in the API's median latency on a
+ * 2-core machine. Half that rate is still many times what any one server can insert.
+ */
+const REST_RATIO = 1;
+
 const TABLES = ["deliveries", "delivery_attempts", "events"] as const;
 
 /**
@@ -21,6 +30,8 @@ export class Pruner {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #stopped = false;
+  /** Ends the rest in progress at once, when the worker stops. */
+  #wake: (() => void) | undefined;
 
   constructor(
     private readonly deps: { sql: SqlClient; logger: Logger; metrics: WorkerMetrics },
@@ -38,6 +49,7 @@ export class Pruner {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    this.#wake?.();
     await this.#running;
   }
 
@@ -45,7 +57,10 @@ export class Pruner {
   async pruneOnce(): Promise<PrunePass | undefined> {
     const startedAt = Date.now();
     const pass = await withPrunerLock({ sql: this.deps.sql }, (sql) =>
-      pruneExpired({ sql }, { retentionMs: this.options.retentionMs, batchSize: this.options.batchSize ?? BATCH_SIZE, shouldStop: () => this.#stopped }),
+      pruneExpired(
+        { sql },
+        { retentionMs: this.options.retentionMs, batchSize: this.options.batchSize ?? BATCH_SIZE, shouldStop: () => this.#stopped, rest: (ms) => this.#rest(ms * REST_RATIO) },
+      ),
     );
     if (!pass) return undefined;
     this.deps.metrics.prunedRows.inc({ table: "deliveries" }, pass.deliveries);
@@ -58,6 +73,17 @@ export class Pruner {
       );
     }
     return pass;
+  }
+
+  #rest(ms: number): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.#wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   }
 
   #schedule(delayMs: number): void {

@@ -132,24 +132,38 @@ export interface PrunePass extends PrunedRows {
 /**
  * One pruning pass: finished deliveries created more than `retentionMs` ago (measured on the
  * database's clock, which created_at is), delivered ones then failed ones, batch by batch; then
- * the events left without deliveries. `shouldStop` is asked before every batch, so a worker that
- * is shutting down stops between two short statements.
+ * the events left without deliveries. `rest`, when given, is awaited before every batch but the
+ * first, with how long the previous batch took: the caller's pause, which spreads a long pass out
+ * so that it does not keep a backend busy without a break. `shouldStop` is asked after it, before
+ * every batch, so a worker that is shutting down stops between two short statements.
  */
 export async function pruneExpired(
   ctx: { sql: SqlClient },
-  input: { retentionMs: number; batchSize: number; shouldStop?: (() => boolean) | undefined },
+  input: { retentionMs: number; batchSize: number; shouldStop?: (() => boolean) | undefined; rest?: ((lastBatchMs: number) => Promise<void>) | undefined },
 ): Promise<PrunePass> {
   const shouldStop = input.shouldStop ?? (() => false);
   const [cutoff] = await ctx.sql.query<{ before: Date }>("SELECT now() - $1::bigint * interval '1 millisecond' AS before", [input.retentionMs]);
   const before = cutoff!.before;
   const pass: PrunePass = { deliveries: 0, attempts: 0, events: 0, batches: 0, complete: false };
+  let lastBatchMs = 0;
+  /** Rests (after a batch), then tells whether to go on. */
+  const goOn = async (): Promise<boolean> => {
+    if (pass.batches > 0 && input.rest) await input.rest(lastBatchMs);
+    return !shouldStop();
+  };
+  const timed = async <T>(batch: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    const result = await batch();
+    lastBatchMs = performance.now() - started;
+    pass.batches++;
+    return result;
+  };
 
   for (const status of ["delivered", "failed"] as const) {
     let after: DeliveryCursor | undefined;
     for (;;) {
-      if (shouldStop()) return pass;
-      const batch = await pruneFinishedDeliveries(ctx, { status, before, limit: input.batchSize, after });
-      pass.batches++;
+      if (!(await goOn())) return pass;
+      const batch = await timed(() => pruneFinishedDeliveries(ctx, { status, before, limit: input.batchSize, after }));
       pass.deliveries += batch.deliveries;
       pass.attempts += batch.attempts;
       if (batch.taken < input.batchSize || !batch.last) break;
@@ -159,9 +173,8 @@ export async function pruneExpired(
 
   let after: string | undefined;
   for (;;) {
-    if (shouldStop()) return pass;
-    const batch = await pruneEventsWithoutDeliveries(ctx, { before, limit: input.batchSize, after });
-    pass.batches++;
+    if (!(await goOn())) return pass;
+    const batch = await timed(() => pruneEventsWithoutDeliveries(ctx, { before, limit: input.batchSize, after }));
     pass.events += batch.events;
     if (batch.reachedCutoff || batch.scanned < input.batchSize || !batch.last) break;
     after = batch.last;

@@ -137,6 +137,26 @@ describe("a pruning pass", () => {
     expect(await ids("events")).toEqual([kept.event]);
   });
 
+  it("rests before every batch but the first, as long as the caller asks, and stops after a rest when asked to", async () => {
+    for (let i = 0; i < 5; i++) await seed("order.paid", "old", ["delivered"]);
+    const rests: number[] = [];
+    const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2, rest: async (lastBatchMs) => void rests.push(lastBatchMs) });
+    // Delivered 2 + 2 + 1, failed 0, then the 5 events 2 by 2: 3 + 1 + 3 batches, a rest before each but the first.
+    expect(pass).toEqual({ deliveries: 5, attempts: 5, events: 5, batches: 7, complete: true });
+    expect(rests).toHaveLength(6);
+    // Each rest is told how long the batch before it took.
+    for (const ms of rests) expect(ms).toBeGreaterThan(0);
+
+    // A stop that comes during a rest is seen before the next batch.
+    for (let i = 0; i < 5; i++) await seed("order.paid", "old", ["delivered"]);
+    let stopping = false;
+    const stopped = await pruneExpired(
+      { sql: database.sql },
+      { retentionMs: DAY, batchSize: 2, shouldStop: () => stopping, rest: async () => void (stopping = true) },
+    );
+    expect(stopped).toEqual({ deliveries: 2, attempts: 2, events: 0, batches: 1, complete: false });
+  });
+
   it("stops between two batches when asked to", async () => {
     for (let i = 0; i < 7; i++) await seed("order.paid", "old", ["delivered"]);
     let asked = 0;

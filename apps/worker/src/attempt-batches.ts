@@ -1,11 +1,9 @@
 import type { HealthRules } from "@webhooks/core";
 import {
-  beginAttempts,
   claimDeliveries,
   recordAttempts,
   recordEndpointResults,
-  releaseLeases,
-  type AttemptStart,
+  withdrawAttempts,
   type AttemptToRecord,
   type ClaimedDelivery,
   type EndpointResult,
@@ -24,12 +22,10 @@ const MAX_BATCH = 200;
 const schedule = { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (flush: () => void) => setImmediate(flush) };
 
 export interface AttemptBatches {
-  /** The delivery's snapshot with a lease on it, or null if it could not be claimed. */
+  /** The delivery's snapshot with a lease on it and its attempt begun, or null if it could not be claimed. */
   claim(deliveryId: string, leaseToken: string): Promise<ClaimedDelivery | null>;
-  /** Gives the lease back without an attempt. */
-  releaseLease(lease: { deliveryId: string; leaseToken: string }): Promise<void>;
-  /** The attempt's number, or null if the lease was lost (then nothing may be sent). */
-  begin(start: AttemptStart): Promise<number | null>;
+  /** Takes the claimed attempt back, unsent, and gives the lease back. */
+  withdraw(lease: { deliveryId: string; leaseToken: string; attemptNumber: number }): Promise<void>;
   /** Whether the attempt was recorded (false: the lease was lost to another worker). */
   record(record: AttemptToRecord): Promise<boolean>;
   /**
@@ -45,14 +41,9 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
     return requests.map((request) => claimed.get(request.deliveryId) ?? null);
   }, schedule);
 
-  const releases = new DataLoader<{ deliveryId: string; leaseToken: string }, void>(async (leases) => {
-    await releaseLeases({ sql }, [...leases]);
+  const withdrawals = new DataLoader<{ deliveryId: string; leaseToken: string; attemptNumber: number }, void>(async (leases) => {
+    await withdrawAttempts({ sql }, [...leases]);
     return leases.map(() => undefined);
-  }, schedule);
-
-  const starts = new DataLoader<AttemptStart, number | null>(async (requests) => {
-    const started = await beginAttempts({ sql }, [...requests]);
-    return requests.map((request) => started.get(request.deliveryId) ?? null);
   }, schedule);
 
   const records = new DataLoader<AttemptToRecord, boolean>(async (requests) => {
@@ -74,8 +65,7 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
 
   return {
     claim: (deliveryId, leaseToken) => claims.load({ deliveryId, leaseToken }),
-    releaseLease: (lease) => releases.load(lease),
-    begin: (start) => starts.load(start),
+    withdraw: (lease) => withdrawals.load(lease),
     record: (record) => records.load(record),
     recordHealth: (result) => health.load(result),
   };

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { changesHealth, mergeRequestHeaders, nextState, signWebhook, stateOf, type IsolationConfig, type Logger } from "@webhooks/core";
-import { closeAbandonedAttempt, whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
+import { changesHealth, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type IsolationConfig, type Logger } from "@webhooks/core";
+import { whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
@@ -34,15 +34,16 @@ export type NextStep =
  * One attempt of one delivery, in the order it happens:
  * 0. pre-check, when the job names the subscription: if others wait ahead, or it is at its cap,
  *    the delivery joins the line at once, without touching the database;
- * 1. claim: a lease on the delivery, its snapshot, and its subscription as it is now;
- * 2. close an attempt an earlier worker began and never recorded (unknown outcome);
- * 3. gate: may it start now, within its destination's limits? If not, it waits, unspent;
- * 4. begin: the attempt is in the log before its request leaves;
- * 5. sign with the subscription's secrets (both during a rotation's overlap, contract §12) and
+ * 1. claim: a lease on the delivery, its snapshot, and its subscription as it is now; the attempt
+ *    is in the log as begun before its request can leave (and an attempt an earlier worker began
+ *    and never recorded is closed, as one of unknown outcome);
+ * 2. gate: may it start now, within its destination's limits? If not, the attempt is taken back
+ *    and the delivery waits, unspent;
+ * 3. sign with the subscription's secrets (both during a rotation's overlap, contract §12) and
  *    send to the delivery's own snapshot of url and custom headers (contract §8);
- * 6. decide the delivery's next state (core's lifecycle);
- * 7. record the outcome, and the endpoint's health (which may open or close its circuit);
- * 8. release the gate's slot, waking whoever may go next, and schedule what comes next.
+ * 4. decide the delivery's next state (core's lifecycle);
+ * 5. record the outcome, and the endpoint's health (which may open or close its circuit);
+ * 6. release the gate's slot, waking whoever may go next, and schedule what comes next.
  */
 export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subscriptionId?: string): Promise<NextStep> {
   // 0. Pre-check, for subscriptions this worker saw waiting lately (others have no line to join).
@@ -52,7 +53,7 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
     return { kind: "parked", subscriptionId, turnAt: null };
   }
 
-  // 1. Claim.
+  // 1. Claim, and begin the attempt.
   const leaseToken = randomUUID();
   const delivery = await deps.batches.claim(deliveryId, leaseToken);
   if (!delivery) {
@@ -63,18 +64,15 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
     return { kind: "done" };
   }
 
-  // 2. Close an abandoned attempt.
-  if (delivery.abandonedAttempt) {
-    await closeAbandonedAttempt({ sql: deps.sql }, { deliveryId, leaseToken });
-    deps.metrics.attempts.inc({ outcome: "unknown" });
-  }
+  if (delivery.closedAbandonedAttempt) deps.metrics.attempts.inc({ outcome: "unknown" });
+  const { attemptNumber } = delivery;
 
-  // 3. Gate.
+  // 2. Gate.
   const gateInput = toGateInput(delivery, deps);
   const decision = await deps.gate.acquire(gateInput);
   if (!decision.go) {
     noteWaiting(delivery.subscriptionId);
-    await deps.batches.releaseLease({ deliveryId, leaseToken });
+    await deps.batches.withdraw({ deliveryId, leaseToken, attemptNumber });
     deps.metrics.waits.inc({ reason: decision.reason });
     await wake(deps, decision.wakes.filter((w) => w.deliveryId !== deliveryId));
     const ownTurn = decision.wakes.find((w) => w.deliveryId === deliveryId);
@@ -83,36 +81,28 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
   await wake(deps, decision.wakes);
 
   try {
-    // 4. Begin.
-    const startedAt = new Date();
-    const attemptNumber = await deps.batches.begin({ deliveryId, leaseToken, startedAt });
-    if (attemptNumber === null) {
-      deps.logger.warn({ deliveryId }, "lease lost before the attempt began; another worker has the delivery");
-      return { kind: "done" };
-    }
-
-    // 5. Sign and send (paced, for a rate-limited subscription).
+    // 3. Sign and send (paced, for a rate-limited subscription).
     const rateLimit = delivery.subscription.rateLimit;
     if (rateLimit !== null) await paceSend(deps, delivery.subscriptionId, rateLimit, deliveryId);
     const body = webhookBody(delivery);
     const signed = signWebhook({
       secretKeys: delivery.secrets.map((secret) => deps.secretKeys.get(secret.id, secret.ciphertext)),
       messageId: delivery.eventId,
-      timestamp: startedAt,
+      timestamp: new Date(),
       body,
     });
     // The custom headers go under the signature headers; reserved names (content-type, user-agent, ...) are dropped.
     const result = await deps.sender.send(delivery.url, mergeRequestHeaders(delivery.headers, { ...signed }), body);
     deps.metrics.attemptDuration.observe(result.durationMs / 1000);
 
-    // 6. Decide.
+    // 4. Decide.
     const next = nextState(
       stateOf(delivery.status, delivery.nextAttemptAt),
       { type: "attempt_finished", attemptNumber, result },
       { retryScheduleMs: deps.retryScheduleMs },
     );
 
-    // 7. Record.
+    // 5. Record.
     const recorded = await deps.batches.record({
       deliveryId,
       leaseToken,
@@ -128,7 +118,7 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
     deps.logger.debug({ deliveryId, attempt: attemptNumber, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
     await recordHealth(deps, delivery, result);
 
-    // 8. Schedule (the slot is released below).
+    // 6. Schedule (the slot is released below).
     return next.nextAttemptInMs === null ? { kind: "done" } : { kind: "wait", delayMs: next.nextAttemptInMs };
   } finally {
     // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
@@ -191,12 +181,26 @@ function originOf(url: string): string {
   }
 }
 
+/**
+ * When this process last wrote a success into each subscription's health. The claim's snapshot
+ * of the subscription can be older than that (every delivery in flight was claimed before the
+ * write), and without this each of them would write `last_success_at` again within its second.
+ */
+const successWritten = new Map<string, Date>();
+
 /** The endpoint's health: written only when this attempt changes it (see core's changesHealth). */
 async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result: SendResult): Promise<void> {
   const finishedAt = new Date();
-  if (!changesHealth(delivery.subscription.health, result, finishedAt)) return;
+  const snapshot = delivery.subscription.health;
+  const written = successWritten.get(delivery.subscriptionId);
+  const health = written && (snapshot.lastSuccessAt === null || written > snapshot.lastSuccessAt) ? { ...snapshot, lastSuccessAt: written } : snapshot;
+  if (!changesHealth(health, result, finishedAt)) return;
   try {
     const { update, deliveryIds } = await deps.batches.recordHealth({ subscriptionId: delivery.subscriptionId, result, finishedAt });
+    if (isSuccess(result)) {
+      if (successWritten.size > 10_000) successWritten.clear();
+      successWritten.set(delivery.subscriptionId, finishedAt);
+    }
     for (const change of update?.changes ?? []) {
       deps.metrics.healthChanges.inc({ change });
       const level = change === "circuit_closed" ? "info" : "warn";

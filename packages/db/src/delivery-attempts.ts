@@ -3,9 +3,9 @@ import type { SqlClient } from "./sql.ts";
 import { HEALTH_COLUMNS, healthFromRow, type HealthRow } from "./subscription-health.ts";
 
 /**
- * The worker's writes to a delivery, in the order of an attempt: claim it (a lease), then either
- * release the lease (its destination made it wait) or record the attempt as started, send, and
- * record the outcome. The values stored come from core's delivery lifecycle.
+ * The worker's writes to a delivery, in the order of an attempt: claim it (a lease, with the
+ * attempt recorded as started), then either withdraw the attempt (its destination made it wait)
+ * or send and record the outcome. The values stored come from core's delivery lifecycle.
  *
  * The claim is a lease on the row. The queue already hands a job to one worker at a time, but a
  * worker that loses Redis or stalls past its job lock can see its job handed to another worker
@@ -42,23 +42,25 @@ export interface ClaimedDelivery {
   /** The event's data as JSON text, sent as it is stored. */
   eventDataJson: string;
   eventCreatedAt: Date;
-  /** Attempts made before this one (an abandoned one included). */
-  attemptsMade: number;
-  /** An earlier attempt was started and never recorded: its worker died mid-send. */
-  abandonedAttempt: boolean;
+  /** This attempt's number: it is in the log as started (see claimDeliveries). */
+  attemptNumber: number;
+  /** An earlier attempt was started and never recorded (its worker died mid-send); the claim closed it. */
+  closedAbandonedAttempt: boolean;
   /** The subscription as it is now (contract §11: limits apply to attempts that start after a change). */
   subscription: { maxInFlight: number; rateLimit: number | null; health: EndpointHealth };
 }
 
 /**
- * Takes a lease on each delivery that is due and not leased, and returns the snapshot of those
- * it claimed, by delivery id. Deliveries missing from the result were not claimable; see
- * `whyNotClaimed`.
+ * Claims each delivery that is due and not leased, and records its attempt as started, in one
+ * statement: a lease on the row, `attempts` + 1, `attempt_open`, and the attempt's row in the log
+ * (contract §5: the log counts every request a receiver may have seen, so the start is in it
+ * before the request can leave). An attempt an earlier worker began and never recorded (it died,
+ * or lost its lease mid-send) is closed in the same statement as one whose outcome is unknown.
+ * Committed durably: the start must survive a crash of the database as well as of the worker.
  *
- * The claim commits asynchronously (set_config(..., true) lasts until the end of the statement's
- * own transaction), so the webhook goes out without waiting for the WAL to reach the disk. A
- * lease lost in a database crash is harmless: the attempt's start is recorded durably before
- * anything is sent, and that write checks the lease.
+ * Returns the snapshot of those it claimed, by delivery id; a delivery missing from it was not
+ * claimable (see `whyNotClaimed`). If the destination then makes the delivery wait, `withdrawAttempts`
+ * takes the start back: nothing was sent.
  */
 export async function claimDeliveries(
   ctx: { sql: SqlClient },
@@ -81,23 +83,46 @@ export async function claimDeliveries(
     data: string;
     event_created_at: Date;
     attempts: number;
-    attempt_open: boolean;
+    was_open: boolean;
     max_in_flight: number;
     rate_limit: number | null;
   } & HealthRow>(
-    `UPDATE deliveries d
-     SET lease_token = c.lease_token, leased_until = now() + $3::int * interval '1 millisecond'
-     FROM unnest($1::text[], $2::text[]) AS c(id, lease_token), events e, signing_secrets s, subscriptions sub,
-          (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
-     WHERE d.id = c.id AND e.id = d.event_id AND s.id = sub.secret_id AND sub.id = d.subscription_id
-       AND d.next_attempt_at <= now() + $4::int * interval '1 millisecond'
-       AND (d.leased_until IS NULL OR d.leased_until < now())
-     RETURNING d.id, d.lease_token, d.subscription_id, d.status::text AS status, d.next_attempt_at, d.url, d.headers, sub.secret_id, s.ciphertext,
-               sub.previous_secret_id, (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS previous_ciphertext,
-               d.event_id, e.type, e.data::text AS data,
-               e.created_at AS event_created_at, d.attempts, d.attempt_open,
-               sub.max_in_flight, sub.rate_limit, ${HEALTH_COLUMNS.split(", ").map((column) => `sub.${column}`).join(", ")}`,
-    [input.claims.map((c) => c.deliveryId), input.claims.map((c) => c.leaseToken), input.leaseMs, DUE_TOLERANCE_MS],
+    // `before` is the row as the statement found it (a self-join sees the snapshot, not the
+    // update), which tells whether an attempt was left open and which number it had.
+    `WITH claimed AS (
+       UPDATE deliveries d
+       SET lease_token = c.lease_token, leased_until = now() + $3::int * interval '1 millisecond',
+           attempts = d.attempts + 1, attempt_open = true
+       FROM unnest($1::text[], $2::text[], $5::text[]) AS c(id, lease_token, attempt_id), deliveries before
+       WHERE d.id = c.id AND before.id = d.id
+         AND d.next_attempt_at <= now() + $4::int * interval '1 millisecond'
+         AND (d.leased_until IS NULL OR d.leased_until < now())
+       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.event_id,
+                 d.attempts, before.attempt_open AS was_open, c.attempt_id
+     ), closed AS (
+       UPDATE delivery_attempts a SET error = $6
+       FROM claimed c
+       WHERE c.was_open AND a.delivery_id = c.id AND a.number = c.attempts - 1 AND a.duration_ms IS NULL AND a.error IS NULL
+     ), started AS (
+       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at)
+       SELECT c.attempt_id, c.id, c.attempts, c.url, now() FROM claimed c
+     )
+     SELECT c.id, c.lease_token, c.subscription_id, c.status::text AS status, c.next_attempt_at, c.url, c.headers, sub.secret_id, s.ciphertext,
+            sub.previous_secret_id, (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS previous_ciphertext,
+            c.event_id, e.type, e.data::text AS data, e.created_at AS event_created_at, c.attempts, c.was_open,
+            sub.max_in_flight, sub.rate_limit, ${HEALTH_COLUMNS.split(", ").map((column) => `sub.${column}`).join(", ")}
+     FROM claimed c
+     JOIN events e ON e.id = c.event_id
+     JOIN subscriptions sub ON sub.id = c.subscription_id
+     JOIN signing_secrets s ON s.id = sub.secret_id`,
+    [
+      input.claims.map((c) => c.deliveryId),
+      input.claims.map((c) => c.leaseToken),
+      input.leaseMs,
+      DUE_TOLERANCE_MS,
+      input.claims.map(() => newId("attempt")),
+      UNKNOWN_OUTCOME_ERROR,
+    ],
   );
   return new Map(
     rows.map((row) => [
@@ -118,8 +143,8 @@ export async function claimDeliveries(
         eventType: row.type,
         eventDataJson: row.data,
         eventCreatedAt: row.event_created_at,
-        attemptsMade: row.attempts,
-        abandonedAttempt: row.attempt_open,
+        attemptNumber: row.attempts,
+        closedAbandonedAttempt: row.was_open,
         subscription: {
           maxInFlight: row.max_in_flight,
           rateLimit: row.rate_limit,
@@ -149,62 +174,21 @@ export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string)
 }
 
 /**
- * Closes the attempt an earlier worker started and never recorded (it died, or lost its lease
- * mid-send): it stays in the log, and in `attempts`, as an attempt whose outcome is unknown,
- * because the receiver may have had the request (contract §5).
+ * Takes back the attempts just claimed and not sent, and the leases: the destination made these
+ * deliveries wait (contract §11: waiting spends no attempt). Only the lease holder can, and only
+ * while the attempt is still open, so an attempt another worker has taken over is left alone.
  */
-export async function closeAbandonedAttempt(ctx: { sql: SqlClient }, input: { deliveryId: string; leaseToken: string }): Promise<void> {
+export async function withdrawAttempts(ctx: { sql: SqlClient }, leases: { deliveryId: string; leaseToken: string; attemptNumber: number }[]): Promise<void> {
   await ctx.sql.query(
-    `WITH closed AS (
-       UPDATE delivery_attempts a SET error = $3
-       FROM deliveries d
-       WHERE d.id = $1 AND d.lease_token = $2 AND d.attempt_open
-         AND a.delivery_id = d.id AND a.number = d.attempts AND a.duration_ms IS NULL AND a.error IS NULL
+    `WITH withdrawn AS (
+       UPDATE deliveries d SET lease_token = NULL, leased_until = NULL, attempts = d.attempts - 1, attempt_open = false
+       FROM unnest($1::text[], $2::text[], $3::int[]) AS l(id, lease_token, number)
+       WHERE d.id = l.id AND d.lease_token = l.lease_token AND d.attempt_open AND d.attempts = l.number
+       RETURNING d.id, l.number
      )
-     UPDATE deliveries SET attempt_open = false WHERE id = $1 AND lease_token = $2`,
-    [input.deliveryId, input.leaseToken, UNKNOWN_OUTCOME_ERROR],
+     DELETE FROM delivery_attempts a USING withdrawn w WHERE a.delivery_id = w.id AND a.number = w.number`,
+    [leases.map((l) => l.deliveryId), leases.map((l) => l.leaseToken), leases.map((l) => l.attemptNumber)],
   );
-}
-
-/** Gives leases back without an attempt: the destination made these deliveries wait. */
-export async function releaseLeases(ctx: { sql: SqlClient }, leases: { deliveryId: string; leaseToken: string }[]): Promise<void> {
-  await ctx.sql.query(
-    `UPDATE deliveries d SET lease_token = NULL, leased_until = NULL
-     FROM unnest($1::text[], $2::text[]) AS l(id, lease_token),
-          (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
-     WHERE d.id = l.id AND d.lease_token = l.lease_token`,
-    [leases.map((l) => l.deliveryId), leases.map((l) => l.leaseToken)],
-  );
-}
-
-export interface AttemptStart {
-  deliveryId: string;
-  leaseToken: string;
-  startedAt: Date;
-}
-
-/**
- * Records each attempt as started, before its request leaves (contract §5: the log counts every
- * request a receiver may have seen): the attempt row, the delivery's `attempts`, and
- * `attempt_open`. Committed durably, unlike the claim. Returns the attempt number by delivery
- * id; a delivery missing from it lost its lease and must not be sent.
- */
-export async function beginAttempts(ctx: { sql: SqlClient }, starts: AttemptStart[]): Promise<Map<string, number>> {
-  const rows = await ctx.sql.query<{ delivery_id: string; number: number }>(
-    `WITH input AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS i(delivery_id, lease_token, attempt_id, started_at)
-     ), started AS (
-       UPDATE deliveries d SET attempts = d.attempts + 1, attempt_open = true
-       FROM input i
-       WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token
-       RETURNING d.id, d.attempts, d.url
-     )
-     INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at)
-     SELECT i.attempt_id, s.id, s.attempts, s.url, i.started_at FROM started s JOIN input i ON i.delivery_id = s.id
-     RETURNING delivery_id, number`,
-    [starts.map((s) => s.deliveryId), starts.map((s) => s.leaseToken), starts.map(() => newId("attempt")), starts.map((s) => s.startedAt.toISOString())],
-  );
-  return new Map(rows.map((row) => [row.delivery_id, row.number]));
 }
 
 export interface AttemptOutcome {

@@ -1,3 +1,4 @@
+import DataLoader from "dataloader";
 import { queueLayout, type QueueLayout } from "./queue-layout.ts";
 import type { RedisConnection } from "./redis.ts";
 
@@ -117,7 +118,7 @@ end
 
 // KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, probe:S, origin-line, lines, cap:S
 // ARGV: id, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open, probe_ms, subscription, disabled, lost_turn_ms, rate_window, max_wakes
-const ACQUIRE_LUA = `${SHARED_LUA}
+const ACQUIRE_LUA = batched(`
 local inflight, origin, rate, line, turn, probe, origin_line, lines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local cap = KEYS[9]
 local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -203,11 +204,11 @@ for _, item in ipairs(wake_room(line, turn, inflight, origin, rate, max_in_fligh
   table.insert(reply, item)
 end
 return reply
-`;
+`);
 
 // KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, origin-line
 // ARGV: id, now, max_in_flight, origin_max, rate_limit, key prefix, lost_turn_ms, rate_window, max_wakes
-const RELEASE_LUA = `${SHARED_LUA}
+const RELEASE_LUA = batched(`
 local inflight, origin, rate, line, turn, origin_line = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, now = ARGV[1], tonumber(ARGV[2])
 local max_in_flight, origin_max, rate_limit, prefix, lost_turn_ms, rate_window, max_wakes = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -235,7 +236,7 @@ if redis.call('ZCARD', origin) < origin_max then
   end
 end
 return result
-`;
+`);
 
 // KEYS: in-flight:S, line:S, turn:S, lines   ARGV: now, subscription, lost_turn_ms
 const NUDGE_LUA = `
@@ -287,9 +288,35 @@ redis.call('PEXPIRE', sent, rate_window * 2)
 return 0
 `;
 
+/**
+ * Runs a script's body once per call of a batch, inside one script: KEYS and ARGV hold the calls'
+ * keys and arguments one after the other (ARGV[1] and ARGV[2] say how many of each a call has),
+ * and the reply is the list of the calls' replies. The calls run in order and atomically, as if
+ * made one after another. One round trip and one script run for the attempts a worker starts or
+ * ends in the same turn of its event loop, instead of one each.
+ */
+function batched(body: string): string {
+  return `${SHARED_LUA}
+local function one(KEYS, ARGV)
+${body}
+end
+local keys_per_call, args_per_call = tonumber(ARGV[1]), tonumber(ARGV[2])
+local replies = {}
+for i = 0, (#ARGV - 2) / args_per_call - 1 do
+  local keys, args = {}, {}
+  for j = 1, keys_per_call do keys[j] = KEYS[i * keys_per_call + j] end
+  for j = 1, args_per_call do args[j] = ARGV[2 + i * args_per_call + j] end
+  replies[i + 1] = one(keys, args)
+end
+return replies
+`;
+}
+
+const MAX_BATCH = 200;
+
 interface GateCommands {
-  gateAcquire(...args: (string | number)[]): Promise<(string | number)[]>;
-  gateRelease(...args: (string | number)[]): Promise<string[]>;
+  gateAcquire(...args: (string | number)[]): Promise<(string | number)[][]>;
+  gateRelease(...args: (string | number)[]): Promise<string[][]>;
   gateNudge(...args: (string | number)[]): Promise<string | null>;
   gatePace(...args: (string | number)[]): Promise<number>;
   gatePrecheck(...args: (string | number)[]): Promise<number>;
@@ -298,6 +325,8 @@ interface GateCommands {
 export class DeliveryGate {
   readonly #redis: RedisConnection & GateCommands;
   readonly #prefix: string;
+  readonly #acquires: DataLoader<ScriptCall, (string | number)[]>;
+  readonly #releases: DataLoader<ScriptCall, (string | number)[]>;
 
   /**
    * `redis` should be a connection of its own: the gate's calls are many and small, and pipelined.
@@ -305,16 +334,26 @@ export class DeliveryGate {
    */
   constructor(redis: RedisConnection, layout: QueueLayout | string) {
     this.#prefix = (typeof layout === "string" ? queueLayout(layout) : layout).gatePrefix;
-    redis.defineCommand("gateAcquire", { numberOfKeys: 9, lua: ACQUIRE_LUA });
-    redis.defineCommand("gateRelease", { numberOfKeys: 6, lua: RELEASE_LUA });
+    // Batched scripts: the first argument is the number of keys.
+    redis.defineCommand("gateAcquire", { lua: ACQUIRE_LUA });
+    redis.defineCommand("gateRelease", { lua: RELEASE_LUA });
     redis.defineCommand("gateNudge", { numberOfKeys: 4, lua: NUDGE_LUA });
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
     redis.defineCommand("gatePrecheck", { numberOfKeys: 5, lua: PRECHECK_LUA });
     this.#redis = redis as RedisConnection & GateCommands;
+    this.#acquires = batchOf((calls) => this.#redis.gateAcquire(...scriptArguments(calls)));
+    this.#releases = batchOf((calls) => this.#redis.gateRelease(...scriptArguments(calls)));
   }
 
   async acquire(input: GateInput, now = Date.now()): Promise<GateDecision> {
-    const reply = await this.#redis.gateAcquire(
+    const reply = await this.#acquires.load({ keys: this.#acquireKeys(input), args: this.#acquireArgs(input, now) });
+    const wakes = wakesFrom(reply.slice(2));
+    if (Number(reply[0]) === 1) return { go: true, probe: reply[1] === "1", wakes };
+    return { go: false, reason: String(reply[1]) as GateWaitReason, wakes };
+  }
+
+  #acquireKeys(input: GateInput): string[] {
+    return [
       this.#key("in-flight", input.subscriptionId),
       this.#originKey(input.origin),
       this.#key("rate", input.subscriptionId),
@@ -324,6 +363,11 @@ export class DeliveryGate {
       `${this.#prefix}origin-line:${input.origin}`,
       `${this.#prefix}lines`,
       this.#key("cap", input.subscriptionId),
+    ];
+  }
+
+  #acquireArgs(input: GateInput, now: number): (string | number)[] {
+    return [
       input.deliveryId,
       now,
       input.leaseMs,
@@ -338,31 +382,22 @@ export class DeliveryGate {
       LOST_TURN_MS,
       RATE_WINDOW_MS,
       MAX_WAKES,
-    );
-    const wakes = wakesFrom(reply.slice(2));
-    if (Number(reply[0]) === 1) return { go: true, probe: reply[1] === "1", wakes };
-    return { go: false, reason: String(reply[1]) as GateWaitReason, wakes };
+    ];
   }
 
   /** The attempt ended: frees its slots and returns whom to wake. */
   async release(input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit">, now = Date.now()): Promise<Wake[]> {
-    const reply = await this.#redis.gateRelease(
-      this.#key("in-flight", input.subscriptionId),
-      this.#originKey(input.origin),
-      this.#key("rate", input.subscriptionId),
-      this.#key("line", input.subscriptionId),
-      this.#key("turn", input.subscriptionId),
-      `${this.#prefix}origin-line:${input.origin}`,
-      input.deliveryId,
-      now,
-      input.maxInFlight,
-      input.originMaxInFlight,
-      input.rateLimit ?? 0,
-      this.#prefix,
-      LOST_TURN_MS,
-      RATE_WINDOW_MS,
-      MAX_WAKES,
-    );
+    const reply = await this.#releases.load({
+      keys: [
+        this.#key("in-flight", input.subscriptionId),
+        this.#originKey(input.origin),
+        this.#key("rate", input.subscriptionId),
+        this.#key("line", input.subscriptionId),
+        this.#key("turn", input.subscriptionId),
+        `${this.#prefix}origin-line:${input.origin}`,
+      ],
+      args: [input.deliveryId, now, input.maxInFlight, input.originMaxInFlight, input.rateLimit ?? 0, this.#prefix, LOST_TURN_MS, RATE_WINDOW_MS, MAX_WAKES],
+    });
     return wakesFrom(reply);
   }
 
@@ -445,6 +480,23 @@ export class DeliveryGate {
   #originKey(origin: string): string {
     return `${this.#prefix}in-flight-origin:${origin}`;
   }
+}
+
+/** One call of a batched script: its keys and its arguments. */
+interface ScriptCall {
+  keys: string[];
+  args: (string | number)[];
+}
+
+/** The calls made in the same turn of the event loop, sent as one script run (see `batched`). */
+function batchOf<T>(run: (calls: readonly ScriptCall[]) => Promise<T[]>): DataLoader<ScriptCall, T> {
+  return new DataLoader<ScriptCall, T>(run, { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (flush) => setImmediate(flush) });
+}
+
+/** numkeys, the keys, then how many keys and arguments each call has, then the arguments. */
+function scriptArguments(calls: readonly ScriptCall[]): (string | number)[] {
+  const first = calls[0]!;
+  return [calls.length * first.keys.length, ...calls.flatMap((call) => call.keys), first.keys.length, first.args.length, ...calls.flatMap((call) => call.args)];
 }
 
 function wakesFrom(flat: (string | number)[]): Wake[] {

@@ -1,55 +1,47 @@
-import { createTestDatabase, testConfig, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
+import { testConfig } from "@webhooks/testing";
+import { deliveryListSchema } from "../src/deliveries/schemas.ts";
+import { eventSchema } from "../src/events/schemas.ts";
+import { describe, expect } from "vitest";
+import { apiTest } from "./fixtures.ts";
 
-let database: TestDatabase;
-let api: TestApi;
+const test = apiTest();
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url));
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
-});
-
-async function subscribe(events: string[], extra: Record<string, unknown> = {}): Promise<string> {
-  const response = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/in", events, ...extra } });
-  expect(response.status).toBe(201);
-  return response.body.id;
+async function subscribeTo(api: TestApi, events: string[], extra: Record<string, unknown> = {}): Promise<string> {
+  return (await subscribe(api, { url: "https://example.com/in", events, ...extra })).id;
 }
 
-async function publish(type: string, data: Record<string, unknown> = { n: 1 }, headers: Record<string, string> = {}) {
+/** A publish whose answer the test checks itself (some expect a 400 or a 409). */
+async function send(api: TestApi, type: string, data: Record<string, unknown> = { n: 1 }, headers: Record<string, string> = {}) {
   return api.call("POST", "/v1/events", { json: { type, data }, headers });
 }
 
 /** Subscription ids that got a delivery for the event. */
-async function deliveredTo(eventId: string): Promise<string[]> {
-  const response = await api.call("GET", "/v1/deliveries?limit=100");
+async function deliveredTo(api: TestApi, eventId: string): Promise<string[]> {
+  const response = await api.get("/v1/deliveries?limit=100", 200, { schema: deliveryListSchema });
   return response.body.data
-    .filter((d: { event_id: string }) => d.event_id === eventId)
-    .map((d: { subscription_id: string }) => d.subscription_id)
+    .filter((d) => d.event_id === eventId)
+    .map((d) => d.subscription_id)
     .sort();
 }
 
 describe("POST /v1/events", () => {
-  it("stores the event and queues one delivery per matching active subscription", async () => {
+  test("stores the event and queues one delivery per matching active subscription", async ({ api }) => {
     const type = "fanout.created";
-    const exact = await subscribe([type, "other.thing"]);
-    const wildcard = await subscribe(["*"]);
-    const otherType = await subscribe(["fanout.deleted"]);
-    const prefixOnly = await subscribe(["fanout"]);
-    const paused = await subscribe([type], { active: false });
-    const deleted = await subscribe([type]);
+    const exact = await subscribeTo(api, [type, "other.thing"]);
+    const wildcard = await subscribeTo(api, ["*"]);
+    const otherType = await subscribeTo(api, ["fanout.deleted"]);
+    const prefixOnly = await subscribeTo(api, ["fanout"]);
+    const paused = await subscribeTo(api, [type], { active: false });
+    const deleted = await subscribeTo(api, [type]);
     expect((await api.call("DELETE", `/v1/subscriptions/${deleted}`)).status).toBe(200);
 
-    const response = await publish(type, { invoice: "in_1", amount: 4200, nested: { ok: true, list: [1, "two"] } });
+    const response = await send(api, type, { invoice: "in_1", amount: 4200, nested: { ok: true, list: [1, "two"] } });
     expect(response.status).toBe(202);
     expect(response.body).toMatchObject({ object: "event", type, data: { invoice: "in_1", amount: 4200, nested: { ok: true, list: [1, "two"] } } });
     expect(response.body.id).toMatch(/^evt_[0-9A-HJKMNP-TV-Z]{26}$/);
 
-    const targets = await deliveredTo(response.body.id);
+    const targets = await deliveredTo(api, response.body.id);
     expect(targets).toEqual([exact, wildcard].sort());
     for (const id of [otherType, prefixOnly, paused, deleted]) expect(targets).not.toContain(id);
 
@@ -64,18 +56,17 @@ describe("POST /v1/events", () => {
       expect(job?.data).toEqual({ deliveryId: delivery.id, subscriptionId: delivery.subscription_id });
     }
 
-    const fetched = await api.call("GET", `/v1/events/${response.body.id}`);
-    expect(fetched.status).toBe(200);
+    const fetched = await api.get(`/v1/events/${response.body.id}`, 200, { schema: eventSchema });
     expect(fetched.body).toEqual(response.body);
     // The other tests count deliveries; the wildcard subscription would get them all.
     await api.call("DELETE", `/v1/subscriptions/${wildcard}`);
   });
 
-  it("gives each of many concurrent publishes its own event and deliveries", async () => {
+  test("gives each of many concurrent publishes its own event and deliveries", async ({ api }) => {
     // Publishes arriving together are written as one batch; none may see another's targets.
-    const paid = await subscribe(["batch.paid"]);
-    const refunded = await subscribe(["batch.refunded"]);
-    const both = await subscribe(["batch.paid", "batch.refunded"]);
+    const paid = await subscribeTo(api, ["batch.paid"]);
+    const refunded = await subscribeTo(api, ["batch.refunded"]);
+    const both = await subscribeTo(api, ["batch.paid", "batch.refunded"]);
     const requests = Array.from({ length: 40 }, (_, i) => ({
       type: i % 3 === 0 ? "batch.refunded" : i % 3 === 1 ? "batch.paid" : "batch.nobody",
       data: { i },
@@ -84,7 +75,7 @@ describe("POST /v1/events", () => {
     // Each keyed request is also sent a second time, in the same burst.
     const burst = [...requests, ...requests.filter((r) => r.key !== undefined)];
     const responses = await Promise.all(
-      burst.map((r) => publish(r.type, r.data, r.key === undefined ? {} : { "Idempotency-Key": r.key })),
+      burst.map((r) => send(api, r.type, r.data, r.key === undefined ? {} : { "Idempotency-Key": r.key })),
     );
     expect(responses.every((r) => r.status === 202)).toBe(true);
     const firsts = responses.slice(0, requests.length);
@@ -104,37 +95,37 @@ describe("POST /v1/events", () => {
     }
   });
 
-  it("accepts an event nobody listens to", async () => {
-    const response = await publish("nobody.listens");
+  test("accepts an event nobody listens to", async ({ api }) => {
+    const response = await send(api, "nobody.listens");
     expect(response.status).toBe(202);
-    expect(await deliveredTo(response.body.id)).toEqual([]);
+    expect(await deliveredTo(api, response.body.id)).toEqual([]);
   });
 
-  it("pause -> publish -> no delivery; resume -> publish -> delivery", async () => {
+  test("pause -> publish -> no delivery; resume -> publish -> delivery", async ({ api }) => {
     const type = "pause.check";
-    const id = await subscribe([type]);
+    const id = await subscribeTo(api, [type]);
     await api.call("PUT", `/v1/subscriptions/${id}`, { json: { active: false } });
-    const whilePaused = await publish(type);
-    expect(await deliveredTo(whilePaused.body.id)).toEqual([]);
+    const whilePaused = await send(api, type);
+    expect(await deliveredTo(api, whilePaused.body.id)).toEqual([]);
 
     await api.call("PUT", `/v1/subscriptions/${id}`, { json: { active: true } });
-    const afterResume = await publish(type);
-    expect(await deliveredTo(afterResume.body.id)).toEqual([id]);
+    const afterResume = await send(api, type);
+    expect(await deliveredTo(api, afterResume.body.id)).toEqual([id]);
     // Resuming does not deliver what was published while paused.
-    expect(await deliveredTo(whilePaused.body.id)).toEqual([]);
+    expect(await deliveredTo(api, whilePaused.body.id)).toEqual([]);
   });
 
-  it("follows an events update for the next event", async () => {
-    const id = await subscribe(["before.update"]);
+  test("follows an events update for the next event", async ({ api }) => {
+    const id = await subscribeTo(api, ["before.update"]);
     await api.call("PUT", `/v1/subscriptions/${id}`, { json: { events: ["after.update"] } });
-    expect(await deliveredTo((await publish("before.update")).body.id)).toEqual([]);
-    expect(await deliveredTo((await publish("after.update")).body.id)).toEqual([id]);
+    expect(await deliveredTo(api, (await send(api, "before.update")).body.id)).toEqual([]);
+    expect(await deliveredTo(api, (await send(api, "after.update")).body.id)).toEqual([id]);
   });
 
   describe("Idempotency-Key", () => {
-    it("returns the same event for the same key and body, without new deliveries", async () => {
-      await subscribe(["idem.same"]);
-      const first = await publish("idem.same", { a: 1, b: [1, 2] }, { "Idempotency-Key": "key-same" });
+    test("returns the same event for the same key and body, without new deliveries", async ({ api }) => {
+      await subscribeTo(api, ["idem.same"]);
+      const first = await send(api, "idem.same", { a: 1, b: [1, 2] }, { "Idempotency-Key": "key-same" });
       // Same content, keys in another order: still the same request.
       const again = await api.call("POST", "/v1/events", {
         body: '{"data":{"b":[1,2],"a":1},"type":"idem.same"}',
@@ -145,37 +136,37 @@ describe("POST /v1/events", () => {
       expect(again.body).toEqual(first.body);
       expect(again.headers["idempotent-replayed"]).toBe("true");
       expect(first.headers["idempotent-replayed"]).toBeUndefined();
-      expect((await deliveredTo(first.body.id)).length).toBe(1);
+      expect((await deliveredTo(api, first.body.id)).length).toBe(1);
     });
 
-    it("answers 409 when the key is reused with another body", async () => {
-      const first = await publish("idem.diff", { a: 1 }, { "Idempotency-Key": "key-diff" });
+    test("answers 409 when the key is reused with another body", async ({ api }) => {
+      const first = await send(api, "idem.diff", { a: 1 }, { "Idempotency-Key": "key-diff" });
       expect(first.status).toBe(202);
       for (const [type, data] of [["idem.diff", { a: 2 }], ["idem.other", { a: 1 }]] as const) {
-        const conflict = await publish(type, data, { "Idempotency-Key": "key-diff" });
+        const conflict = await send(api, type, data, { "Idempotency-Key": "key-diff" });
         expect(conflict.status).toBe(409);
         expect(conflict.body.error).toMatchObject({ type: "idempotency_error", code: "idempotency_key_reused" });
       }
     });
 
-    it("creates exactly one event when the same request races", async () => {
-      await subscribe(["idem.race"]);
+    test("creates exactly one event when the same request races", async ({ api }) => {
+      await subscribeTo(api, ["idem.race"]);
       const responses = await Promise.all(
-        Array.from({ length: 8 }, () => publish("idem.race", { same: true }, { "Idempotency-Key": "key-race" })),
+        Array.from({ length: 8 }, () => send(api, "idem.race", { same: true }, { "Idempotency-Key": "key-race" })),
       );
       expect(responses.map((r) => r.status)).toEqual(Array(8).fill(202));
       expect(new Set(responses.map((r) => r.body.id)).size).toBe(1);
-      expect((await deliveredTo(responses[0]!.body.id)).length).toBe(1);
+      expect((await deliveredTo(api, responses[0]!.body.id)).length).toBe(1);
     });
 
-    it("rejects an over-long key", async () => {
-      const response = await publish("idem.long", {}, { "Idempotency-Key": "k".repeat(256) });
+    test("rejects an over-long key", async ({ api }) => {
+      const response = await send(api, "idem.long", {}, { "Idempotency-Key": "k".repeat(256) });
       expect(response.status).toBe(400);
       expect(response.body.error.param).toBe("Idempotency-Key");
     });
   });
 
-  it.each([
+  test.for([
     [{ data: {} }, "parameter_missing", "type"],
     [{ type: "a.b" }, "parameter_missing", "data"],
     [{ type: "a.b", data: [] }, "parameter_invalid", "data"],
@@ -188,17 +179,16 @@ describe("POST /v1/events", () => {
     [{ type: "a.b", data: { text: "lone \ud800 surrogate" } }, "parameter_invalid", "data"],
     [{ type: "a.b", data: { "\udc00": 1 } }, "parameter_invalid", "data"],
     [{ type: "a.b", data: {}, extra: true }, "parameter_unknown", "extra"],
-  ])("rejects %j with a 400", async (body, code, param) => {
-    const response = await api.call("POST", "/v1/events", { json: body });
-    expect(response.status).toBe(400);
+  ] as const)("rejects %j with a 400", async ([body, code, param], { api }) => {
+    const response = await api.post("/v1/events", body, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
   });
 
-  it("refuses operational event types, which only the service publishes (contract §11)", async () => {
+  test("refuses operational event types, which only the service publishes (contract §11)", async ({ api }) => {
     // A subscription may name them: that is how it receives them.
-    const listener = await subscribe(["operational.subscription.disabled"]);
+    const listener = await subscribeTo(api, ["operational.subscription.disabled"]);
     for (const type of ["operational.subscription.disabled", "operational.anything"]) {
-      const response = await publish(type, { subscription_id: listener });
+      const response = await send(api, type, { subscription_id: listener });
       expect(response.status).toBe(400);
       expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "type" });
       expect(response.body.error.message).toContain('must not start with "operational."');
@@ -206,10 +196,10 @@ describe("POST /v1/events", () => {
     const deliveries = await api.call("GET", `/v1/deliveries?subscription_id=${listener}`);
     expect(deliveries.body.data).toEqual([]);
     // Only the prefix is reserved.
-    expect((await publish("billing.operational.review")).status).toBe(202);
+    expect((await send(api, "billing.operational.review")).status).toBe(202);
   });
 
-  it("keeps every key of data, __proto__ included, and paired surrogates", async () => {
+  test("keeps every key of data, __proto__ included, and paired surrogates", async ({ api }) => {
     const response = await api.call("POST", "/v1/events", {
       body: '{"type":"keys.kept","data":{"__proto__":{"x":1},"emoji":"\\ud83d\\ude00","constructor":2}}',
       headers: { "content-type": "application/json" },
@@ -219,27 +209,26 @@ describe("POST /v1/events", () => {
     expect(JSON.stringify(fetched.body.data)).toBe('{"emoji":"😀","__proto__":{"x":1},"constructor":2}');
   });
 
-  it("rejects data nested deeper than PostgreSQL should store", async () => {
+  test("rejects data nested deeper than PostgreSQL should store", async ({ api }) => {
     let data: Record<string, unknown> = { leaf: 1 };
     for (let i = 0; i < 40; i++) data = { d: data };
-    const response = await publish("deep.data", data);
+    const response = await send(api, "deep.data", data);
     expect(response.status).toBe(400);
     expect(response.body.error.param).toBe("data");
   });
 });
 
 describe("GET /v1/events/{id}", () => {
-  it("404s for unknown and malformed ids", async () => {
+  test("404s for unknown and malformed ids", async ({ api }) => {
     for (const id of ["evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "xyz"]) {
-      const response = await api.call("GET", `/v1/events/${id}`);
-      expect(response.status).toBe(404);
+      const response = await api.get(`/v1/events/${id}`, 404);
       expect(response.body.error.code).toBe("resource_missing");
     }
   });
 });
 
 describe("with Redis unreachable", () => {
-  it("still accepts the event and commits its deliveries for the reconciler", async () => {
+  test("still accepts the event and commits its deliveries for the reconciler", async ({ database }) => {
     const down = await startTestApi(testConfig(database.url, { REDIS_URL: "redis://127.0.0.1:1" }));
     try {
       const sub = await down.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/x", events: ["redis.down"] } });

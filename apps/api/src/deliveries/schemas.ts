@@ -111,3 +111,11 @@ export function toAttemptJson(attempt: AttemptRecord) {
     error: attempt.error,
   };
 }
+
+// The routes' request and response types, for the tests and any TypeScript caller. A resend
+// takes no body (NoParameters); the send-a-test route answers a DeliveryResponse too.
+export type ListDeliveriesQuery = z.input<typeof listDeliveriesQuery>;
+export type DeliveryResponse = z.output<typeof deliverySchema>;
+export type DeliveryListResponse = z.output<typeof deliveryListSchema>;
+export type AttemptResponse = z.output<typeof attemptSchema>;
+export type AttemptListResponse = z.output<typeof attemptListSchema>;

@@ -83,3 +83,7 @@ export const eventIdParam = z.object({
 export function toEventJson(event: EventRecord) {
   return { id: event.id, object: "event" as const, type: event.type, data: event.data, ...tenantIdJson(event.tenantId), created_at: isoTimestamp(event.createdAt) };
 }
+
+// The routes' request and response types, for the tests and any TypeScript caller.
+export type PublishEventRequest = z.input<typeof publishEventBody>;
+export type EventResponse = z.output<typeof eventSchema>;

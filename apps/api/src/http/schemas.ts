@@ -158,3 +158,6 @@ export function operationErrors<S extends ErrorStatus = never>(...extra: S[]) {
 
 /** Timestamps leave the API as ISO 8601 UTC with milliseconds (contract §1). */
 export const isoTimestamp = (date: Date): string => date.toISOString();
+
+/** The body of every error response (contract §2). */
+export type ErrorResponse = z.output<typeof errorSchema>;

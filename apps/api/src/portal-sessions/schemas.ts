@@ -56,3 +56,7 @@ export function toPortalSessionJson(session: PortalSessionRecord, token: string,
     expires_at: isoTimestamp(session.expiresAt),
   };
 }
+
+// The route's request and response types, for the tests and any TypeScript caller.
+export type CreatePortalSessionRequest = z.input<typeof createPortalSessionBody>;
+export type PortalSessionResponse = z.output<typeof portalSessionSchema>;

@@ -251,3 +251,16 @@ export function toSubscriptionJson(subscription: SubscriptionRecord, now: Date) 
     disabled_reason: subscription.disabledReason,
   };
 }
+
+// The routes' request and response types (requests as a client sends them, before defaults),
+// for the tests and any TypeScript caller that would rather not repeat them.
+export type CreateSubscriptionRequest = z.input<typeof createSubscriptionBody>;
+export type UpdateSubscriptionRequest = z.input<typeof updateSubscriptionBody>;
+export type RotateSecretRequest = z.input<typeof rotateSecretBody>;
+export type RecoverSubscriptionRequest = z.input<typeof recoverBody>;
+export type SendTestEventRequest = z.input<typeof testEventBody>;
+export type SubscriptionResponse = z.output<typeof subscriptionSchema>;
+export type CreatedSubscriptionResponse = z.output<typeof createdSubscriptionSchema>;
+export type DeletedSubscriptionResponse = z.output<typeof deletedSubscriptionSchema>;
+export type SubscriptionListResponse = z.output<typeof subscriptionListSchema>;
+export type RecoveryResponse = z.output<typeof recoverySchema>;

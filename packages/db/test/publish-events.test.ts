@@ -1,5 +1,5 @@
 import { IdempotencyConflictError, SecretBox } from "@webhooks/core";
-import { createDatabase, createSubscription, getEvent, publishEvents, publishTestEvent, type Database, type PublishResult } from "@webhooks/db";
+import { createDatabase, createSubscription, deliveryJobChunks, getEvent, publishEvents, publishTestEvent, type Database, type PublishResult } from "@webhooks/db";
 import { createTestDatabase, type TestDatabase } from "@webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -151,5 +151,42 @@ describe("publishEvents", () => {
     expect(await deliveriesOf([tenanted.event.id])).toEqual([{ event_id: tenanted.event.id, subscription_id: acme, tenant_id: "acme" }]);
     expect(await deliveriesOf([untenanted.event.id])).toEqual([{ event_id: untenanted.event.id, subscription_id: plain, tenant_id: null }]);
     expect(await getEvent({ db: database.prisma }, tenanted.event.id)).toMatchObject({ tenantId: "acme" });
+  });
+
+  it("matches in SQL as matchesEventType does: the exact type, or \"*\" for any type but operational ones", async () => {
+    await database.sql.query("UPDATE subscriptions SET active = false", []);
+    const named = await subscribe(["operational.subscription.disabled", "m.other"]);
+    const all = await subscribe(["*"]);
+    await subscribe(["m"]);
+    await subscribe(["m.paid.more"]);
+    const [operational, plain] = (
+      await publishEvents(ctx(), [
+        { type: "operational.subscription.disabled", data: {} },
+        { type: "m.paid", data: {} },
+      ])
+    ).map((r) => ok(r!));
+    expect((await deliveriesOf([operational!.event.id])).map((row) => row.subscription_id)).toEqual([named]);
+    expect((await deliveriesOf([plain!.event.id])).map((row) => row.subscription_id)).toEqual([all]);
+    // Few deliveries come back with the result, numbered in SQL from the event's id block.
+    expect(plain!.deliveryIds).toHaveLength(1);
+    expect(plain!.deliveryIds[0]!.startsWith(plain!.deliveryIdBlock)).toBe(true);
+    expect(plain!.subscriptionOf.get(plain!.deliveryIds[0]!)).toBe(all);
+  });
+
+  it("leaves a batch's deliveries to be read in chunks when there are more than returnLimit", async () => {
+    await database.sql.query("UPDATE subscriptions SET active = false", []);
+    const subscribed = [];
+    for (let i = 0; i < 5; i++) subscribed.push(await subscribe(["c.many"]));
+    const [result] = (await publishEvents(ctx(), [{ type: "c.many", data: {} }], { returnLimit: 4 })).map((r) => ok(r!));
+    expect(result).toMatchObject({ deliveryCount: 5, deliveryIds: [] });
+    const chunks = [];
+    for await (const chunk of deliveryJobChunks(ctx(), result!.deliveryIdBlock, 2)) chunks.push(chunk);
+    expect(chunks.map((chunk) => chunk.length)).toEqual([2, 2, 1]);
+    const rows = await database.sql.query<{ id: string; subscription_id: string }>(
+      "SELECT id, subscription_id FROM deliveries WHERE event_id = $1 ORDER BY id",
+      [result!.event.id],
+    );
+    expect(chunks.flat()).toEqual(rows.map((row) => ({ deliveryId: row.id, subscriptionId: row.subscription_id })));
+    expect(rows.map((row) => row.subscription_id)).toEqual([...subscribed].sort());
   });
 });

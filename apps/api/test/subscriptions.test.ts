@@ -1,30 +1,16 @@
-import { createTestDatabase, sql, testConfig, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
+import { sql, testConfig, type TestDatabase } from "@webhooks/testing";
+import { describe, expect } from "vitest";
+import { createdSubscriptionSchema, deletedSubscriptionSchema, subscriptionListSchema, subscriptionSchema, type CreateSubscriptionRequest } from "../src/subscriptions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
-let database: TestDatabase;
-let api: TestApi;
+const test = apiTest();
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url));
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
-});
-
-async function create(body: Record<string, unknown> = {}) {
-  const response = await api.call("POST", "/v1/subscriptions", {
-    json: { url: "https://example.com/hooks", events: ["invoice.paid"], ...body },
-  });
-  expect(response.status).toBe(201);
-  return response.body;
-}
+const create = (api: TestApi, body: Partial<CreateSubscriptionRequest> = {}) => subscribe(api, { events: ["invoice.paid"], ...body });
 
 describe("POST /v1/subscriptions", () => {
-  it("creates a subscription and returns its signing secret once", async () => {
-    const created = await create({ description: "billing", events: ["invoice.paid", "invoice.refunded"] });
+  test("creates a subscription and returns its signing secret once", async ({ api, database }) => {
+    const created = await create(api, { description: "billing", events: ["invoice.paid", "invoice.refunded"] });
     expect(created).toMatchObject({
       object: "subscription",
       url: "https://example.com/hooks",
@@ -37,31 +23,30 @@ describe("POST /v1/subscriptions", () => {
     expect(created.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
     // No other response ever contains the secret.
-    const fetched = await api.call("GET", `/v1/subscriptions/${created.id}`);
-    expect(fetched.status).toBe(200);
+    const fetched = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(fetched.body).not.toHaveProperty("secret");
     expect(JSON.stringify(fetched.body)).not.toContain(created.secret);
-    const listed = await api.call("GET", "/v1/subscriptions");
+    const listed = await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema });
     expect(JSON.stringify(listed.body)).not.toContain(created.secret);
     const updated = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
     expect(JSON.stringify(updated.body)).not.toContain(created.secret);
   });
 
-  it("gives each subscription its own secret", async () => {
-    const a = await create();
-    const b = await create();
+  test("gives each subscription its own secret", async ({ api, database }) => {
+    const a = await create(api);
+    const b = await create(api);
     expect(a.secret).not.toBe(b.secret);
   });
 
-  it("accepts * for every event type, defaults description to empty and active to true", async () => {
-    const created = await create({ events: ["*"] });
+  test("accepts * for every event type, defaults description to empty and active to true", async ({ api, database }) => {
+    const created = await create(api, { events: ["*"] });
     expect(created.events).toEqual(["*"]);
     expect(created.description).toBe("");
     expect(created.active).toBe(true);
-    expect((await create({ active: false })).active).toBe(false);
+    expect((await create(api, { active: false })).active).toBe(false);
   });
 
-  it.each([
+  test.for([
     [{ events: ["invoice.paid"] }, "parameter_missing", "url"],
     [{ url: "https://example.com" }, "parameter_missing", "events"],
     [{ url: "https://example.com", events: [] }, "parameter_invalid", "events"],
@@ -76,9 +61,8 @@ describe("POST /v1/subscriptions", () => {
     [{ url: "https://example.com", events: ["a"], description: "lone \ud800" }, "parameter_invalid", "description"],
     [{ url: "https://example.com/\udfff", events: ["a"] }, "parameter_invalid", "url"],
     [{ url: "https://example.com", events: ["a"], colour: "red" }, "parameter_unknown", "colour"],
-  ])("rejects %j with a 400 naming the parameter", async (body, code, param) => {
-    const response = await api.call("POST", "/v1/subscriptions", { json: body });
-    expect(response.status).toBe(400);
+  ])("rejects %j with a 400 naming the parameter", async ([body, code, param], { api, database }) => {
+    const response = await api.post("/v1/subscriptions", body, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
     expect(response.body.error.message).toEqual(expect.any(String));
     expect(response.body.error.request_id).toBe(response.headers["request-id"]);
@@ -86,20 +70,18 @@ describe("POST /v1/subscriptions", () => {
 });
 
 describe("GET /v1/subscriptions/{id}", () => {
-  it("returns 404 in the contract's shape for an unknown or malformed id", async () => {
+  test("returns 404 in the contract's shape for an unknown or malformed id", async ({ api, database }) => {
     for (const id of ["sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "nope", "sub_%00"]) {
-      const response = await api.call("GET", `/v1/subscriptions/${id}`);
-      expect(response.status).toBe(404);
+      const response = await api.get(`/v1/subscriptions/${id}`, 404);
       expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "resource_missing" });
     }
   });
 });
 
 describe("PUT /v1/subscriptions/{id}", () => {
-  it("changes only the url when only the url is sent", async () => {
-    const created = await create({ description: "keep me", events: ["invoice.paid", "invoice.refunded"] });
-    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { url: "https://example.org/new" } });
-    expect(response.status).toBe(200);
+  test("changes only the url when only the url is sent", async ({ api, database }) => {
+    const created = await create(api, { description: "keep me", events: ["invoice.paid", "invoice.refunded"] });
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { url: "https://example.org/new" }, 200, { schema: subscriptionSchema });
     expect(response.body).toEqual({
       id: created.id,
       object: "subscription",
@@ -116,39 +98,37 @@ describe("PUT /v1/subscriptions/{id}", () => {
     });
   });
 
-  it("replaces the whole events list when events is sent", async () => {
-    const created = await create({ events: ["invoice.paid", "invoice.refunded"] });
-    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { events: ["invoice.payment_failed"] } });
-    expect(response.status).toBe(200);
+  test("replaces the whole events list when events is sent", async ({ api, database }) => {
+    const created = await create(api, { events: ["invoice.paid", "invoice.refunded"] });
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { events: ["invoice.payment_failed"] }, 200, { schema: subscriptionSchema });
     expect(response.body.events).toEqual(["invoice.payment_failed"]);
     expect(response.body.url).toBe(created.url);
     expect(response.body.active).toBe(true);
   });
 
-  it("pauses and resumes with active alone", async () => {
-    const created = await create();
+  test("pauses and resumes with active alone", async ({ api, database }) => {
+    const created = await create(api);
     const paused = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
     expect(paused.body).toMatchObject({ active: false, url: created.url, events: created.events });
     const resumed = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
     expect(resumed.body.active).toBe(true);
   });
 
-  it("applies all fields together", async () => {
-    const created = await create();
+  test("applies all fields together", async ({ api, database }) => {
+    const created = await create(api);
     const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, {
       json: { url: "https://example.net/all", events: ["*"], active: false },
     });
     expect(response.status).toBe(200);
     expect(response.body).toMatchObject({ url: "https://example.net/all", events: ["*"], active: false, description: created.description });
-    const fetched = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    const fetched = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(fetched.body).toEqual(response.body);
   });
 
-  it("treats {} as no change, and refuses a missing body (the OpenAPI document marks it required)", async () => {
-    const created = await create({ description: "same" });
+  test("treats {} as no change, and refuses a missing body (the OpenAPI document marks it required)", async ({ api, database }) => {
+    const created = await create(api, { description: "same" });
     const { secret: _secret, ...expected } = created;
-    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: {} });
-    expect(response.status).toBe(200);
+    const response = await api.put(`/v1/subscriptions/${created.id}`, {}, 200, { schema: subscriptionSchema });
     expect(response.body).toEqual(expected);
     for (const options of [{ body: "" }, {}]) {
       const missing = await api.call("PUT", `/v1/subscriptions/${created.id}`, options);
@@ -157,46 +137,43 @@ describe("PUT /v1/subscriptions/{id}", () => {
     }
   });
 
-  it.each([
+  test.for([
     ["description", { description: "new" }, "parameter_not_updatable"],
     ["secret", { secret: "whsec_AAAA" }, "parameter_not_updatable"],
     ["health", { health: { state: "healthy" } }, "parameter_not_updatable"],
     ["disabled_reason", { disabled_reason: null }, "parameter_not_updatable"],
     ["id", { id: "sub_x" }, "parameter_unknown"],
     ["foo", { foo: 1 }, "parameter_unknown"],
-  ])("rejects %s with a 400 naming it", async (param, body, code) => {
-    const created = await create({ description: "untouched" });
-    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false, ...body } });
-    expect(response.status).toBe(400);
+  ])("rejects %s with a 400 naming it", async ([param, body, code], { api, database }) => {
+    const created = await create(api, { description: "untouched" });
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { active: false, ...(body as Record<string, unknown>) }, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
     expect(response.body.error.message).toContain(param);
     // Nothing was applied.
-    const fetched = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    const fetched = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(fetched.body).toMatchObject({ active: true, description: "untouched" });
   });
 
-  it.each([
+  test.for([
     [{ events: [] }, "events"],
     [{ events: ["ok", "not ok"] }, "events[1]"],
     [{ active: "false" }, "active"],
     [{ active: null }, "active"],
     [{ url: "https://" }, "url"],
     [{ url: 42 }, "url"],
-  ])("rejects an invalid value %j", async (body, param) => {
-    const created = await create();
-    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: body });
-    expect(response.status).toBe(400);
+  ])("rejects an invalid value %j", async ([body, param], { api, database }) => {
+    const created = await create(api);
+    const response = await api.put(`/v1/subscriptions/${created.id}`, body, 400);
     expect(response.body.error.param).toBe(param);
   });
 
-  it("returns 404 for an unknown id", async () => {
-    const response = await api.call("PUT", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", { json: { active: false } });
-    expect(response.status).toBe(404);
+  test("returns 404 for an unknown id", async ({ api, database }) => {
+    const response = await api.put("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", { active: false }, 404);
     expect(response.body.error).toMatchObject({ code: "resource_missing", param: "subscription_id" });
   });
 
-  it("returns 415 for a body that is not JSON, and 400 for malformed JSON", async () => {
-    const created = await create();
+  test("returns 415 for a body that is not JSON, and 400 for malformed JSON", async ({ api, database }) => {
+    const created = await create(api);
     const text = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: "active=false", headers: { "content-type": "application/x-www-form-urlencoded" } });
     expect(text.status).toBe(415);
     expect(text.body.error).toMatchObject({ type: "invalid_request_error", code: "unsupported_media_type" });
@@ -207,14 +184,14 @@ describe("PUT /v1/subscriptions/{id}", () => {
     expect(malformed.body.error.code).toBe("invalid_json");
     const array = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: "[]", headers: { "content-type": "application/json" } });
     expect(array.status).toBe(400);
-    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body.active).toBe(true);
+    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.active).toBe(true);
   });
 });
 
 describe("GET /v1/subscriptions", () => {
-  it("lists newest first with cursor paging and no gaps", async () => {
+  test("lists newest first with cursor paging and no gaps", async ({ api, database }) => {
     const ids: string[] = [];
-    for (let i = 0; i < 7; i++) ids.push((await create()).id);
+    for (let i = 0; i < 7; i++) ids.push((await create(api)).id);
     const seen: string[] = [];
     let cursor: string | undefined;
     for (;;) {
@@ -230,25 +207,23 @@ describe("GET /v1/subscriptions", () => {
     expect(seen.filter((id) => ids.includes(id))).toEqual(newestFirst);
   });
 
-  it("rejects bad limits", async () => {
+  test("rejects bad limits", async ({ api, database }) => {
     for (const limit of ["0", "101", "1.5", "abc"]) {
-      const response = await api.call("GET", `/v1/subscriptions?limit=${limit}`);
-      expect(response.status).toBe(400);
+      const response = await api.get(`/v1/subscriptions?limit=${limit}`, 400);
       expect(response.body.error.param).toBe("limit");
     }
   });
 });
 
 describe("DELETE /v1/subscriptions/{id}", () => {
-  it("soft-deletes: gone from reads, still 404 on a second delete", async () => {
-    const created = await create();
-    const deleted = await api.call("DELETE", `/v1/subscriptions/${created.id}`);
-    expect(deleted.status).toBe(200);
+  test("soft-deletes: gone from reads, still 404 on a second delete", async ({ api, database }) => {
+    const created = await create(api);
+    const deleted = await api.delete(`/v1/subscriptions/${created.id}`, 200, { schema: deletedSubscriptionSchema });
     expect(deleted.body).toEqual({ id: created.id, object: "subscription", deleted: true });
-    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).status).toBe(404);
-    expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } })).status).toBe(404);
-    expect((await api.call("DELETE", `/v1/subscriptions/${created.id}`)).status).toBe(404);
-    const listed = await api.call("GET", "/v1/subscriptions?limit=100");
+    await api.get(`/v1/subscriptions/${created.id}`, 404);
+    await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 404);
+    await api.delete(`/v1/subscriptions/${created.id}`, 404);
+    const listed = await api.get("/v1/subscriptions?limit=100", 200, { schema: subscriptionListSchema });
     expect(listed.body.data.map((s: { id: string }) => s.id)).not.toContain(created.id);
   });
 });
@@ -256,54 +231,51 @@ describe("DELETE /v1/subscriptions/{id}", () => {
 describe("endpoint isolation settings and health (contract §11)", () => {
   const healthy = { state: "healthy", consecutive_failures: 0, last_success_at: null, last_failure_at: null, retry_at: null };
 
-  async function row(id: string) {
+  async function row(database: TestDatabase, id: string) {
     const [found] = await sql(database.url, "SELECT * FROM subscriptions WHERE id = $1", [id]);
     return found;
   }
 
-  it("defaults max_in_flight to DEFAULT_MAX_IN_FLIGHT and rate_limit to null, with a healthy health", async () => {
-    const created = await create();
+  test("defaults max_in_flight to DEFAULT_MAX_IN_FLIGHT and rate_limit to null, with a healthy health", async ({ api, database }) => {
+    const created = await create(api);
     expect(created).toMatchObject({ max_in_flight: 25, rate_limit: null, health: healthy, disabled_reason: null });
-    expect(await row(created.id)).toMatchObject({ max_in_flight: 25, rate_limit: null, disabled_reason: null });
-    for (const response of [await api.call("GET", `/v1/subscriptions/${created.id}`), await api.call("GET", "/v1/subscriptions?limit=1")]) {
+    expect(await row(database, created.id)).toMatchObject({ max_in_flight: 25, rate_limit: null, disabled_reason: null });
+    for (const response of [await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema }), await api.get("/v1/subscriptions?limit=1", 200, { schema: subscriptionListSchema })]) {
       const shown = response.body.object === "list" ? response.body.data[0] : response.body;
       expect(shown).toMatchObject({ id: created.id, max_in_flight: 25, rate_limit: null, health: healthy, disabled_reason: null });
     }
   });
 
-  it("takes the default from the deployment's configuration", async () => {
+  test("takes the default from the deployment's configuration", async ({ api, database }) => {
     const configured = await startTestApi(testConfig(database.url, { DEFAULT_MAX_IN_FLIGHT: "3" }));
     try {
-      const response = await configured.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["a.b"] } });
-      expect(response.status).toBe(201);
+      const response = await configured.post("/v1/subscriptions", { url: "https://example.com/hooks", events: ["a.b"] }, 201, { schema: createdSubscriptionSchema });
       expect(response.body.max_in_flight).toBe(3);
     } finally {
       await configured.close();
     }
   });
 
-  it("accepts max_in_flight and rate_limit on create, at both ends of their ranges", async () => {
-    expect(await create({ max_in_flight: 1, rate_limit: 1 })).toMatchObject({ max_in_flight: 1, rate_limit: 1 });
-    const high = await create({ max_in_flight: 1000, rate_limit: 10_000 });
+  test("accepts max_in_flight and rate_limit on create, at both ends of their ranges", async ({ api, database }) => {
+    expect(await create(api, { max_in_flight: 1, rate_limit: 1 })).toMatchObject({ max_in_flight: 1, rate_limit: 1 });
+    const high = await create(api, { max_in_flight: 1000, rate_limit: 10_000 });
     expect(high).toMatchObject({ max_in_flight: 1000, rate_limit: 10_000 });
-    expect(await row(high.id)).toMatchObject({ max_in_flight: 1000, rate_limit: 10_000 });
-    expect(await create({ rate_limit: null })).toMatchObject({ rate_limit: null });
+    expect(await row(database, high.id)).toMatchObject({ max_in_flight: 1000, rate_limit: 10_000 });
+    expect(await create(api, { rate_limit: null })).toMatchObject({ rate_limit: null });
   });
 
-  it("updates each limit alone, and removes the rate limit with null", async () => {
-    const created = await create({ max_in_flight: 5, rate_limit: 20 });
-    const capped = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { max_in_flight: 2 } });
-    expect(capped.status).toBe(200);
+  test("updates each limit alone, and removes the rate limit with null", async ({ api, database }) => {
+    const created = await create(api, { max_in_flight: 5, rate_limit: 20 });
+    const capped = await api.put(`/v1/subscriptions/${created.id}`, { max_in_flight: 2 }, 200, { schema: subscriptionSchema });
     expect(capped.body).toMatchObject({ max_in_flight: 2, rate_limit: 20 });
     const limited = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { rate_limit: 7 } });
     expect(limited.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
     const untouched = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { url: "https://example.com/other" } });
     expect(untouched.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
-    const unlimited = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { rate_limit: null } });
-    expect(unlimited.status).toBe(200);
+    const unlimited = await api.put(`/v1/subscriptions/${created.id}`, { rate_limit: null }, 200, { schema: subscriptionSchema });
     expect(unlimited.body).toMatchObject({ max_in_flight: 2, rate_limit: null });
-    expect(await row(created.id)).toMatchObject({ max_in_flight: 2, rate_limit: null });
-    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body).toEqual(unlimited.body);
+    expect(await row(database, created.id)).toMatchObject({ max_in_flight: 2, rate_limit: null });
+    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body).toEqual(unlimited.body);
   });
 
   const badLimits: [Record<string, unknown>, string, string][] = [
@@ -322,23 +294,21 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     [{ rate_limit: [1] }, "parameter_invalid", "rate_limit"],
   ];
 
-  it.each(badLimits)("refuses %j on create with a 400 naming the field", async (body, code, param) => {
-    const response = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["a.b"], ...body } });
-    expect(response.status).toBe(400);
+  test.for(badLimits)("refuses %j on create with a 400 naming the field", async ([body, code, param], { api, database }) => {
+    const response = await api.post("/v1/subscriptions", { url: "https://example.com/hooks", events: ["a.b"], ...body }, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
     expect(response.body.error.message).toContain(param);
   });
 
-  it.each(badLimits)("refuses %j in PUT with a 400 naming the field, and changes nothing", async (body, code, param) => {
-    const created = await create({ max_in_flight: 4, rate_limit: 8 });
-    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false, ...body } });
-    expect(response.status).toBe(400);
+  test.for(badLimits)("refuses %j in PUT with a 400 naming the field, and changes nothing", async ([body, code, param], { api, database }) => {
+    const created = await create(api, { max_in_flight: 4, rate_limit: 8 });
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { active: false, ...body }, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
-    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body).toMatchObject({ active: true, max_in_flight: 4, rate_limit: 8 });
+    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body).toMatchObject({ active: true, max_in_flight: 4, rate_limit: 8 });
   });
 
-  it("shows a circuit the worker opened, and PUT active:true re-enables and closes it", async () => {
-    const created = await create();
+  test("shows a circuit the worker opened, and PUT active:true re-enables and closes it", async ({ api, database }) => {
+    const created = await create(api);
     // As the worker leaves a subscription it disabled: failing for days, circuit open, held.
     const [times] = await sql<{ failing_since: Date; last_failure_at: Date; last_success_at: Date; held_until: Date }>(
       database.url,
@@ -350,7 +320,7 @@ describe("endpoint isolation settings and health (contract §11)", () => {
       [created.id],
     );
     if (!times) throw new Error("subscription row missing");
-    const disabled = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    const disabled = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(disabled.body).toMatchObject({
       active: false,
       disabled_reason: "failing",
@@ -363,8 +333,7 @@ describe("endpoint isolation settings and health (contract §11)", () => {
       },
     });
 
-    const reenabled = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
-    expect(reenabled.status).toBe(200);
+    const reenabled = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, { schema: subscriptionSchema });
     expect(reenabled.body).toMatchObject({
       active: true,
       disabled_reason: null,
@@ -378,7 +347,7 @@ describe("endpoint isolation settings and health (contract §11)", () => {
         retry_at: null,
       },
     });
-    expect(await row(created.id)).toMatchObject({
+    expect(await row(database, created.id)).toMatchObject({
       active: true,
       disabled_reason: null,
       circuit_opened_at: null,
@@ -388,12 +357,12 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     });
   });
 
-  it("closes an open circuit on PUT active:true even when the subscription was not disabled", async () => {
-    const created = await create();
+  test("closes an open circuit on PUT active:true even when the subscription was not disabled", async ({ api, database }) => {
+    const created = await create(api);
     await sql(database.url, "UPDATE subscriptions SET consecutive_failures = 5, circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1", [
       created.id,
     ]);
-    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body.health.state).toBe("circuit_open");
+    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.health.state).toBe("circuit_open");
     const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
     expect(response.body.health).toMatchObject({ state: "healthy", consecutive_failures: 0, retry_at: null });
     // active:false leaves the health alone.
@@ -402,7 +371,7 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     expect(paused.body.health.state).toBe("circuit_open");
   });
 
-  it("describes every new field in the OpenAPI document", async () => {
+  test("describes every new field in the OpenAPI document", async ({ api, database }) => {
     const { schemas } = (await api.call("GET", "/openapi.json", { key: null })).body.components;
     for (const [schema, fields] of [
       ["Subscription", ["max_in_flight", "rate_limit", "disabled_reason"]],
@@ -415,17 +384,17 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     expect(schemas.CreateSubscription.properties.max_in_flight.description).toContain("DEFAULT_MAX_IN_FLIGHT");
   });
 
-  it("shows a Retry-After hold until it ends, judged at the time of the request", async () => {
-    const created = await create();
+  test("shows a Retry-After hold until it ends, judged at the time of the request", async ({ api, database }) => {
+    const created = await create(api);
     const [held] = await sql<{ held_until: Date }>(
       database.url,
       "UPDATE subscriptions SET held_until = now() + interval '1 hour' WHERE id = $1 RETURNING held_until",
       [created.id],
     );
-    const during = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    const during = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(during.body.health).toMatchObject({ state: "circuit_open", retry_at: held?.held_until.toISOString() });
     await sql(database.url, "UPDATE subscriptions SET held_until = now() - interval '1 second' WHERE id = $1", [created.id]);
-    const after = await api.call("GET", `/v1/subscriptions/${created.id}`);
+    const after = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(after.body.health).toEqual(healthy);
   });
 });

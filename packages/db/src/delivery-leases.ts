@@ -3,7 +3,12 @@ import type { SqlClient } from "./sql.ts";
 import { HEALTH_COLUMNS, healthFromRow, type HealthRow } from "./subscription-health.ts";
 
 /**
- * The worker's writes to a delivery, in the order of an attempt: claim it (a lease, with the
+ * Writes to `deliveries` live in one module per stage of a delivery's life, and nowhere else
+ * (packages/db/test/delivery-writers.test.ts checks it): created with its event (events.ts),
+ * attempted under a lease (this module), resent (delivery-resends.ts), deleted when expired
+ * (retention.ts). deliveries.ts and due-deliveries.ts only read.
+ *
+ * This module: the worker's writes to a delivery, in the order of an attempt: claim it (a lease, with the
  * attempt recorded as started), then either withdraw the attempt (its destination made it wait)
  * or send and record the outcome. The values stored come from core's delivery lifecycle.
  *

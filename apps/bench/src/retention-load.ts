@@ -39,7 +39,7 @@ export interface RetentionResult {
 }
 
 /**
- * Phase 7: does a pruning pass disturb the service? A database with a 10,000,000-delivery log
+ * Phase 8: does a pruning pass disturb the service? A database with a 10,000,000-delivery log
  * (retention-seed.ts) and an API process on it. Each window starts a worker process, runs a
  * warm-up that is not counted, then measures for `windowMs`: events published open loop at a
  * steady rate (each to the phase's one subscription, delivered by the worker to the receiver)

@@ -1,10 +1,8 @@
-import { createTestDatabase, sql, testConfig, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-
-let database: TestDatabase;
-let api: TestApi;
-let subscriptions: string[];
+import { publish, subscribe, type TestApi } from "@webhooks/api/testing";
+import { sql } from "@webhooks/testing";
+import { describe, expect } from "vitest";
+import { attemptListSchema, deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
 interface Row {
   id: string;
@@ -13,24 +11,19 @@ interface Row {
   event_type: string;
   created_at: Date;
 }
-let rows: Row[];
 
 /**
  * 250 deliveries: 5 subscriptions x 50 events of two types. The 5 deliveries of an event share a
  * creation time already; on top of that, a third of them are moved onto a single millisecond, so
  * paging must break many ties by id. Statuses are spread over the three states.
  */
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url));
-  subscriptions = [];
+const test = apiTest().extend("seed", { scope: "file" }, async ({ api, database }) => {
+  const subscriptions: string[] = [];
   for (let i = 0; i < 5; i++) {
-    const response = await api.call("POST", "/v1/subscriptions", { json: { url: `https://example.com/${i}`, events: ["*"] } });
-    subscriptions.push(response.body.id);
+    subscriptions.push((await subscribe(api, { url: `https://example.com/${i}`, events: ["*"] })).id);
   }
   for (let i = 0; i < 50; i++) {
-    const response = await api.call("POST", "/v1/events", { json: { type: i % 2 ? "invoice.paid" : "invoice.refunded", data: { i } } });
-    expect(response.status).toBe(202);
+    await publish(api, { type: i % 2 ? "invoice.paid" : "invoice.refunded", data: { i } });
   }
   await sql(database.url, `
     WITH numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM deliveries)
@@ -38,29 +31,25 @@ beforeAll(async () => {
       status = (CASE n % 3 WHEN 0 THEN 'queued' WHEN 1 THEN 'delivered' ELSE 'failed' END)::delivery_status,
       created_at = CASE WHEN n BETWEEN 100 AND 185 THEN '2026-01-01T00:00:00.123Z'::timestamptz ELSE d.created_at END
     FROM numbered WHERE numbered.id = d.id`);
-  rows = await sql<Row>(database.url, "SELECT id, subscription_id, status::text AS status, event_type, created_at FROM deliveries ORDER BY created_at DESC, id DESC");
+  const rows = await sql<Row>(database.url, "SELECT id, subscription_id, status::text AS status, event_type, created_at FROM deliveries ORDER BY created_at DESC, id DESC");
   expect(rows).toHaveLength(250);
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
+  return { subscriptions, rows };
 });
 
-async function list(query: string) {
-  const response = await api.call("GET", `/v1/deliveries${query ? `?${query}` : ""}`);
-  expect(response.status, JSON.stringify(response.body)).toBe(200);
-  return response.body as { object: string; url: string; has_more: boolean; data: Record<string, unknown>[] };
+async function list(api: TestApi, query: string) {
+  const response = await api.get(`/v1/deliveries${query ? `?${query}` : ""}`, 200, { schema: deliveryListSchema });
+  return response.body;
 }
 
 /** Follows starting_after until has_more is false; returns the ids in order. */
-async function listAll(filters: URLSearchParams, limit: number): Promise<string[]> {
+async function listAll(api: TestApi, filters: URLSearchParams, limit: number): Promise<string[]> {
   const ids: string[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < 1000; page++) {
     const query = new URLSearchParams(filters);
     query.set("limit", String(limit));
     if (cursor) query.set("starting_after", cursor);
-    const body = await list(query.toString());
+    const body = await list(api, query.toString());
     expect(body.data.length).toBeLessThanOrEqual(limit);
     ids.push(...body.data.map((d) => d.id as string));
     if (!body.has_more) return ids;
@@ -71,8 +60,9 @@ async function listAll(filters: URLSearchParams, limit: number): Promise<string[
 }
 
 describe("GET /v1/deliveries", () => {
-  it("returns the list object of spec §2.1 with delivery records of §2.2", async () => {
-    const body = await list("");
+  test("returns the list object of spec §2.1 with delivery records of §2.2", async ({ api, database, seed }) => {
+    const { rows } = seed;
+    const body = await list(api, "");
     expect(body).toMatchObject({ object: "list", url: "/v1/deliveries", has_more: true });
     expect(body.data).toHaveLength(20);
     expect(Object.keys(body.data[0]!).sort()).toEqual(
@@ -81,19 +71,21 @@ describe("GET /v1/deliveries", () => {
     expect(body.data.map((d) => d.id)).toEqual(rows.slice(0, 20).map((r) => r.id));
   });
 
-  it("pages through all 250 deliveries, ties included, with no gap and no duplicate", async () => {
+  test("pages through all 250 deliveries, ties included, with no gap and no duplicate", async ({ api, database, seed }) => {
+    const { rows } = seed;
     for (const limit of [1, 7, 20, 100]) {
-      const ids = await listAll(new URLSearchParams(), limit);
+      const ids = await listAll(api, new URLSearchParams(), limit);
       expect(ids).toEqual(rows.map((r) => r.id));
     }
   });
 
-  it("pages backwards with ending_before", async () => {
+  test("pages backwards with ending_before", async ({ api, database, seed }) => {
+    const { rows } = seed;
     const collected: string[] = [];
     let cursor = rows.at(-1)!.id;
     collected.unshift(cursor);
     for (;;) {
-      const body = await list(`limit=9&ending_before=${cursor}`);
+      const body = await list(api, `limit=9&ending_before=${cursor}`);
       // Still newest first within the page.
       collected.unshift(...body.data.map((d) => d.id as string));
       if (!body.has_more) break;
@@ -102,16 +94,18 @@ describe("GET /v1/deliveries", () => {
     expect(collected).toEqual(rows.map((r) => r.id));
   });
 
-  it("computes has_more exactly", async () => {
+  test("computes has_more exactly", async ({ api, database, seed }) => {
+    const { rows, subscriptions } = seed;
     const sub = subscriptions[0]!;
     const count = rows.filter((r) => r.subscription_id === sub).length;
-    expect((await list(`subscription_id=${sub}&limit=${count}`)).has_more).toBe(false);
-    expect((await list(`subscription_id=${sub}&limit=${count - 1}`)).has_more).toBe(true);
+    expect((await list(api, `subscription_id=${sub}&limit=${count}`)).has_more).toBe(false);
+    expect((await list(api, `subscription_id=${sub}&limit=${count - 1}`)).has_more).toBe(true);
     const last = rows.at(-1)!.id;
-    expect(await list(`starting_after=${last}`)).toMatchObject({ has_more: false, data: [] });
+    expect(await list(api, `starting_after=${last}`)).toMatchObject({ has_more: false, data: [] });
   });
 
-  it("applies each filter alone and every combination, through every page", async () => {
+  test("applies each filter alone and every combination, through every page", async ({ api, database, seed }) => {
+    const { rows, subscriptions } = seed;
     const since = rows[120]!.created_at;
     const until = rows[40]!.created_at;
     const filters: Record<string, (r: Row) => boolean> = {
@@ -133,36 +127,38 @@ describe("GET /v1/deliveries", () => {
       const chosen = names.filter((_, i) => mask & (1 << i));
       const query = new URLSearchParams(chosen.map((name): [string, string] => [name, values[name]!]));
       const expected = rows.filter((r) => chosen.every((name) => filters[name]!(r))).map((r) => r.id);
-      expect(await listAll(query, 25), chosen.join("+")).toEqual(expected);
+      expect(await listAll(api, query, 25), chosen.join("+")).toEqual(expected);
     }
   });
 
-  it("treats since as inclusive and until as exclusive at the boundary", async () => {
+  test("treats since as inclusive and until as exclusive at the boundary", async ({ api, database, seed }) => {
+    const { rows } = seed;
     const edge = rows[200]!;
     const iso = edge.created_at.toISOString();
     const plusOne = new Date(edge.created_at.getTime() + 1).toISOString();
-    const atSince = await listAll(new URLSearchParams({ since: iso }), 100);
+    const atSince = await listAll(api, new URLSearchParams({ since: iso }), 100);
     expect(atSince).toContain(edge.id);
-    expect(await listAll(new URLSearchParams({ since: plusOne }), 100)).not.toContain(edge.id);
-    expect(await listAll(new URLSearchParams({ until: iso }), 100)).not.toContain(edge.id);
-    expect(await listAll(new URLSearchParams({ until: plusOne }), 100)).toContain(edge.id);
+    expect(await listAll(api, new URLSearchParams({ since: plusOne }), 100)).not.toContain(edge.id);
+    expect(await listAll(api, new URLSearchParams({ until: iso }), 100)).not.toContain(edge.id);
+    expect(await listAll(api, new URLSearchParams({ until: plusOne }), 100)).toContain(edge.id);
     // An offset means the same instant.
     const offset = new Date(edge.created_at.getTime() + 2 * 3600_000).toISOString().replace("Z", "+02:00");
-    expect(await listAll(new URLSearchParams({ since: offset }), 100)).toEqual(atSince);
+    expect(await listAll(api, new URLSearchParams({ since: offset }), 100)).toEqual(atSince);
   });
 
-  it("returns an empty list for an unknown subscription", async () => {
-    expect(await list("subscription_id=sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q")).toMatchObject({ data: [], has_more: false });
+  test("returns an empty list for an unknown subscription", async ({ api, database, seed }) => {
+    expect(await list(api, "subscription_id=sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q")).toMatchObject({ data: [], has_more: false });
   });
 
-  it("keeps the delivery log of a deleted subscription", async () => {
+  test("keeps the delivery log of a deleted subscription", async ({ api, database, seed }) => {
+    const { rows, subscriptions } = seed;
     const sub = subscriptions[4]!;
     await api.call("DELETE", `/v1/subscriptions/${sub}`);
-    const ids = await listAll(new URLSearchParams({ subscription_id: sub }), 100);
+    const ids = await listAll(api, new URLSearchParams({ subscription_id: sub }), 100);
     expect(ids).toEqual(rows.filter((r) => r.subscription_id === sub).map((r) => r.id));
   });
 
-  it.each([
+  test.for([
     ["limit=0", "limit", "parameter_out_of_range"],
     ["limit=101", "limit", "parameter_out_of_range"],
     ["limit=1.5", "limit", "parameter_invalid"],
@@ -183,54 +179,52 @@ describe("GET /v1/deliveries", () => {
     ["subscription_id=%00", "subscription_id", "parameter_invalid"],
     ["starting_after=dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "starting_after", "resource_missing"],
     ["ending_before=nonsense", "ending_before", "resource_missing"],
-  ])("rejects %s with a 400 naming the parameter", async (query, param, code) => {
-    const response = await api.call("GET", `/v1/deliveries?${query}`);
-    expect(response.status).toBe(400);
+  ])("rejects %s with a 400 naming the parameter", async ([query, param, code], { api, database, seed }) => {
+    const response = await api.get(`/v1/deliveries?${query}`, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", param, code });
     expect(response.body.error.message).toContain(param);
   });
 
-  it("rejects starting_after and ending_before together", async () => {
-    const response = await api.call("GET", `/v1/deliveries?starting_after=${rows[5]!.id}&ending_before=${rows[1]!.id}`);
-    expect(response.status).toBe(400);
+  test("rejects starting_after and ending_before together", async ({ api, database, seed }) => {
+    const { rows } = seed;
+    const response = await api.get(`/v1/deliveries?starting_after=${rows[5]!.id}&ending_before=${rows[1]!.id}`, 400);
     expect(response.body.error.code).toBe("parameter_conflict");
   });
 });
 
 describe("GET /v1/deliveries/{id}", () => {
-  it("returns one delivery", async () => {
+  test("returns one delivery", async ({ api, database, seed }) => {
+    const { rows } = seed;
     const row = rows[3]!;
-    const response = await api.call("GET", `/v1/deliveries/${row.id}`);
-    expect(response.status).toBe(200);
+    const response = await api.get(`/v1/deliveries/${row.id}`, 200, { schema: deliverySchema });
     expect(response.body).toMatchObject({ id: row.id, object: "delivery", subscription_id: row.subscription_id, status: row.status, event: row.event_type });
     expect(response.body.created_at).toBe(row.created_at.toISOString());
   });
 
-  it("404s for unknown ids, also on attempts and retry", async () => {
+  test("404s for unknown ids, also on attempts and retry", async ({ api, database, seed }) => {
     for (const path of ["", "/attempts"]) {
-      const response = await api.call("GET", `/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q${path}`);
-      expect(response.status).toBe(404);
+      const response = await api.get(`/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q${path}`, 404);
       expect(response.body.error.code).toBe("resource_missing");
     }
-    expect((await api.call("POST", "/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/retry")).status).toBe(404);
+    await api.post("/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/retry", undefined, 404);
   });
 
-  it("lists attempts as an empty list before any attempt", async () => {
+  test("lists attempts as an empty list before any attempt", async ({ api, database, seed }) => {
+    const { rows } = seed;
     const row = rows[0]!;
-    const response = await api.call("GET", `/v1/deliveries/${row.id}/attempts`);
-    expect(response.status).toBe(200);
+    const response = await api.get(`/v1/deliveries/${row.id}/attempts`, 200, { schema: attemptListSchema });
     expect(response.body).toEqual({ object: "list", url: `/v1/deliveries/${row.id}/attempts`, has_more: false, data: [] });
   });
 
-  it("shows duration_ms as null for an attempt in flight or with an unknown outcome", async () => {
+  test("shows duration_ms as null for an attempt in flight or with an unknown outcome", async ({ api, database, seed }) => {
+    const { rows } = seed;
     const row = rows[1]!;
     await sql(database.url, `
       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, error) VALUES
         ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5A', $1, 1, 'https://example.com/0', now() - interval '2 minutes', 120, 500, NULL),
         ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown'),
         ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5C', $1, 3, 'https://example.com/0', now(), NULL, NULL, NULL)`, [row.id]);
-    const response = await api.call("GET", `/v1/deliveries/${row.id}/attempts`);
-    expect(response.status).toBe(200);
+    const response = await api.get(`/v1/deliveries/${row.id}/attempts`, 200, { schema: attemptListSchema });
     expect(response.body.data.map((a: { number: number; duration_ms: number | null }) => [a.number, a.duration_ms])).toEqual([
       [3, null],
       [2, null],
@@ -240,21 +234,21 @@ describe("GET /v1/deliveries/{id}", () => {
 });
 
 describe("POST /v1/deliveries/{id}/retry", () => {
-  it("queues a delivered or failed delivery again and puts its job on the queue", async () => {
+  test("queues a delivered or failed delivery again and puts its job on the queue", async ({ api, database, seed }) => {
+    const { rows } = seed;
     for (const status of ["delivered", "failed"]) {
       const row = rows.find((r) => r.status === status)!;
       await api.queue.queue.remove(row.id);
-      const response = await api.call("POST", `/v1/deliveries/${row.id}/retry`);
-      expect(response.status).toBe(202);
+      const response = await api.post(`/v1/deliveries/${row.id}/retry`, undefined, 202, { schema: deliverySchema });
       expect(response.body).toMatchObject({ id: row.id, status: "queued", next_retry_at: null });
       expect((await api.queue.queue.getJob(row.id))?.data).toEqual({ deliveryId: row.id });
     }
   });
 
-  it("leaves a queued delivery as it is", async () => {
+  test("leaves a queued delivery as it is", async ({ api, database, seed }) => {
+    const { rows } = seed;
     const row = rows.find((r) => r.status === "queued")!;
-    const response = await api.call("POST", `/v1/deliveries/${row.id}/retry`);
-    expect(response.status).toBe(202);
+    const response = await api.post(`/v1/deliveries/${row.id}/retry`, undefined, 202, { schema: deliverySchema });
     expect(response.body).toMatchObject({ id: row.id, status: "queued", attempts: 0 });
   });
 });

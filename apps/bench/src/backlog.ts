@@ -124,7 +124,7 @@ export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Pr
       const passesBefore = passes.count();
       const scannedBefore = await worker.counter(SCANNED);
       const enqueuedBefore = await worker.counter(ENQUEUED);
-      const endIdle = startCpuWindow(drainTargets(worker));
+      const endIdle = startCpuWindow(cpuTargets(worker));
       await sleep(s.idleMs);
       const idleCpu = endIdle();
       const idle = {
@@ -142,7 +142,7 @@ export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Pr
       );
 
       receiver.reset();
-      const endDrain = startCpuWindow(drainTargets(worker));
+      const endDrain = startCpuWindow(cpuTargets(worker));
       const drainStarted = performance.now();
       await queue.queue.resume();
       const slices: number[] = [];
@@ -188,7 +188,7 @@ export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Pr
   }
 }
 
-function drainTargets(worker: WatchedWorker): CpuTarget[] {
+function cpuTargets(worker: WatchedWorker): CpuTarget[] {
   return [{ label: "worker", processGroup: worker.processGroup }, postgresTarget([SCALE_DATABASES.backlog]), { label: "redis", command: "redis-server" }];
 }
 
@@ -289,7 +289,7 @@ async function drainInFull(databaseUrl: string, queuePrefix: string, queue: Deli
       redis.disconnect();
     }
     receiver.reset();
-    const endCpu = startCpuWindow(drainTargets(worker));
+    const endCpu = startCpuWindow(cpuTargets(worker));
     const started = performance.now();
     const all = receiver.whenVerified(deliveries);
     await queue.queue.resume();

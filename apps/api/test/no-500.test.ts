@@ -1,26 +1,25 @@
-import { createTestDatabase, testConfig, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { checkResponse, publish, subscribe } from "@webhooks/api/testing";
+import { expect } from "vitest";
+import { deliveryListSchema } from "../src/deliveries/schemas.ts";
+import { errorSchema } from "../src/http/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
 /**
  * "No client input may produce a 500": a seeded stream of hostile requests against every route.
  * Each must get a non-5xx answer, and every error must be in the contract's shape.
  */
-let database: TestDatabase;
-let api: TestApi;
-let ids: Record<string, string>;
+interface SeedIds {
+  sub: string;
+  evt: string;
+  dlv: string;
+}
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url));
-  const sub = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/x", events: ["*"] } });
-  const event = await api.call("POST", "/v1/events", { json: { type: "seed.event", data: { a: 1 } } });
-  const deliveries = await api.call("GET", "/v1/deliveries");
-  ids = { sub: sub.body.id, evt: event.body.id, dlv: deliveries.body.data[0].id };
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
+/** One subscription, event and delivery, whose ids the routes below take. */
+const test = apiTest().extend("ids", { scope: "file" }, async ({ api }): Promise<SeedIds> => {
+  const sub = await subscribe(api, { url: "https://example.com/x", events: ["*"] });
+  const event = await publish(api, { type: "seed.event", data: { a: 1 } });
+  const deliveries = await api.get("/v1/deliveries", 200, { schema: deliveryListSchema });
+  return { sub: sub.id, evt: event.id, dlv: deliveries.body.data[0]!.id };
 });
 
 /** A small deterministic PRNG, so a failure can be replayed. */
@@ -41,18 +40,18 @@ const jsonValues: unknown[] = [
   { k: "\ud800" }, { "\udc00": 1 }, { k: "\u0000" }, { nested: { deeper: [{ x: "\ud83d" }] } }, "http://[::1]:1/x",
 ];
 /** Each route with a valid body, so that one mutated field gets past the rest of the validation. */
-const routes: [string, (r: () => number) => string, Record<string, unknown> | undefined][] = [
+const routes: [string, (ids: SeedIds, r: () => number) => string, Record<string, unknown> | undefined][] = [
   ["GET", () => "/v1/deliveries", undefined],
-  ["GET", () => `/v1/deliveries/${ids.dlv}`, undefined],
-  ["GET", () => `/v1/deliveries/${ids.dlv}/attempts`, undefined],
-  ["POST", () => `/v1/deliveries/${ids.dlv}/retry`, {}],
+  ["GET", (ids) => `/v1/deliveries/${ids.dlv}`, undefined],
+  ["GET", (ids) => `/v1/deliveries/${ids.dlv}/attempts`, undefined],
+  ["POST", (ids) => `/v1/deliveries/${ids.dlv}/retry`, {}],
   ["GET", () => "/v1/subscriptions", undefined],
   ["POST", () => "/v1/subscriptions", { url: "https://example.com/x", events: ["a.b"], description: "d" }],
-  ["GET", () => `/v1/subscriptions/${ids.sub}`, undefined],
-  ["PUT", () => `/v1/subscriptions/${ids.sub}`, { url: "https://example.com/y", events: ["*"], active: true }],
-  ["DELETE", (r) => (r() < 0.9 ? "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" : `/v1/subscriptions/${ids.sub}`), undefined],
+  ["GET", (ids) => `/v1/subscriptions/${ids.sub}`, undefined],
+  ["PUT", (ids) => `/v1/subscriptions/${ids.sub}`, { url: "https://example.com/y", events: ["*"], active: true }],
+  ["DELETE", (ids, r) => (r() < 0.9 ? "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" : `/v1/subscriptions/${ids.sub}`), undefined],
   ["POST", () => "/v1/events", { type: "a.b", data: { k: "v" } }],
-  ["GET", () => `/v1/events/${ids.evt}`, undefined],
+  ["GET", (ids) => `/v1/events/${ids.evt}`, undefined],
 ];
 /** Percent-encodes a value; one that cannot be (a lone surrogate) goes as its raw UTF-8 escape. */
 function encode(value: string): string {
@@ -66,13 +65,13 @@ function encode(value: string): string {
 const params = ["limit", "since", "until", "status", "event", "subscription_id", "starting_after", "ending_before", "x"];
 const fields = ["url", "events", "active", "description", "type", "data", "secret", "id"];
 
-it("answers every hostile request without a 5xx, in the contract's error shape", async () => {
+test("answers every hostile request without a 5xx, in the contract's error shape", async ({ api, ids }) => {
   const random = prng(20261122);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
   for (let i = 0; i < 600; i++) {
     const [method, path, valid] = pick(routes);
     const query = Array.from({ length: Math.floor(random() * 3) }, () => `${pick(params)}=${encode(pick(nasty))}`).join("&");
-    const url = `${path(random)}${query ? `?${query}` : ""}`;
+    const url = `${path(ids, random)}${query ? `?${query}` : ""}`;
     let body: string | undefined;
     if (valid) {
       const shape = random();
@@ -97,6 +96,8 @@ it("answers every hostile request without a 5xx, in the contract's error shape",
     expect(response.status, `${method} ${url} ${body ?? ""}`).toBeLessThan(500);
     if (response.status >= 400) {
       expect(response.body.error, `${method} ${url}`).toMatchObject({ type: expect.any(String), code: expect.any(String), message: expect.any(String) });
+      // And nothing beyond the documented shape (no stack, no SQL).
+      checkResponse(`${method} ${url}`, response, response.status, errorSchema);
     }
   }
 });

@@ -1,4 +1,9 @@
-import { isId, nextState, NotFoundError, stateOf, type DeliveryStatus } from "@webhooks/core";
+/**
+ * The delivery log, read-only: list and get deliveries, and list a delivery's attempts (contract
+ * §4, §5). Writes to `deliveries` are in events.ts (created), delivery-leases.ts (attempted),
+ * delivery-resends.ts (resent) and retention.ts (deleted); see delivery-leases.ts.
+ */
+import { isId, NotFoundError, type DeliveryStatus } from "@webhooks/core";
 import { Prisma } from "./client.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
 import { scopeConditions, type ScopedContext, type TenantScope } from "./tenant-scope.ts";
@@ -130,101 +135,4 @@ export async function listAttempts(
     },
     page,
   );
-}
-
-/**
- * Manual resend (contract §5): a delivered delivery, or one that failed, is queued again and
- * attempted at once. One waiting for a scheduled retry is brought forward. One that is already
- * queued is left as it is: it is about to be attempted anyway, so resending is a no-op.
- * The attempt uses the delivery's own snapshot (url, secret, event), not the subscription's
- * current settings (contract §8). The caller enqueues the delivery once this has committed.
- */
-export async function resendDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {
-  const current = await getDelivery(ctx, id);
-  if (current.status !== "queued") {
-    const next = nextState(stateOf(current.status, current.nextRetryAt), { type: "resend" }, { retryScheduleMs: [] });
-    // The status guard keeps a concurrent attempt's record from being overwritten by a stale read.
-    await ctx.db.$executeRaw`
-      UPDATE deliveries SET status = ${next.status}::delivery_status,
-        next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
-      WHERE id = ${id} AND status = ${current.status}::delivery_status`;
-  }
-  return getDelivery(ctx, id);
-}
-
-/** Deliveries resent per statement by recoverDeliveries: each batch is one short transaction. */
-export const RECOVERY_BATCH_SIZE = 1_000;
-
-export interface RecoveryWindow {
-  subscriptionId: string;
-  /** Inclusive lower bound on created_at. */
-  since: Date;
-  /** Exclusive upper bound on created_at; the start of the recovery when omitted. */
-  until?: Date | undefined;
-}
-
-/** One committed batch of a recovery. */
-export interface RecoveredBatch {
-  /** Deliveries that were failed for good: nothing is scheduled for them, so they need a job. */
-  finished: string[];
-  /** Deliveries that were waiting for a retry: their retry's (delayed) job is to be brought forward. */
-  retrying: string[];
-}
-
-/**
- * Contract §12: resends every `failed` delivery of a subscription created in the window, each as
- * a manual resend (core's lifecycle), in batches of RECOVERY_BATCH_SIZE. Each batch is one
- * statement, committed before it is yielded, so the caller enqueues each batch after its commit
- * and holds one batch at a time however many deliveries the window covers. The walk is keyset by
- * (created_at, id), newest first, along the (subscription_id, status, created_at, id) index.
- *
- * Exactly the deliveries that were failed when the recovery began are resent, each once, even if
- * the call is repeated while this one runs: a delivery counts only if its UPDATE still finds it
- * `failed` and unchanged since the recovery began (updated_at), so one resent by a concurrent
- * recovery (now queued, or failed again by a new attempt) is not resent or counted twice. A
- * delivery being attempted at this moment (leased) is skipped: that attempt is its resend.
- */
-export async function* recoverDeliveries(
-  ctx: ScopedContext,
-  window: RecoveryWindow,
-): AsyncGenerator<RecoveredBatch, { count: number; until: Date }> {
-  // The scope on the deliveries themselves: a subscription's deliveries all have its tenant, so
-  // this changes nothing for a subscription in scope and resends nothing for one outside it.
-  const inScope = scopeConditions(ctx.scope).map((condition) => Prisma.sql`AND ${condition}`);
-  const scoped = inScope.length > 0 ? Prisma.join(inScope, " ") : Prisma.empty;
-  const [start] = await ctx.db.$queryRaw<{ now: Date }[]>`SELECT now() AS now`;
-  const startedAt = start!.now;
-  const until = window.until ?? startedAt;
-  const next = nextState("failed", { type: "resend" }, { retryScheduleMs: [] });
-  let cursor: { createdAt: Date; id: string } | undefined;
-  let count = 0;
-  for (;;) {
-    const after = cursor === undefined ? Prisma.empty : Prisma.sql`AND (created_at, id) < (${cursor.createdAt}, ${cursor.id})`;
-    const [batch] = await ctx.db.$queryRaw<{ scanned: number; last_created_at: Date | null; last_id: string | null; finished: string[]; retrying: string[] }[]>`
-      WITH batch AS (
-        SELECT id, created_at, next_attempt_at IS NOT NULL AS retrying FROM deliveries
-        WHERE subscription_id = ${window.subscriptionId} AND status = 'failed'
-          AND created_at >= ${window.since} AND created_at < ${until} ${after} ${scoped}
-        ORDER BY created_at DESC, id DESC
-        LIMIT ${RECOVERY_BATCH_SIZE}
-      ), resent AS (
-        UPDATE deliveries d SET status = ${next.status}::delivery_status,
-          next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
-        FROM batch
-        WHERE d.id = batch.id AND d.status = 'failed' AND d.updated_at < ${startedAt}
-          AND (d.leased_until IS NULL OR d.leased_until < now())
-        RETURNING d.id, batch.retrying
-      ), last AS (
-        SELECT created_at, id FROM batch ORDER BY created_at ASC, id ASC LIMIT 1
-      )
-      SELECT (SELECT count(*) FROM batch)::int AS scanned, (SELECT created_at FROM last) AS last_created_at, (SELECT id FROM last) AS last_id,
-             ARRAY(SELECT id FROM resent WHERE NOT retrying) AS finished, ARRAY(SELECT id FROM resent WHERE retrying) AS retrying`;
-    if (!batch || batch.last_id === null || batch.last_created_at === null) break;
-    const resent = batch.finished.length + batch.retrying.length;
-    count += resent;
-    if (resent > 0) yield { finished: batch.finished, retrying: batch.retrying };
-    if (batch.scanned < RECOVERY_BATCH_SIZE) break;
-    cursor = { createdAt: batch.last_created_at, id: batch.last_id };
-  }
-  return { count, until };
 }

@@ -1,5 +1,10 @@
 import type { SqlClient } from "./sql.ts";
 
+/**
+ * The reconciler's reads of `deliveries` (which are due, and the database's clock) and its lock.
+ * It writes nothing: it enqueues what it finds. The writers are listed in delivery-leases.ts.
+ */
+
 export interface DueCursor {
   nextAttemptAt: Date;
   id: string;

@@ -2,6 +2,7 @@ export * from "./api-keys.ts";
 export * from "./client.ts";
 export * from "./deliveries.ts";
 export * from "./delivery-leases.ts";
+export * from "./delivery-resends.ts";
 export * from "./due-deliveries.ts";
 export * from "./event-reads.ts";
 export * from "./events.ts";

@@ -7,6 +7,9 @@ import type { SqlClient } from "./sql.ts";
  *
  * Every statement here deletes a bounded batch and is its own short transaction (autocommit), so
  * a pass never holds locks or a snapshot for long, and can stop between any two batches.
+ *
+ * The only deletes from `deliveries`. Its other writers: events.ts (created), delivery-leases.ts
+ * (attempted), delivery-resends.ts (resent).
  */
 
 export interface PrunedRows {

@@ -35,7 +35,7 @@ function sourceFiles(directory) {
     if (entry === "node_modules") continue;
     const path = join(directory, entry);
     if (statSync(path).isDirectory()) files.push(...sourceFiles(path));
-    else if (/\.(m?ts|m?js)$/.test(entry)) files.push(path);
+    else if (/\.(m?ts|tsx|m?js|jsx)$/.test(entry)) files.push(path);
   }
   return files;
 }

@@ -1,30 +1,20 @@
 import { newId } from "@webhooks/core";
-import { createTestDatabase, sql, testConfig, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
+import { subscribe, type TestApi } from "@webhooks/api/testing";
+import { sql, type TestDatabase } from "@webhooks/testing";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
+import { type CreateSubscriptionRequest, createdSubscriptionSchema, recoverySchema, subscriptionListSchema, subscriptionSchema } from "../src/subscriptions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
+import { deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
+import { eventSchema } from "../src/events/schemas.ts";
 
 // Contract §12 through the API alone (no worker runs here, so queued deliveries stay queued).
 // The end-to-end side (signatures during an overlap, headers on the wire, test events arriving)
 // is in apps/worker/test/self-service.test.ts.
 
-let database: TestDatabase;
-let api: TestApi;
+const test = apiTest();
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url));
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
-});
-
-async function create(body: Record<string, unknown> = {}) {
-  const response = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["invoice.paid"], ...body } });
-  expect(response.status, JSON.stringify(response.body)).toBe(201);
-  return response.body;
-}
+const create = (api: TestApi, body: Partial<CreateSubscriptionRequest> = {}) => subscribe(api, { events: ["invoice.paid"], ...body });
 
 interface SeedRow {
   status: "queued" | "delivered" | "failed";
@@ -35,7 +25,7 @@ interface SeedRow {
 }
 
 /** Deliveries written straight into the table, as a long-running service would have them. */
-async function seedDeliveries(subscriptionId: string, rows: SeedRow[]): Promise<string[]> {
+async function seedDeliveries(database: TestDatabase, subscriptionId: string, rows: SeedRow[]): Promise<string[]> {
   const [sub] = await sql<{ secret_id: string; url: string }>(database.url, "SELECT secret_id, url FROM subscriptions WHERE id = $1", [subscriptionId]);
   const eventId = newId("event");
   await sql(database.url, "INSERT INTO events (id, type, data) VALUES ($1, 'invoice.paid', '{}')", [eventId]);
@@ -62,36 +52,34 @@ async function seedDeliveries(subscriptionId: string, rows: SeedRow[]): Promise<
 }
 
 describe("custom headers", () => {
-  it("are stored, returned on every subscription response, and replaced by PUT", async () => {
-    const created = await create({ headers: { Authorization: "Bearer abc", "X-Tenant": "acme" } });
+  test("are stored, returned on every subscription response, and replaced by PUT", async ({ api, database }) => {
+    const created = await create(api, { headers: { Authorization: "Bearer abc", "X-Tenant": "acme" } });
     expect(created.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
-    expect((await api.call("GET", `/v1/subscriptions/${created.id}`)).body.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
-    const listed = (await api.call("GET", "/v1/subscriptions?limit=100")).body.data.find((s: { id: string }) => s.id === created.id);
-    expect(listed.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
-    const updated = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { headers: { "X-Other": "1" } } });
-    expect(updated.status).toBe(200);
+    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
+    const listed = (await api.get("/v1/subscriptions?limit=100", 200, { schema: subscriptionListSchema })).body.data.find((s: { id: string }) => s.id === created.id);
+    expect(listed?.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
+    const updated = await api.put(`/v1/subscriptions/${created.id}`, { headers: { "X-Other": "1" } }, 200, { schema: subscriptionSchema });
     expect(updated.body.headers).toEqual({ "X-Other": "1" });
     // An update without headers keeps them; {} removes them.
     expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } })).body.headers).toEqual({ "X-Other": "1" });
     expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { headers: {} } })).body.headers).toEqual({});
-    expect((await create()).headers).toEqual({});
+    expect((await create(api)).headers).toEqual({});
   });
 
   const refused = ["Content-Type", "content-length", "Host", "USER-AGENT", "webhook-id", "Webhook-Signature", "webhook-timestamp", "webhook-custom", "Connection", "Transfer-Encoding"];
-  it.each(refused)("refuses %s on create and on PUT, naming it", async (name) => {
+  test.for(refused)("refuses %s on create and on PUT, naming it", async (name, { api, database }) => {
     const onCreate = await api.call("POST", "/v1/subscriptions", {
       json: { url: "https://example.com/h", events: ["*"], headers: { "X-Fine": "1", [name]: "value" } },
     });
     expect(onCreate.status).toBe(400);
     expect(onCreate.body.error).toMatchObject({ type: "invalid_request_error", param: `headers.${name}` });
     expect(onCreate.body.error.message).toContain(name);
-    const sub = await create();
-    const onPut = await api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { headers: { [name]: "value" } } });
-    expect(onPut.status).toBe(400);
+    const sub = await create(api);
+    const onPut = await api.put(`/v1/subscriptions/${sub.id}`, { headers: { [name]: "value" } }, 400);
     expect(onPut.body.error.param).toBe(`headers.${name}`);
   });
 
-  it("refuses bad names, bad values, case-insensitive duplicates, more than 20 and more than 4 KiB", async () => {
+  test("refuses bad names, bad values, case-insensitive duplicates, more than 20 and more than 4 KiB", async ({ api, database }) => {
     const post = (headers: unknown) => api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/h", events: ["*"], headers } });
     expect((await post({ "Bad Name": "x" })).body.error.param).toBe("headers.Bad Name");
     expect((await post({ "X-A": "line\nbreak" })).body.error.param).toBe("headers.X-A");
@@ -108,10 +96,9 @@ describe("custom headers", () => {
     expect((await post(Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`X-H${i}`, "v"])))).status).toBe(201);
   });
 
-  it("are snapshotted with each delivery when it is created", async () => {
-    const sub = await create({ headers: { "X-Version": "1" } });
-    const published = await api.call("POST", "/v1/events", { json: { type: "invoice.paid", data: {} } });
-    expect(published.status).toBe(202);
+  test("are snapshotted with each delivery when it is created", async ({ api, database }) => {
+    const sub = await create(api, { headers: { "X-Version": "1" } });
+    const published = await api.post("/v1/events", { type: "invoice.paid", data: {} }, 202, { schema: eventSchema });
     await api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { headers: { "X-Version": "2" } } });
     const rows = await sql<{ headers: Record<string, string> }>(database.url, "SELECT headers FROM deliveries WHERE subscription_id = $1 AND event_id = $2", [
       sub.id,
@@ -122,16 +109,15 @@ describe("custom headers", () => {
 });
 
 describe("POST /v1/subscriptions/{id}/rotate_secret", () => {
-  it("returns a new secret once, and only there", async () => {
-    const sub = await create();
-    const rotated = await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap: "2s" } });
-    expect(rotated.status).toBe(200);
+  test("returns a new secret once, and only there", async ({ api, database }) => {
+    const sub = await create(api);
+    const rotated = await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "2s" }, 200, { schema: createdSubscriptionSchema });
     expect(rotated.body).toMatchObject({ id: sub.id, object: "subscription", url: sub.url });
     expect(rotated.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(rotated.body.secret).not.toBe(sub.secret);
     for (const response of [
-      await api.call("GET", `/v1/subscriptions/${sub.id}`),
-      await api.call("GET", "/v1/subscriptions?limit=100"),
+      await api.get(`/v1/subscriptions/${sub.id}`, 200, { schema: subscriptionSchema }),
+      await api.get("/v1/subscriptions?limit=100", 200, { schema: subscriptionListSchema }),
       await api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: true } }),
     ]) {
       expect(response.status).toBe(200);
@@ -153,9 +139,9 @@ describe("POST /v1/subscriptions/{id}/rotate_secret", () => {
     expect(row!.expires_in).toBeLessThanOrEqual(2);
   });
 
-  it("defaults the overlap to 24h; 0s keeps no previous secret; no body is fine", async () => {
-    const sub = await create();
-    expect((await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`)).status).toBe(200);
+  test("defaults the overlap to 24h; 0s keeps no previous secret; no body is fine", async ({ api, database }) => {
+    const sub = await create(api);
+    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, undefined, 200, { schema: createdSubscriptionSchema });
     const [defaulted] = await sql<{ hours: number }>(
       database.url,
       "SELECT extract(epoch FROM previous_secret_expires_at - now())::float8 / 3600 AS hours FROM subscriptions WHERE id = $1",
@@ -163,32 +149,31 @@ describe("POST /v1/subscriptions/{id}/rotate_secret", () => {
     );
     expect(defaulted!.hours).toBeGreaterThan(23.9);
     expect(defaulted!.hours).toBeLessThanOrEqual(24);
-    expect((await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap: "0s" } })).status).toBe(200);
+    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "0s" }, 200, { schema: createdSubscriptionSchema });
     const [none] = await sql<{ previous_secret_id: string | null }>(database.url, "SELECT previous_secret_id FROM subscriptions WHERE id = $1", [sub.id]);
     expect(none!.previous_secret_id).toBeNull();
-    expect((await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap: "7d" } })).status).toBe(200);
+    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "7d" }, 200, { schema: createdSubscriptionSchema });
   });
 
-  it.each([["8d"], ["-1s"], ["24"], ["1w"], [""], [24]])("refuses overlap %j, naming overlap", async (overlap) => {
-    const sub = await create();
-    const response = await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap } });
-    expect(response.status).toBe(400);
+  test.for([["8d"], ["-1s"], ["24"], ["1w"], [""], [24]])("refuses overlap %j, naming overlap", async ([overlap], { api, database }) => {
+    const sub = await create(api);
+    const response = await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap }, 400);
     expect(response.body.error.param).toBe("overlap");
   });
 
-  it("refuses unknown fields and unknown or deleted subscriptions", async () => {
-    const sub = await create();
+  test("refuses unknown fields and unknown or deleted subscriptions", async ({ api, database }) => {
+    const sub = await create(api);
     expect((await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { secret: "whsec_x" } })).body.error.param).toBe("secret");
-    expect((await api.call("POST", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/rotate_secret")).status).toBe(404);
+    await api.post("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/rotate_secret", undefined, 404);
     await api.call("DELETE", `/v1/subscriptions/${sub.id}`);
-    expect((await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`)).status).toBe(404);
+    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, undefined, 404);
   });
 });
 
 describe("POST /v1/subscriptions/{id}/recover", () => {
-  it("resends exactly the failed deliveries created in the window, 1,000 of them, and a repeated call adds nothing", async () => {
-    const sub = await create();
-    const other = await create();
+  test("resends exactly the failed deliveries created in the window, 1,000 of them, and a repeated call adds nothing", async ({ api, database }) => {
+    const sub = await create(api);
+    const other = await create(api);
     const base = Date.parse("2026-06-01T00:00:00.000Z");
     const since = new Date(base);
     const until = new Date(base + 3_600_000);
@@ -199,18 +184,18 @@ describe("POST /v1/subscriptions/{id}/recover", () => {
       createdAt: at(Math.floor(i / 3) * 1_000),
       ...(i % 5 < 2 ? { retryAt: new Date(Date.now() + 3_600_000) } : {}),
     }));
-    const failed = await seedDeliveries(sub.id, failedRows);
+    const failed = await seedDeliveries(database, sub.id, failedRows);
     // Untouched: delivered and queued in the window, failed outside it (just before since, at until), another subscription's.
     const untouched = [
-      ...(await seedDeliveries(sub.id, [
+      ...(await seedDeliveries(database, sub.id, [
         ...Array.from({ length: 50 }, (_, i): SeedRow => ({ status: "delivered", createdAt: at(i * 10_000) })),
         ...Array.from({ length: 50 }, (_, i): SeedRow => ({ status: "queued", createdAt: at(i * 10_000 + 1) })),
         { status: "failed", createdAt: new Date(base - 1) },
         { status: "failed", createdAt: until },
       ])),
-      ...(await seedDeliveries(other.id, [{ status: "failed", createdAt: at(5) }])),
+      ...(await seedDeliveries(database, other.id, [{ status: "failed", createdAt: at(5) }])),
     ];
-    const before = await statuses(untouched);
+    const before = await statuses(database, untouched);
 
     const body = { since: since.toISOString(), until: until.toISOString() };
     const [first, second] = await Promise.all([
@@ -225,39 +210,37 @@ describe("POST /v1/subscriptions/{id}/recover", () => {
     const third = await api.call("POST", `/v1/subscriptions/${sub.id}/recover`, { json: body });
     expect(third.body.deliveries).toBe(0);
 
-    const after = await statuses(failed);
+    const after = await statuses(database, failed);
     expect([...after.values()].every((row) => row.status === "queued" && row.next_attempt_at !== null && row.next_attempt_at.getTime() <= Date.now() + 1_000)).toBe(true);
     expect(after.size).toBe(1_000);
-    expect(await statuses(untouched)).toEqual(before);
+    expect(await statuses(database, untouched)).toEqual(before);
     // Queued again means a job in the queue for each, the retries' delayed jobs brought forward.
     const jobs = await api.queue.queue.getJobCounts("wait", "prioritized", "delayed");
     expect((jobs.wait ?? 0) + (jobs.prioritized ?? 0)).toBeGreaterThanOrEqual(1_000);
   });
 
-  it("defaults until to the time of the request", async () => {
-    const sub = await create();
-    const ids = await seedDeliveries(sub.id, [{ status: "failed", createdAt: new Date(Date.now() - 60_000) }, { status: "delivered", createdAt: new Date(Date.now() - 60_000) }]);
+  test("defaults until to the time of the request", async ({ api, database }) => {
+    const sub = await create(api);
+    const ids = await seedDeliveries(database, sub.id, [{ status: "failed", createdAt: new Date(Date.now() - 60_000) }, { status: "delivered", createdAt: new Date(Date.now() - 60_000) }]);
     const since = new Date(Date.now() - 3_600_000).toISOString();
-    const response = await api.call("POST", `/v1/subscriptions/${sub.id}/recover`, { json: { since } });
-    expect(response.status).toBe(202);
+    const response = await api.post(`/v1/subscriptions/${sub.id}/recover`, { since }, 202, { schema: recoverySchema });
     expect(response.body.deliveries).toBe(1);
     expect(Math.abs(Date.parse(response.body.until) - Date.now())).toBeLessThan(10_000);
-    expect((await statuses(ids)).get(ids[0]!)!.status).toBe("queued");
+    expect((await statuses(database, ids)).get(ids[0]!)!.status).toBe("queued");
   });
 
-  it("refuses a missing or malformed since, an until not after since, and unknown subscriptions", async () => {
-    const sub = await create();
+  test("refuses a missing or malformed since, an until not after since, and unknown subscriptions", async ({ api, database }) => {
+    const sub = await create(api);
     const post = (json: unknown) => api.call("POST", `/v1/subscriptions/${sub.id}/recover`, { json });
     expect((await post({})).body.error).toMatchObject({ code: "parameter_missing", param: "since" });
     expect((await post({ since: "yesterday" })).body.error.param).toBe("since");
     expect((await post({ since: "2026-01-02T00:00:00Z", until: "2026-01-01T00:00:00Z" })).body.error.param).toBe("until");
     expect((await post({ since: "2026-01-02T00:00:00Z", extra: 1 })).body.error.param).toBe("extra");
-    const missing = await api.call("POST", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/recover", { json: { since: "2026-01-01T00:00:00Z" } });
-    expect(missing.status).toBe(404);
+    const missing = await api.post("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/recover", { since: "2026-01-01T00:00:00Z" }, 404);
   });
 });
 
-async function statuses(ids: string[]) {
+async function statuses(database: TestDatabase, ids: string[]) {
   const rows = await sql<{ id: string; status: string; next_attempt_at: Date | null }>(
     database.url,
     "SELECT id, status::text AS status, next_attempt_at FROM deliveries WHERE id = ANY($1::text[])",
@@ -267,43 +250,41 @@ async function statuses(ids: string[]) {
 }
 
 describe("POST /v1/subscriptions/{id}/test", () => {
-  it("creates one delivery for this subscription alone, paused or not, whatever its events", async () => {
-    const paused = await create({ events: ["invoice.paid"], active: false });
-    const bystander = await create({ events: ["*"] });
-    const response = await api.call("POST", `/v1/subscriptions/${paused.id}/test`);
-    expect(response.status).toBe(202);
+  test("creates one delivery for this subscription alone, paused or not, whatever its events", async ({ api, database }) => {
+    const paused = await create(api, { events: ["invoice.paid"], active: false });
+    const bystander = await create(api, { events: ["*"] });
+    const response = await api.post(`/v1/subscriptions/${paused.id}/test`, undefined, 202, { schema: deliverySchema });
     expect(response.body).toMatchObject({ object: "delivery", subscription_id: paused.id, event: "webhook.test", status: "queued", attempts: 0 });
-    expect(await api.call("GET", `/v1/deliveries/${response.body.id}`)).toMatchObject({ status: 200, body: response.body });
-    const event = await api.call("GET", `/v1/events/${response.body.event_id}`);
+    expect(await api.get(`/v1/deliveries/${response.body.id}`, 200, { schema: deliverySchema })).toMatchObject({ status: 200, body: response.body });
+    const event = await api.get(`/v1/events/${response.body.event_id}`, 200, { schema: eventSchema });
     expect(event.body).toMatchObject({ type: "webhook.test" });
     expect(Object.keys(event.body.data).length).toBeGreaterThan(0);
     const ofEvent = await sql(database.url, "SELECT subscription_id FROM deliveries WHERE event_id = $1", [response.body.event_id]);
     expect(ofEvent).toEqual([{ subscription_id: paused.id }]);
     expect(bystander.id).not.toBe(paused.id);
 
-    const custom = await api.call("POST", `/v1/subscriptions/${paused.id}/test`, { json: { type: "order.created", data: { order: 7 } } });
-    expect(custom.status).toBe(202);
+    const custom = await api.post(`/v1/subscriptions/${paused.id}/test`, { type: "order.created", data: { order: 7 } }, 202, { schema: deliverySchema });
     expect(custom.body.event).toBe("order.created");
-    expect((await api.call("GET", `/v1/events/${custom.body.event_id}`)).body.data).toEqual({ order: 7 });
+    expect((await api.get(`/v1/events/${custom.body.event_id}`, 200, { schema: eventSchema })).body.data).toEqual({ order: 7 });
   });
 
-  it("applies the type rules of POST /v1/events", async () => {
-    const sub = await create();
+  test("applies the type rules of POST /v1/events", async ({ api, database }) => {
+    const sub = await create(api);
     const post = (json: unknown) => api.call("POST", `/v1/subscriptions/${sub.id}/test`, { json });
     expect((await post({ type: "operational.subscription.disabled" })).body.error.param).toBe("type");
     expect((await post({ type: "has space" })).body.error.param).toBe("type");
     expect((await post({ data: [1] })).body.error.param).toBe("data");
     expect((await post({ other: 1 })).body.error.param).toBe("other");
-    expect((await api.call("POST", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/test")).status).toBe(404);
+    await api.post("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/test", undefined, 404);
     await api.call("DELETE", `/v1/subscriptions/${sub.id}`);
-    expect((await api.call("POST", `/v1/subscriptions/${sub.id}/test`)).status).toBe(404);
+    await api.post(`/v1/subscriptions/${sub.id}/test`, undefined, 404);
   });
 });
 
 describe("GET /v1/deliveries?response_code=", () => {
-  it("filters by an exact code or a class, alone and with subscription_id and status, paged to the end", async () => {
-    const a = await create();
-    const b = await create();
+  test("filters by an exact code or a class, alone and with subscription_id and status, paged to the end", async ({ api, database }) => {
+    const a = await create(api);
+    const b = await create(api);
     const base = Date.parse("2025-01-01T00:00:00.000Z");
     const codes = [200, 204, 301, 404, 410, 500, 503, null];
     const rowsFor = (offset: number): SeedRow[] =>
@@ -312,7 +293,7 @@ describe("GET /v1/deliveries?response_code=", () => {
         // Ten rows share each millisecond, so paging breaks ties by id.
         return { status: code === null ? "queued" : code < 300 ? "delivered" : "failed", responseCode: code, createdAt: new Date(base + offset + Math.floor(i / 10)) };
       });
-    const seeded = [...(await seedDeliveries(a.id, rowsFor(0))), ...(await seedDeliveries(b.id, rowsFor(0)))];
+    const seeded = [...(await seedDeliveries(database, a.id, rowsFor(0))), ...(await seedDeliveries(database, b.id, rowsFor(0)))];
     const all = await sql<{ id: string; subscription_id: string; response_code: number | null; status: string }>(
       database.url,
       "SELECT id, subscription_id, response_code, status::text AS status FROM deliveries WHERE id = ANY($1::text[]) ORDER BY created_at DESC, id DESC",
@@ -347,19 +328,18 @@ describe("GET /v1/deliveries?response_code=", () => {
       expect(got, query).toEqual(want);
       // And back again from the end with ending_before.
       if (want.length > 7) {
-        const back = await api.call("GET", `/v1/deliveries?${query}&until=${encodeURIComponent(until)}&limit=7&ending_before=${want.at(-1)}`);
+        const back = await api.get(`/v1/deliveries?${query}&until=${encodeURIComponent(until)}&limit=7&ending_before=${want.at(-1)}`, 200, { schema: deliveryListSchema });
         expect(back.body.data.map((d: { id: string }) => d.id)).toEqual(want.slice(-8, -1));
       }
     }
   });
 
-  it.each(["600", "99", "5x", "xx", "6xx", "1xx", "500,404", "", "abc", "50"])("refuses response_code=%s", async (value) => {
-    const response = await api.call("GET", `/v1/deliveries?response_code=${encodeURIComponent(value)}`);
-    expect(response.status).toBe(400);
+  test.for(["600", "99", "5x", "xx", "6xx", "1xx", "500,404", "", "abc", "50"])("refuses response_code=%s", async (value, { api, database }) => {
+    const response = await api.get(`/v1/deliveries?response_code=${encodeURIComponent(value)}`, 400);
     expect(response.body.error.param).toBe("response_code");
   });
 
-  it("uses an index in list order, without a sort, for each form", async () => {
+  test("uses an index in list order, without a sort, for each form", async ({ api, database }) => {
     const plans: string[] = [];
     for (const where of ["response_code = 500", "(response_code >= 500) AND (response_code < 600)", "subscription_id = 'sub_x' AND response_code = 404", "subscription_id = 'sub_x' AND (response_code >= 400) AND (response_code < 500)"]) {
       // On a table this small the planner would rather read it all; what matters is that an

@@ -1,28 +1,18 @@
 import { randomBytes } from "node:crypto";
-import { createTestDatabase, databaseUrl, sql, testConfig, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { databaseUrl, sql, testConfig } from "@webhooks/testing";
+import { startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
+import { describe, expect } from "vitest";
+import { type CreateSubscriptionRequest, deletedSubscriptionSchema, subscriptionSchema } from "../src/subscriptions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
 // A database of its own: the gauges count every subscription in it.
-let database: TestDatabase;
-let api: TestApi;
+const test = apiTest();
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url));
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
-});
-
-async function create(body: Record<string, unknown> = {}): Promise<string> {
-  const response = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["a.b"], ...body } });
-  expect(response.status).toBe(201);
-  return response.body.id;
+async function create(api: TestApi, body: Partial<CreateSubscriptionRequest> = {}): Promise<string> {
+  return (await subscribe(api, { events: ["a.b"], ...body })).id;
 }
 
-async function scrape(from: TestApi = api): Promise<string> {
+async function scrape(from: TestApi): Promise<string> {
   const response = await from.call("GET", "/metrics", { key: null });
   expect(response.status).toBe(200);
   return response.body;
@@ -37,15 +27,15 @@ function samples(text: string, metric: string, label: string): Record<string, nu
 }
 
 describe("/metrics: endpoint health (contract §11)", () => {
-  it("counts subscriptions by health and lists the held ones, from the database at each scrape", async () => {
-    await create();
-    const paused = await create({ active: false });
-    const recovered = await create();
-    const failing = await create();
-    const circuitOpen = await create();
-    const retryAfter = await create();
-    const disabled = await create();
-    const deleted = await create();
+  test("counts subscriptions by health and lists the held ones, from the database at each scrape", async ({ api, database }) => {
+    await create(api);
+    const paused = await create(api, { active: false });
+    const recovered = await create(api);
+    const failing = await create(api);
+    const circuitOpen = await create(api);
+    const retryAfter = await create(api);
+    const disabled = await create(api);
+    const deleted = await create(api);
     // As the workers leave them.
     await sql(database.url, "UPDATE subscriptions SET held_until = now() - interval '1 second' WHERE id = $1", [recovered]);
     await sql(database.url, "UPDATE subscriptions SET failing_since = now() - interval '1 minute', consecutive_failures = 2 WHERE id = $1", [failing]);
@@ -53,22 +43,22 @@ describe("/metrics: endpoint health (contract §11)", () => {
     await sql(database.url, "UPDATE subscriptions SET held_until = now() + interval '1 hour' WHERE id = $1", [retryAfter]);
     await sql(database.url, "UPDATE subscriptions SET active = false, disabled_reason = 'gone', circuit_opened_at = now() WHERE id = $1", [disabled]);
     await sql(database.url, "UPDATE subscriptions SET circuit_opened_at = now() WHERE id = $1", [deleted]);
-    expect((await api.call("DELETE", `/v1/subscriptions/${deleted}`)).status).toBe(200);
+    await api.delete(`/v1/subscriptions/${deleted}`, 200, { schema: deletedSubscriptionSchema });
 
-    const text = await scrape();
+    const text = await scrape(api);
     // A subscription its owner paused is counted by its health; "disabled" is the service's doing.
     expect(samples(text, "webhook_subscriptions", "health")).toEqual({ healthy: 3, failing: 1, circuit_open: 2, disabled: 1 });
     expect(samples(text, "webhook_subscription_circuit_open", "subscription_id")).toEqual({ [circuitOpen]: 1, [retryAfter]: 1 });
     expect(text).not.toContain(paused);
 
     // Re-enabling closes the circuit and starts afresh: the next scrape counts it healthy.
-    expect((await api.call("PUT", `/v1/subscriptions/${circuitOpen}`, { json: { active: true } })).status).toBe(200);
-    const after = await scrape();
+    await api.put(`/v1/subscriptions/${circuitOpen}`, { active: true }, 200, { schema: subscriptionSchema });
+    const after = await scrape(api);
     expect(samples(after, "webhook_subscriptions", "health")).toEqual({ healthy: 4, failing: 1, circuit_open: 1, disabled: 1 });
     expect(samples(after, "webhook_subscription_circuit_open", "subscription_id")).toEqual({ [retryAfter]: 1 });
   });
 
-  it("reports nothing for them, rather than failing the scrape, when the database is unreachable", async () => {
+  test("reports nothing for them, rather than failing the scrape, when the database is unreachable", async () => {
     const unreachable = await startTestApi(testConfig(databaseUrl(`webhooks_test_missing_${randomBytes(4).toString("hex")}`)));
     try {
       const text = await scrape(unreachable);

@@ -23,7 +23,7 @@ import { subscriptionRoutes } from "./subscriptions/routes.ts";
  */
 export function createApp(deps: ApiDeps) {
   const app = new OpenAPIHono<ApiEnv>();
-  const metrics = createApiMetrics(deps.queue, deps.db);
+  const metrics = createApiMetrics(deps.queue, deps.prisma);
   const authThrottle = new AuthFailureThrottle();
 
   app.use("*", requestContext(deps.logger));

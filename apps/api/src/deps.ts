@@ -20,8 +20,8 @@ export async function connectApiDeps(
   await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
   return {
     config,
-    db: database.prisma,
-    sql: database.sql,
+    prisma: database.prisma,
+    pool: database.sql,
     redis,
     queue,
     logger,

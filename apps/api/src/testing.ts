@@ -100,7 +100,7 @@ export async function startTestApi(config: Config, options: { clock?: () => numb
   return {
     baseUrl,
     config,
-    db: deps.db,
+    db: deps.prisma,
     queue: deps.queue,
     call,
     get: (path, status, options) => expectCall("GET", path, undefined, status, options),

@@ -15,7 +15,8 @@ export interface ReconcilerState {
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
 
-type DeliveriesQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
+/** The BullMQ queue of one shard; DeliveryQueue is all of them. */
+type ShardQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
 
 /**
  * The producer side of the deliveries queue. The job id is the delivery id, so adding one that
@@ -28,7 +29,7 @@ type DeliveriesQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
  */
 export class DeliveryQueue {
   /** The BullMQ queue of each shard, in shard order (Bull Board shows them). */
-  readonly queues: DeliveriesQueue[];
+  readonly queues: ShardQueue[];
   readonly layout: QueueLayout;
   #lastErrorLog = 0;
 
@@ -40,7 +41,7 @@ export class DeliveryQueue {
   ) {
     this.layout = typeof layout === "string" ? queueLayout(layout) : layout;
     this.queues = this.layout.shardPrefixes.map((prefix) => {
-      const queue: DeliveriesQueue = new Queue(catalog.queueName, { connection: redis, prefix, defaultJobOptions: catalog.defaultJobOptions });
+      const queue: ShardQueue = new Queue(catalog.queueName, { connection: redis, prefix, defaultJobOptions: catalog.defaultJobOptions });
       // Without a listener BullMQ prints every connection error; log them, at most every 10 s.
       queue.on("error", (error) => {
         if (Date.now() - this.#lastErrorLog < 10_000) return;
@@ -52,14 +53,14 @@ export class DeliveryQueue {
   }
 
   /** The only queue, when there is one shard (the default). */
-  get queue(): DeliveriesQueue {
+  get queue(): ShardQueue {
     const [only] = this.queues;
     if (this.queues.length !== 1 || !only) throw new Error("the deliveries queue has several shards: use queueOf(deliveryId)");
     return only;
   }
 
   /** The queue of the delivery's shard. */
-  queueOf(deliveryId: string): DeliveriesQueue {
+  queueOf(deliveryId: string): ShardQueue {
     return this.queues[shardOf(deliveryId, this.queues.length)]!;
   }
 
@@ -97,7 +98,11 @@ export class DeliveryQueue {
     return groups;
   }
 
-  async bringForward(deliveryId: string): Promise<void> {
+  /**
+   * The job of a delivery just resent (manual resend, or recover): run it now. One waiting for
+   * its retry has a delayed job, which is promoted; otherwise a job is added.
+   */
+  async enqueueResend(deliveryId: string): Promise<void> {
     const job = await this.#failFast(() => this.queueOf(deliveryId).getJob(deliveryId));
     if (job && (await job.isDelayed())) {
       await job.promote();

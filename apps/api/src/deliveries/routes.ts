@@ -51,7 +51,8 @@ const attemptsRouteDef = createRoute({
   responses: { 200: jsonResponse(attemptListSchema, "A page of attempts"), ...operationErrors(404) },
 });
 
-const retryRouteDef = createRoute({
+// The contract names the route `retry`; in the code a manual one is a resend (delivery-resends.ts).
+const resendRouteDef = createRoute({
   method: "post",
   path: "/v1/deliveries/{delivery_id}/retry",
   operationId: "retryDelivery",
@@ -66,7 +67,7 @@ const retryRouteDef = createRoute({
 
 export function deliveryRoutes(deps: ApiDeps) {
   // Every verb below applies the caller's tenant scope itself (packages/db/src/tenant-scope.ts).
-  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ db: deps.db, scope: c.var.principal.scope });
+  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ db: deps.prisma, scope: c.var.principal.scope });
   return newRouter()
     .openapi(listRouteDef, async (c) => {
       const query = c.req.valid("query");
@@ -101,11 +102,11 @@ export function deliveryRoutes(deps: ApiDeps) {
         200,
       );
     })
-    .openapi(retryRouteDef, async (c) => {
+    .openapi(resendRouteDef, async (c) => {
       const delivery = await resendDelivery(scoped(c), c.req.valid("param").delivery_id);
       try {
         // Also for a delivery that was already queued: if its job was lost, this puts it back.
-        await deps.queue.bringForward(delivery.id);
+        await deps.queue.enqueueResend(delivery.id);
       } catch (error) {
         c.var.logger.warn({ err: error, deliveryId: delivery.id }, "could not enqueue the resend; the reconciler will");
       }

@@ -45,7 +45,7 @@ const getRouteDef = createRoute({
 });
 
 export function eventRoutes(deps: ApiDeps) {
-  const publisher = createEventPublisher({ sql: deps.sql, queue: deps.queue, logger: deps.logger });
+  const publisher = createEventPublisher({ sql: deps.pool, queue: deps.queue, logger: deps.logger });
   return newRouter()
     .openapi(publishRouteDef, async (c) => {
       // Contract §13: a tenant-scoped credential sends events only through a subscription's /test.
@@ -61,7 +61,7 @@ export function eventRoutes(deps: ApiDeps) {
       return c.json(toEventJson(result.event), 202);
     })
     .openapi(getRouteDef, async (c) => {
-      const event = await getEventInScope({ db: deps.db, scope: c.var.principal.scope }, c.req.valid("param").event_id);
+      const event = await getEventInScope({ db: deps.prisma, scope: c.var.principal.scope }, c.req.valid("param").event_id);
       return c.json(toEventJson(event), 200);
     });
 }

@@ -5,9 +5,13 @@ import type { DeliveryQueue, RedisConnection } from "@webhooks/queue";
 /** Everything the API needs from the outside world, built once in main.ts (or by a test). */
 export interface ApiDeps {
   config: Config;
-  db: PrismaClient;
-  /** The same pool as `db`, for the hot statements (see packages/db/src/sql.ts). */
-  sql: SqlClient;
+  /** The ORM client: every query but the hot few below goes through it. */
+  prisma: PrismaClient;
+  /**
+   * The same connections as `prisma`, through node-postgres directly, for the delivery path's hot
+   * statements (publishing; packages/db/src/sql.ts says why). The db verbs call it `ctx.sql`.
+   */
+  pool: SqlClient;
   redis: RedisConnection;
   queue: DeliveryQueue;
   logger: Logger;

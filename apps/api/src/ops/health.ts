@@ -14,11 +14,11 @@ async function probe(check: () => Promise<unknown>): Promise<{ ok: boolean; erro
 }
 
 /** `/healthz`: the process is alive. `/readyz`: it can reach PostgreSQL and Redis. */
-export function healthRoutes(deps: Pick<ApiDeps, "db" | "redis">) {
+export function healthRoutes(deps: Pick<ApiDeps, "prisma" | "redis">) {
   return new Hono<ApiEnv>()
     .get("/healthz", (c) => c.json({ status: "ok" }))
     .get("/readyz", async (c) => {
-      const [postgres, redis] = await Promise.all([probe(() => deps.db.$queryRaw`SELECT 1`), probe(() => deps.redis.ping())]);
+      const [postgres, redis] = await Promise.all([probe(() => deps.prisma.$queryRaw`SELECT 1`), probe(() => deps.redis.ping())]);
       const ready = postgres.ok && redis.ok;
       return c.json({ status: ready ? "ready" : "unavailable", checks: { postgres, redis } }, ready ? 200 : 503);
     });

@@ -25,7 +25,7 @@ export function portalSessionRoutes(deps: ApiDeps) {
     requireUnscoped(c.var.principal.scope, "create portal sessions");
     const body = c.req.valid("json");
     const { token, session } = await createPortalSession(
-      { db: deps.db },
+      { db: deps.prisma },
       { tenantId: body.tenant_id, expiresInMs: expiresInMs(body.expires_in ?? DEFAULT_EXPIRES_IN)!, apiKeyId: c.var.principal.keyId },
     );
     // The token is a credential: it is in this response body only, never in a log line.

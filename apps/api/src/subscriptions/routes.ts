@@ -152,18 +152,18 @@ const testEventRouteDef = createRoute({
 
 /**
  * Queues a recovered batch: one bulk add for the deliveries that had finished (their jobs are
- * gone), and the delayed job of each that was waiting for a retry brought forward, 100 at a time.
+ * gone), and the delayed job of each that was waiting for a retry promoted, 100 at a time.
  */
 async function enqueueRecovered(queue: DeliveryQueue, batch: RecoveredBatch): Promise<void> {
   await queue.enqueue(batch.finished);
   for (let i = 0; i < batch.retrying.length; i += 100) {
-    await Promise.all(batch.retrying.slice(i, i + 100).map((id) => queue.bringForward(id)));
+    await Promise.all(batch.retrying.slice(i, i + 100).map((id) => queue.enqueueResend(id)));
   }
 }
 
 export function subscriptionRoutes(deps: ApiDeps) {
   const base = {
-    db: deps.db,
+    db: deps.prisma,
     secretBox: deps.secretBox,
     destinationPolicy: deps.config.destinationPolicy,
     defaultMaxInFlight: deps.config.isolation.defaultMaxInFlight,
@@ -249,7 +249,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
       const ctx = scoped(c);
       await getSubscription(ctx, subscription_id);
       const { deliveryId } = await publishTestEvent(
-        { sql: deps.sql },
+        { sql: deps.pool },
         { subscriptionId: subscription_id, type: body?.type ?? DEFAULT_TEST_EVENT.type, data: body?.data ?? DEFAULT_TEST_EVENT.data },
       );
       try {

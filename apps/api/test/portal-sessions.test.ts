@@ -1,36 +1,28 @@
 import { ConfigError, loadConfig } from "@webhooks/core";
 import { createApiKey } from "@webhooks/db";
-import { createTestDatabase, testConfig, testEnv, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testEnv } from "@webhooks/testing";
+import type { TestApi } from "@webhooks/api/testing";
+import { describe, expect } from "vitest";
+import { type CreatePortalSessionRequest, portalSessionSchema } from "../src/portal-sessions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
+import { subscriptionListSchema } from "../src/subscriptions/schemas.ts";
 
 // Contract §13: POST /v1/portal_sessions and the tokens it hands out. The API's clock (which the
 // authenticator uses) is the test's, so a token expires by moving it, without waiting.
 
-let database: TestDatabase;
-let api: TestApi;
 let offsetMs = 0;
 const clock = () => Date.now() + offsetMs;
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url, { PUBLIC_URL: "https://hooks.example.com/webhooks/" }), { clock });
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
-});
+const test = apiTest({ env: { PUBLIC_URL: "https://hooks.example.com/webhooks/" }, clock });
 
-async function createSession(body: Record<string, unknown>) {
-  const response = await api.call("POST", "/v1/portal_sessions", { json: body });
-  expect(response.status, JSON.stringify(response.body)).toBe(201);
-  return response.body as { object: string; tenant_id: string; token: string; url: string; expires_at: string };
+async function createSession(api: TestApi, body: CreatePortalSessionRequest) {
+  return (await api.post("/v1/portal_sessions", body, 201, { schema: portalSessionSchema })).body;
 }
 
 describe("POST /v1/portal_sessions", () => {
-  it("returns a token scoped to the tenant and the portal url under PUBLIC_URL, the token in the fragment", async () => {
+  test("returns a token scoped to the tenant and the portal url under PUBLIC_URL, the token in the fragment", async ({ api, database }) => {
     const before = Date.now();
-    const session = await createSession({ tenant_id: "acme", expires_in: "15m" });
+    const session = await createSession(api, { tenant_id: "acme", expires_in: "15m" });
     expect(Object.keys(session).sort()).toEqual(["expires_at", "object", "tenant_id", "token", "url"]);
     expect(session).toMatchObject({ object: "portal_session", tenant_id: "acme" });
     expect(session.token).toMatch(/^whps_[A-Za-z0-9_-]{43}$/);
@@ -42,77 +34,70 @@ describe("POST /v1/portal_sessions", () => {
     expect(expiresAt).toBeLessThanOrEqual(Date.now() + 15 * 60_000 + 5_000);
   });
 
-  it("stores only the token's hash", async () => {
-    const session = await createSession({ tenant_id: "acme" });
+  test("stores only the token's hash", async ({ api, database }) => {
+    const session = await createSession(api, { tenant_id: "acme" });
     const rows = await api.db.portalSession.findMany({ where: { tenantId: "acme" } });
     expect(rows.length).toBeGreaterThan(0);
     expect(JSON.stringify(rows)).not.toContain(session.token);
     expect(JSON.stringify(rows)).not.toContain(session.token.slice(5));
   });
 
-  it("lasts 1h by default, and accepts 1m to 24h", async () => {
-    const byDefault = await createSession({ tenant_id: "acme" });
+  test("lasts 1h by default, and accepts 1m to 24h", async ({ api, database }) => {
+    const byDefault = await createSession(api, { tenant_id: "acme" });
     const hour = Date.parse(byDefault.expires_at) - Date.now();
     expect(hour).toBeGreaterThan(3_600_000 - 10_000);
     expect(hour).toBeLessThanOrEqual(3_600_000 + 5_000);
-    for (const expires_in of ["1m", "60s", "90m", "24h", "1d", "86400000ms"]) await createSession({ tenant_id: "acme", expires_in });
+    for (const expires_in of ["1m", "60s", "90m", "24h", "1d", "86400000ms"]) await createSession(api, { tenant_id: "acme", expires_in });
   });
 
-  it.each([["0m"], ["59s"], ["24h1m"], ["25h"], ["2d"], ["1x"], ["1 h"], [""], [60], [null]])("refuses expires_in %j with a 400", async (expires_in) => {
-    const response = await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme", expires_in } });
-    expect(response.status).toBe(400);
+  test.for([["0m"], ["59s"], ["24h1m"], ["25h"], ["2d"], ["1x"], ["1 h"], [""], [60], [null]])("refuses expires_in %j with a 400", async ([expires_in], { api, database }) => {
+    const response = await api.post("/v1/portal_sessions", { tenant_id: "acme", expires_in }, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "expires_in" });
     expect(response.body.error.message).toContain("expires_in must be a duration from 1m to 24h");
   });
 
-  it("needs tenant_id, and refuses unknown parameters", async () => {
-    const missing = await api.call("POST", "/v1/portal_sessions", { json: { expires_in: "1h" } });
-    expect(missing.status).toBe(400);
+  test("needs tenant_id, and refuses unknown parameters", async ({ api, database }) => {
+    const missing = await api.post("/v1/portal_sessions", { expires_in: "1h" }, 400);
     expect(missing.body.error).toMatchObject({ code: "parameter_missing", param: "tenant_id" });
-    const unknown = await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme", scope: "all" } });
-    expect(unknown.status).toBe(400);
+    const unknown = await api.post("/v1/portal_sessions", { tenant_id: "acme", scope: "all" }, 400);
     expect(unknown.body.error).toMatchObject({ code: "parameter_unknown", param: "scope" });
   });
 
-  it("can be created by an unscoped stored key, not by a scoped one", async () => {
+  test("can be created by an unscoped stored key, not by a scoped one", async ({ api, database }) => {
     const { key: unscoped } = await createApiKey({ db: api.db }, { name: "server" });
     const { key: scoped } = await createApiKey({ db: api.db }, { name: "acme", tenantId: "acme" });
-    expect((await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme" }, key: unscoped })).status).toBe(201);
-    const refused = await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme" }, key: scoped });
-    expect(refused.status).toBe(403);
+    await api.post("/v1/portal_sessions", { tenant_id: "acme" }, 201, { schema: portalSessionSchema, key: unscoped });
+    const refused = await api.post("/v1/portal_sessions", { tenant_id: "acme" }, 403, { key: scoped });
     expect(refused.body.error).toMatchObject({ type: "permission_error", code: "permission_denied" });
   });
 });
 
 describe("a portal session token", () => {
-  it("works on the /v1 API for its tenant until it expires, then is a 401 that says so", async () => {
+  test("works on the /v1 API for its tenant until it expires, then is a 401 that says so", async ({ api, database }) => {
     const ours = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/a", events: ["x"], tenant_id: "initech" } });
     await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/b", events: ["x"], tenant_id: "umbrella" } });
-    const session = await createSession({ tenant_id: "initech", expires_in: "2m" });
-    const listed = await api.call("GET", "/v1/subscriptions", { key: session.token });
-    expect(listed.status).toBe(200);
+    const session = await createSession(api, { tenant_id: "initech", expires_in: "2m" });
+    const listed = await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema, key: session.token });
     expect(listed.body.data.map((s: { id: string }) => s.id)).toEqual([ours.body.id]);
 
     // Still valid a moment before expires_at (cached or not), refused from expires_at on.
     const expiresAt = Date.parse(session.expires_at);
     offsetMs = expiresAt - Date.now() - 1_000;
-    expect((await api.call("GET", "/v1/subscriptions", { key: session.token })).status).toBe(200);
+    await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema, key: session.token });
     offsetMs = expiresAt - Date.now() + 1;
-    const expired = await api.call("GET", "/v1/subscriptions", { key: session.token });
-    expect(expired.status).toBe(401);
+    const expired = await api.get("/v1/subscriptions", 401, { key: session.token });
     expect(expired.body.error).toMatchObject({ type: "authentication_error", code: "portal_session_expired" });
     expect(expired.body.error.message).toBe("The portal session has expired. Ask for a new portal link.");
     // Also when the authenticator has not seen it before (no cache entry).
-    const unseen = await createSession({ tenant_id: "initech", expires_in: "1m" });
+    const unseen = await createSession(api, { tenant_id: "initech", expires_in: "1m" });
     offsetMs = Date.parse(unseen.expires_at) - Date.now() + 60_000;
     expect((await api.call("GET", `/v1/subscriptions/${ours.body.id}`, { key: unseen.token })).body.error.code).toBe("portal_session_expired");
     offsetMs = 0;
   });
 
-  it("that was never issued is an invalid credential", async () => {
+  test("that was never issued is an invalid credential", async ({ api, database }) => {
     const forged = `whps_${"A".repeat(43)}`;
-    const response = await api.call("GET", "/v1/subscriptions", { key: forged });
-    expect(response.status).toBe(401);
+    const response = await api.get("/v1/subscriptions", 401, { key: forged });
     expect(response.body.error).toMatchObject({ type: "authentication_error", code: "api_key_invalid" });
   });
 });
@@ -120,14 +105,14 @@ describe("a portal session token", () => {
 describe("PUBLIC_URL", () => {
   const load = (PUBLIC_URL?: string, PORT = "3000") => loadConfig({ ...testEnv("postgresql://localhost/x", { PORT }), ...(PUBLIC_URL === undefined ? {} : { PUBLIC_URL }) });
 
-  it("defaults to http://localhost:<PORT>, and loses its trailing slashes", () => {
+  test("defaults to http://localhost:<PORT>, and loses its trailing slashes", () => {
     expect(load().publicUrl).toBe("http://localhost:3000");
     expect(load(undefined, "8080").publicUrl).toBe("http://localhost:8080");
     expect(load("https://hooks.example.com/").publicUrl).toBe("https://hooks.example.com");
     expect(load("http://10.0.0.5:3000/webhooks//").publicUrl).toBe("http://10.0.0.5:3000/webhooks");
   });
 
-  it.each(["ftp://hooks.example.com", "hooks.example.com", "https://hooks.example.com/?a=1", "https://hooks.example.com/?", "https://hooks.example.com/#x", "https://user:pw@hooks.example.com"])(
+  test.for(["ftp://hooks.example.com", "hooks.example.com", "https://hooks.example.com/?a=1", "https://hooks.example.com/?", "https://hooks.example.com/#x", "https://user:pw@hooks.example.com"])(
     "refuses %s, naming the variable",
     (value) => {
       expect(() => load(value)).toThrow(ConfigError);

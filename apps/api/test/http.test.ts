@@ -2,28 +2,23 @@ import { execFile } from "node:child_process";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { createTestDatabase, testConfig, testEnv, TEST_API_KEY, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
+import { testConfig, testEnv, TEST_API_KEY } from "@webhooks/testing";
+import { startTestApi } from "@webhooks/api/testing";
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
+import { apiTest } from "./fixtures.ts";
+import { deliveryListSchema } from "../src/deliveries/schemas.ts";
+import { subscriptionListSchema } from "../src/subscriptions/schemas.ts";
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
-let database: TestDatabase;
-let api: TestApi;
 /** Moves the API-key cache's clock forward, instead of waiting for its entries to expire. */
 let clockSkewMs = 0;
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url, { ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret", BODY_LIMIT_BYTES: "2048" }), {
-    clock: () => Date.now() + clockSkewMs,
-  });
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
+const test = apiTest({
+  env: { ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret", BODY_LIMIT_BYTES: "2048" },
+  clock: () => Date.now() + clockSkewMs,
 });
 
 function expectErrorShape(body: { error: Record<string, unknown> }, headers: Record<string, string>) {
@@ -33,7 +28,7 @@ function expectErrorShape(body: { error: Record<string, unknown> }, headers: Rec
 }
 
 describe("authentication", () => {
-  it("answers 401 without a key, with a wrong key and with a malformed header", async () => {
+  test("answers 401 without a key, with a wrong key and with a malformed header", async ({ api, database }) => {
     const attempts: Record<string, string>[] = [{}, { authorization: "Bearer wrong-key" }, { authorization: `Basic ${TEST_API_KEY}` }, { authorization: "Bearer" }];
     for (const headers of attempts) {
       const response = await api.call("GET", "/v1/deliveries", { key: null, headers });
@@ -47,7 +42,7 @@ describe("authentication", () => {
     expect(wrong.body.error.code).toBe("api_key_invalid");
   });
 
-  it("accepts keys created with the CLI until they are revoked", async () => {
+  test("accepts keys created with the CLI until they are revoked", async ({ api, database }) => {
     const env = { ...process.env, ...testEnv(database.url), LOG_LEVEL: "silent" };
     const created = await run("npm", ["run", "--silent", "keys", "--", "create", "--name", "ci-test"], { cwd: ROOT, env });
     const key = created.stdout.trim();
@@ -72,7 +67,7 @@ describe("authentication", () => {
     expect(after.body.error.code).toBe("api_key_invalid");
   });
 
-  it("needs no key for health, docs and metrics", async () => {
+  test("needs no key for health, docs and metrics", async ({ api, database }) => {
     for (const path of ["/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"]) {
       expect((await api.call("GET", path, { key: null })).status, path).toBe(200);
     }
@@ -80,7 +75,7 @@ describe("authentication", () => {
 });
 
 describe("routing errors", () => {
-  it("answers 404 for unknown routes", async () => {
+  test("answers 404 for unknown routes", async ({ api, database }) => {
     for (const path of ["/v1/nothing", "/v2/deliveries", "/favicon.ico"]) {
       const response = await api.call("GET", path);
       expect(response.status).toBe(404);
@@ -89,7 +84,7 @@ describe("routing errors", () => {
     }
   });
 
-  it("answers 405 with Allow for a known path and a wrong method", async () => {
+  test("answers 405 with Allow for a known path and a wrong method", async ({ api, database }) => {
     const cases: [string, string, string][] = [
       ["DELETE", "/v1/deliveries", "GET, HEAD"],
       ["PATCH", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "GET, PUT, DELETE, HEAD"],
@@ -109,13 +104,13 @@ describe("routing errors", () => {
 describe("request bodies", () => {
   const big = JSON.stringify({ type: "big.one", data: { blob: "x".repeat(4096) } });
 
-  it("answers 413 over the body limit", async () => {
+  test("answers 413 over the body limit", async ({ api, database }) => {
     const response = await api.call("POST", "/v1/events", { body: big, headers: { "content-type": "application/json" } });
     expect(response.status).toBe(413);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "body_too_large" });
   });
 
-  it("answers 413 for a chunked body over the limit", async () => {
+  test("answers 413 for a chunked body over the limit", async ({ api, database }) => {
     async function* chunks() {
       for (let i = 0; i < 10; i++) yield Buffer.from(big.slice(i * 500, (i + 1) * 500));
       yield Buffer.from(big.slice(5000));
@@ -130,7 +125,7 @@ describe("request bodies", () => {
     expect(body.error.code).toBe("body_too_large");
   });
 
-  it("accepts a chunked body under the limit", async () => {
+  test("accepts a chunked body under the limit", async ({ api, database }) => {
     async function* chunks() {
       yield Buffer.from('{"type":"chunked.ok",');
       yield Buffer.from('"data":{"a":1}}');
@@ -144,7 +139,7 @@ describe("request bodies", () => {
     await response.body.dump();
   });
 
-  it("answers 415 for a body that is not JSON and 400 for malformed JSON", async () => {
+  test("answers 415 for a body that is not JSON and 400 for malformed JSON", async ({ api, database }) => {
     const plain = await api.call("POST", "/v1/events", { body: "type=a", headers: { "content-type": "text/plain" } });
     expect(plain.status).toBe(415);
     expect(plain.body.error.code).toBe("unsupported_media_type");
@@ -160,7 +155,7 @@ describe("request bodies", () => {
 });
 
 describe("operations", () => {
-  it("puts a request-id on every response", async () => {
+  test("puts a request-id on every response", async ({ api, database }) => {
     const ids = new Set<string>();
     for (const path of ["/healthz", "/v1/deliveries", "/nothing"]) {
       const response = await api.call("GET", path);
@@ -170,13 +165,13 @@ describe("operations", () => {
     expect(ids.size).toBe(3);
   });
 
-  it("reports readiness of PostgreSQL and Redis", async () => {
+  test("reports readiness of PostgreSQL and Redis", async ({ api, database }) => {
     const response = await api.call("GET", "/readyz", { key: null });
     expect(response.body).toEqual({ status: "ready", checks: { postgres: { ok: true }, redis: { ok: true } } });
     expect((await api.call("GET", "/healthz", { key: null })).body).toEqual({ status: "ok" });
   });
 
-  it("serves an OpenAPI 3.1 document generated from the routes, and docs that use it", async () => {
+  test("serves an OpenAPI 3.1 document generated from the routes, and docs that use it", async ({ api, database }) => {
     const response = await api.call("GET", "/openapi.json", { key: null });
     expect(response.body.openapi).toBe("3.1.0");
     expect(response.body.info.license).toEqual({ name: "Apache-2.0", url: "https://www.apache.org/licenses/LICENSE-2.0" });
@@ -208,17 +203,16 @@ describe("operations", () => {
     expect((await bundle.body.text()).length).toBeGreaterThan(100_000);
   });
 
-  it("exposes Prometheus metrics", async () => {
-    await api.call("GET", "/v1/deliveries");
+  test("exposes Prometheus metrics", async ({ api, database }) => {
+    await api.get("/v1/deliveries", 200, { schema: deliveryListSchema });
     const response = await api.call("GET", "/metrics", { key: null });
     expect(response.headers["content-type"]).toContain("text/plain");
     expect(response.body).toMatch(/webhook_api_request_duration_seconds_count\{method="GET",route="\/v1\/deliveries",status="200"\} \d+/);
     expect(response.body).toMatch(/webhook_queue_jobs\{state="waiting"\} \d+/);
   });
 
-  it("guards Bull Board with basic auth", async () => {
-    const anonymous = await api.call("GET", "/admin/queues", { key: null });
-    expect(anonymous.status).toBe(401);
+  test("guards Bull Board with basic auth", async ({ api, database }) => {
+    const anonymous = await api.get("/admin/queues", 401, { key: null });
     expect(anonymous.headers["www-authenticate"]).toContain("Basic");
     const wrong = await api.call("GET", "/admin/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:nope").toString("base64")}` } });
     expect(wrong.status).toBe(401);
@@ -230,10 +224,10 @@ describe("operations", () => {
     expect(JSON.stringify(queues.body)).toContain("deliveries");
   });
 
-  it("has no Bull Board without admin credentials", async () => {
+  test("has no Bull Board without admin credentials", async ({ api, database }) => {
     const plain = await startTestApi(testConfig(database.url));
     try {
-      expect((await plain.call("GET", "/admin/queues", { key: null })).status).toBe(404);
+      await plain.get("/admin/queues", 404, { key: null });
     } finally {
       await plain.close();
     }
@@ -241,7 +235,7 @@ describe("operations", () => {
 });
 
 describe("rate limiting", () => {
-  it("answers 429 with retry-after past the per-key rate", async () => {
+  test("answers 429 with retry-after past the per-key rate", async ({ api, database }) => {
     const limited = await startTestApi(testConfig(database.url, { RATE_LIMIT_PER_SECOND: "5" }));
     try {
       const statuses: number[] = [];
@@ -258,7 +252,7 @@ describe("rate limiting", () => {
       expect(statuses).toContain(429);
       expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
       await new Promise((resolve) => setTimeout(resolve, 1_100));
-      expect((await limited.call("GET", "/v1/subscriptions")).status).toBe(200);
+      await limited.get("/v1/subscriptions", 200, { schema: subscriptionListSchema });
       // Health checks are not limited.
       expect((await limited.call("GET", "/healthz", { key: null })).status).toBe(200);
     } finally {

@@ -22,8 +22,8 @@ export async function findDueDeliveries(
 ): Promise<DueCursor[]> {
   const after = input.after;
   // The row comparison walks the (next_attempt_at, id) index from the cursor.
-  const rows = await ctx.sql.query<{ id: string; next_attempt_at: Date }>(
-    `SELECT id, next_attempt_at FROM deliveries
+  return ctx.sql.query<DueCursor>(
+    `SELECT id, next_attempt_at AS "nextAttemptAt" FROM deliveries
      WHERE next_attempt_at <= now() - $1::int * interval '1 millisecond'
        AND ($5::timestamptz IS NULL OR next_attempt_at >= $5::timestamptz)
        AND (leased_until IS NULL OR leased_until < now())
@@ -31,7 +31,6 @@ export async function findDueDeliveries(
      ORDER BY next_attempt_at, id LIMIT $4`,
     [input.graceMs, after?.nextAttemptAt.toISOString() ?? null, after?.id ?? "", input.limit, input.dueSince?.toISOString() ?? null],
   );
-  return rows.map((row) => ({ id: row.id, nextAttemptAt: row.next_attempt_at }));
 }
 
 /** The database's clock, which next_attempt_at is measured on. */

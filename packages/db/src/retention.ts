@@ -52,7 +52,7 @@ export async function pruneFinishedDeliveries(
   ctx: { sql: SqlClient },
   input: { status: "delivered" | "failed"; before: Date; limit: number; after?: DeliveryCursor | undefined },
 ): Promise<DeliveryBatch> {
-  const [row] = await ctx.sql.query<{ taken: number; deliveries: number; attempts: number; last_created_at: Date | null; last_id: string | null }>(
+  const [row] = await ctx.sql.query<{ taken: number; deliveries: number; attempts: number; lastCreatedAt: Date | null; lastId: string | null }>(
     `WITH batch AS (
        SELECT id, created_at FROM deliveries
        WHERE status = $1::delivery_status AND next_attempt_at IS NULL AND created_at < $2::timestamptz
@@ -70,15 +70,15 @@ export async function pruneFinishedDeliveries(
      SELECT (SELECT count(*) FROM batch)::int AS taken,
             (SELECT count(*) FROM deleted)::int AS deliveries,
             (SELECT count(*) FROM attempts)::int AS attempts,
-            (SELECT created_at FROM last) AS last_created_at,
-            (SELECT id FROM last) AS last_id`,
+            (SELECT created_at FROM last) AS "lastCreatedAt",
+            (SELECT id FROM last) AS "lastId"`,
     [input.status, input.before.toISOString(), input.after?.createdAt.toISOString() ?? null, input.after?.id ?? "", input.limit],
   );
   return {
     deliveries: row!.deliveries,
     attempts: row!.attempts,
     taken: row!.taken,
-    last: row!.last_created_at && row!.last_id ? { createdAt: row!.last_created_at, id: row!.last_id } : undefined,
+    last: row!.lastCreatedAt && row!.lastId ? { createdAt: row!.lastCreatedAt, id: row!.lastId } : undefined,
   };
 }
 
@@ -105,7 +105,7 @@ export async function pruneEventsWithoutDeliveries(
   ctx: { sql: SqlClient },
   input: { before: Date; limit: number; after?: string | undefined },
 ): Promise<EventBatch> {
-  const [row] = await ctx.sql.query<{ scanned: number; events: number; last: string | null; reached_cutoff: boolean | null }>(
+  const [row] = await ctx.sql.query<{ scanned: number; events: number; last: string | null; reachedCutoff: boolean | null }>(
     `WITH page AS (
        SELECT id, created_at FROM events WHERE id > $1::text ORDER BY id LIMIT $2
      ), doomed AS (
@@ -119,10 +119,10 @@ export async function pruneEventsWithoutDeliveries(
      SELECT (SELECT count(*) FROM page)::int AS scanned,
             (SELECT count(*) FROM deleted)::int AS events,
             (SELECT max(id) FROM page) AS last,
-            (SELECT bool_or(created_at >= $3::timestamptz) FROM page) AS reached_cutoff`,
+            (SELECT bool_or(created_at >= $3::timestamptz) FROM page) AS "reachedCutoff"`,
     [input.after ?? "", input.limit, input.before.toISOString()],
   );
-  return { events: row!.events, scanned: row!.scanned, last: row!.last ?? undefined, reachedCutoff: row!.reached_cutoff ?? false };
+  return { events: row!.events, scanned: row!.scanned, last: row!.last ?? undefined, reachedCutoff: row!.reachedCutoff ?? false };
 }
 
 export interface PrunePass extends PrunedRows {

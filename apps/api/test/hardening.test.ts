@@ -1,23 +1,16 @@
 import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { connectApiDeps, createApiServer, createApp, SERVER_TIMEOUTS } from "@webhooks/api";
 import { newId } from "@webhooks/core";
-import { createTestDatabase, testConfig, TEST_API_KEY, type TestDatabase } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
+import { testConfig, TEST_API_KEY } from "@webhooks/testing";
+import { publish, startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
+import { apiTest } from "./fixtures.ts";
+import { deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
+import { eventSchema } from "../src/events/schemas.ts";
 
 /** What the hostile-input probe left over: answers a client can trust, and limits on abuse. */
-let database: TestDatabase;
-let api: TestApi;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  api = await startTestApi(testConfig(database.url));
-});
-afterAll(async () => {
-  await api.close();
-  await database.drop();
-});
+const test = apiTest();
 
 function expectErrorShape(response: { body: { error: Record<string, unknown> }; headers: Record<string, string> }) {
   expect(response.body.error).toMatchObject({ type: expect.any(String), code: expect.any(String), message: expect.any(String) });
@@ -76,30 +69,28 @@ function withPort(url: string, newPort: number): string {
   return parsed.toString();
 }
 
-async function createDelivery(): Promise<string> {
+async function createDelivery(api: TestApi): Promise<string> {
   const type = `hardening.${Math.random().toString(36).slice(2, 8)}`;
-  expect((await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/in", events: [type] } })).status).toBe(201);
-  const event = await api.call("POST", "/v1/events", { json: { type, data: {} } });
-  expect(event.status).toBe(202);
-  const list = await api.call("GET", `/v1/deliveries?event=${type}`);
+  await subscribe(api, { url: "https://example.com/in", events: [type] });
+  await publish(api, { type, data: {} });
+  const list = await api.get(`/v1/deliveries?event=${type}`, 200, { schema: deliveryListSchema });
   expect(list.body.data).toHaveLength(1);
-  return list.body.data[0].id;
+  return list.body.data[0]!.id;
 }
 
 describe("item 14: unknown, missing and repeated parameters", () => {
-  it("refuses unknown body parameters on retry, naming them; accepts no body and {}", async () => {
-    const id = await createDelivery();
-    const unknown = await api.call("POST", `/v1/deliveries/${id}/retry`, { json: { force: true } });
-    expect(unknown.status).toBe(400);
+  test("refuses unknown body parameters on retry, naming them; accepts no body and {}", async ({ api, database }) => {
+    const id = await createDelivery(api);
+    const unknown = await api.post(`/v1/deliveries/${id}/retry`, { force: true }, 400);
     expect(unknown.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_unknown", param: "force" });
     expect(unknown.body.error.message).toContain("force");
     expectErrorShape(unknown);
 
-    expect((await api.call("POST", `/v1/deliveries/${id}/retry`)).status).toBe(202);
-    expect((await api.call("POST", `/v1/deliveries/${id}/retry`, { json: {} })).status).toBe(202);
+    await api.post(`/v1/deliveries/${id}/retry`, undefined, 202, { schema: deliverySchema });
+    await api.post(`/v1/deliveries/${id}/retry`, {}, 202, { schema: deliverySchema });
   });
 
-  it("answers 400 to PUT /v1/subscriptions/{id} without a body; {} is still a no-op update", async () => {
+  test("answers 400 to PUT /v1/subscriptions/{id} without a body; {} is still a no-op update", async ({ api, database }) => {
     const created = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/put", events: ["a.b"] } });
     const path = `/v1/subscriptions/${created.body.id}`;
     for (const headers of [{}, { "content-type": "application/json" }] as Record<string, string>[]) {
@@ -110,11 +101,11 @@ describe("item 14: unknown, missing and repeated parameters", () => {
     }
     expect((await api.call("PUT", path, { json: {} })).status).toBe(200);
     // Where no route takes PUT, the answer is still the 405.
-    expect((await api.call("PUT", "/v1/events")).status).toBe(405);
+    await api.put("/v1/events", undefined, 405);
   });
 
-  it("says a query parameter must be given once, for every query parameter", async () => {
-    const id = await createDelivery();
+  test("says a query parameter must be given once, for every query parameter", async ({ api, database }) => {
+    const id = await createDelivery(api);
     const cases: [string, string][] = [
       ["/v1/deliveries?limit=5&limit=6", "limit"],
       ["/v1/deliveries?status=queued&status=failed", "status"],
@@ -132,7 +123,7 @@ describe("item 14: unknown, missing and repeated parameters", () => {
 });
 
 describe("item 16: client aborts and an unreachable database", () => {
-  it("counts a client that closes mid-body as 499 and logs it below error", async () => {
+  test("counts a client that closes mid-body as 499 and logs it below error", async ({ api, database }) => {
     const lines: string[] = [];
     const logger = pino({ level: "debug" }, { write: (line: string) => void lines.push(line) });
     const deps = await connectApiDeps({ ...testConfig(database.url), databasePoolSize: 2 }, logger, { redisReadyTimeoutMs: 1_000 });
@@ -167,7 +158,7 @@ describe("item 16: client aborts and an unreachable database", () => {
     }
   });
 
-  it("answers 503 with Retry-After on every route while PostgreSQL is unreachable", async () => {
+  test("answers 503 with Retry-After on every route while PostgreSQL is unreachable", async ({ api, database }) => {
     // A port with nothing listening: the database is down from the start.
     const probe = createServer();
     await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
@@ -195,7 +186,7 @@ describe("item 16: client aborts and an unreachable database", () => {
     }
   });
 
-  it("answers 503 when PostgreSQL goes away mid-burst, and never drops the connection", async () => {
+  test("answers 503 when PostgreSQL goes away mid-burst, and never drops the connection", async ({ api, database }) => {
     const target = new URL(database.url);
     const proxy = await startProxy({ host: target.hostname, port: Number(target.port || 5432) });
     const viaProxy = await startTestApi(testConfig(withPort(database.url, proxy.port)));
@@ -211,7 +202,7 @@ describe("item 16: client aborts and an unreachable database", () => {
       expect(after.status).toBe(503);
       expect(after.body.error).toMatchObject({ type: "api_error", code: "service_unavailable" });
       expect(after.headers["retry-after"]).toBeDefined();
-      expect((await viaProxy.call("GET", "/v1/deliveries")).status).toBe(503);
+      await viaProxy.get("/v1/deliveries", 503);
     } finally {
       await viaProxy.close();
       await proxy.cut().catch(() => {});
@@ -220,7 +211,7 @@ describe("item 16: client aborts and an unreachable database", () => {
 });
 
 describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
-  it("answers them in the contract's shape, with a request-id", async () => {
+  test("answers them in the contract's shape, with a request-id", async ({ api, database }) => {
     const requests = [
       "GET /v1\\deliveries HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
       "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
@@ -236,7 +227,7 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
     }
   });
 
-  it("closes 200 connections that trickle their headers, and keeps serving others", { timeout: 30_000 }, async () => {
+  test("closes 200 connections that trickle their headers, and keeps serving others", { timeout: 30_000 }, async ({ api }) => {
     const started = Date.now();
     const closedAfter: number[] = [];
     const sockets: Socket[] = [];
@@ -274,7 +265,7 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
 });
 
 describe("item 18: numbers in event data are kept exactly or refused", () => {
-  it("refuses numbers that parsing would change, naming their path", async () => {
+  test("refuses numbers that parsing would change, naming their path", async ({ api, database }) => {
     const cases: [string, string][] = [
       ['{"type":"num.test","data":{"big":1e400}}', "data.big"],
       ['{"type":"num.test","data":{"int":12345678901234567890}}', "data.int"],
@@ -290,15 +281,15 @@ describe("item 18: numbers in event data are kept exactly or refused", () => {
     }
   });
 
-  it("stores and returns every accepted number as sent", async () => {
+  test("stores and returns every accepted number as sent", async ({ api, database }) => {
     const body = '{"type":"num.ok","data":{"max":9007199254740991,"min":-9007199254740991,"tenth":0.1,"small":2.5e-3,"huge":1.7976931348623157e308,"text":"12345678901234567890"}}';
     const response = await api.call("POST", "/v1/events", { body, headers: { "content-type": "application/json" } });
     expect(response.status).toBe(202);
-    const stored = await api.call("GET", `/v1/events/${response.body.id}`);
+    const stored = await api.get(`/v1/events/${response.body.id}`, 200, { schema: eventSchema });
     expect(stored.body.data).toEqual(JSON.parse(body).data);
   });
 
-  it("does not let two different values pass as the same request", async () => {
+  test("does not let two different values pass as the same request", async ({ api, database }) => {
     const headers = { "content-type": "application/json", "idempotency-key": `num-${Date.now()}` };
     const first = await api.call("POST", "/v1/events", { body: '{"type":"num.key","data":{"n":12345678901234567890}}', headers });
     const second = await api.call("POST", "/v1/events", { body: '{"type":"num.key","data":{"n":12345678901234567891}}', headers });
@@ -307,7 +298,7 @@ describe("item 18: numbers in event data are kept exactly or refused", () => {
 });
 
 describe("item 19: failed authentication is throttled; /metrics can be protected", () => {
-  it("answers 429 with Retry-After after 20 wrong keys from one address; a right key still passes", async () => {
+  test("answers 429 with Retry-After after 20 wrong keys from one address; a right key still passes", async ({ api, database }) => {
     const own = await startTestApi(testConfig(database.url));
     try {
       for (let i = 0; i < 20; i++) expect((await own.call("GET", "/v1/deliveries", { key: `wrong-${i}` })).status).toBe(401);
@@ -316,15 +307,15 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
       expect(throttled.body.error).toMatchObject({ type: "rate_limit_error", code: "too_many_failed_authentications" });
       expect(Number(throttled.headers["retry-after"])).toBeGreaterThanOrEqual(1);
       expectErrorShape(throttled);
-      expect((await own.call("GET", "/v1/deliveries", { key: null })).status).toBe(429);
-      expect((await own.call("GET", "/v1/deliveries")).status).toBe(200);
+      await own.get("/v1/deliveries", 429, { key: null });
+      await own.get("/v1/deliveries", 200, { schema: deliveryListSchema });
       expect((await own.call("GET", "/healthz", { key: null })).status).toBe(200);
     } finally {
       await own.close();
     }
   });
 
-  it("locks Bull Board for an address after 20 wrong passwords, right password included", async () => {
+  test("locks Bull Board for an address after 20 wrong passwords, right password included", async ({ api, database }) => {
     const own = await startTestApi(testConfig(database.url, { ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" }));
     const basic = (password: string) => ({ authorization: `Basic ${Buffer.from(`admin:${password}`).toString("base64")}` });
     try {
@@ -339,7 +330,7 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
     }
   });
 
-  it("looks a wrong key up in PostgreSQL at most once, and a malformed one never", async () => {
+  test("looks a wrong key up in PostgreSQL at most once, and a malformed one never", async ({ api, database }) => {
     const target = new URL(database.url);
     const proxy = await startProxy({ host: target.hostname, port: Number(target.port || 5432) });
     const own = await startTestApi(testConfig(withPort(database.url, proxy.port)));
@@ -356,7 +347,7 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
     }
   });
 
-  it("puts /metrics behind METRICS_TOKEN when it is set", async () => {
+  test("puts /metrics behind METRICS_TOKEN when it is set", async ({ api, database }) => {
     const own = await startTestApi(testConfig(database.url, { METRICS_TOKEN: "metrics-token-123" }));
     try {
       for (const headers of [{}, { authorization: "Bearer nope" }, { authorization: `Bearer ${TEST_API_KEY}` }] as Record<string, string>[]) {

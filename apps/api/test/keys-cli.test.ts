@@ -1,20 +1,15 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import { ADMIN_DATABASE_URL, createTestDatabase, databaseUrl, sql, testEnv, type TestDatabase } from "@webhooks/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_DATABASE_URL, databaseUrl, sql, testEnv } from "@webhooks/testing";
+import { describe, expect } from "vitest";
+import { apiTest } from "./fixtures.ts";
 
 // `npm run keys` exactly as the README tells a newcomer to run it, from the repository root.
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
-let database: TestDatabase;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-});
-afterAll(async () => {
-  await database.drop();
-});
+// The database alone: the CLI is the only thing here that uses it.
+const test = apiTest();
 
 interface Run {
   code: number;
@@ -23,7 +18,7 @@ interface Run {
 }
 
 /** Runs `npm <args>` with the test database; stdout is a pipe, as in `KEY=$(...)`. */
-function npm(args: string[], databaseUrl = database.url): Promise<Run> {
+function npm(args: string[], databaseUrl: string): Promise<Run> {
   // Without the npm_* variables of the npm that may be running this suite: npm reads its
   // configuration (--silent among it) from them.
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_")));
@@ -36,19 +31,19 @@ function npm(args: string[], databaseUrl = database.url): Promise<Run> {
 }
 
 describe("npm run keys", () => {
-  it("prints its usage for --help and exits 0; without a command it exits 1", async () => {
-    const help = await npm(["run", "keys", "--", "--help"]);
+  test("prints its usage for --help and exits 0; without a command it exits 1", async ({ database }) => {
+    const help = await npm(["run", "keys", "--", "--help"], database.url);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("Usage:");
     expect(help.stdout).toContain("npm run keys -- create --name <name>");
 
-    const bare = await npm(["run", "--silent", "keys"]);
+    const bare = await npm(["run", "--silent", "keys"], database.url);
     expect(bare.code).toBe(1);
     expect(bare.stderr).toContain("Usage:");
   });
 
-  it("prints the key alone on stdout, and everything else, the database included, on stderr", async () => {
-    const created = await npm(["run", "--silent", "keys", "--", "create", "--name", "stdout-only"]);
+  test("prints the key alone on stdout, and everything else, the database included, on stderr", async ({ database }) => {
+    const created = await npm(["run", "--silent", "keys", "--", "create", "--name", "stdout-only"], database.url);
     expect(created.code).toBe(0);
     expect(created.stdout).toMatch(/^whk_[A-Za-z0-9_-]{43}\n$/);
     expect(created.stderr).toContain(`Database: ${database.url} (DATABASE_URL)`);
@@ -56,16 +51,16 @@ describe("npm run keys", () => {
     expect(created.stderr).not.toContain(created.stdout.trim());
   });
 
-  it("refuses to create a key whose captured output would hold npm's banner too", async () => {
-    const noisy = await npm(["run", "keys", "--", "create", "--name", "captured-with-banner"]);
+  test("refuses to create a key whose captured output would hold npm's banner too", async ({ database }) => {
+    const noisy = await npm(["run", "keys", "--", "create", "--name", "captured-with-banner"], database.url);
     expect(noisy.code).toBe(1);
     expect(noisy.stdout).toContain("> keys");
     expect(noisy.stderr).toContain("npm run --silent keys -- create");
-    const listed = await npm(["run", "--silent", "keys", "--", "list"]);
+    const listed = await npm(["run", "--silent", "keys", "--", "list"], database.url);
     expect(listed.stdout).not.toContain("captured-with-banner");
   });
 
-  it("says so when DATABASE_URL names a database that did not exist, and creates and migrates it", async () => {
+  test("says so when DATABASE_URL names a database that did not exist, and creates and migrates it", async ({ database }) => {
     const name = `webhooks_test_keys_${randomBytes(5).toString("hex")}`;
     try {
       const created = await npm(["run", "--silent", "keys", "--", "list"], databaseUrl(name));
@@ -81,25 +76,25 @@ describe("npm run keys", () => {
     }
   });
 
-  it("says a key was already revoked, changing nothing, and fails for an unknown key", async () => {
-    await npm(["run", "--silent", "keys", "--", "create", "--name", "revoke-twice"]);
-    const listed = await npm(["run", "--silent", "keys", "--", "list"]);
+  test("says a key was already revoked, changing nothing, and fails for an unknown key", async ({ database }) => {
+    await npm(["run", "--silent", "keys", "--", "create", "--name", "revoke-twice"], database.url);
+    const listed = await npm(["run", "--silent", "keys", "--", "list"], database.url);
     const id = /(key_[0-9A-Z]{26}) {2}whk_\S+ {2}revoke-twice/.exec(listed.stdout)?.[1];
     expect(id).toBeDefined();
 
-    const first = await npm(["run", "--silent", "keys", "--", "revoke", id!]);
+    const first = await npm(["run", "--silent", "keys", "--", "revoke", id!], database.url);
     expect(first.code).toBe(0);
     expect(first.stdout).toBe(`Revoked ${id} (revoke-twice)\n`);
     const [before] = await sql<{ revoked_at: Date }>(database.url, `SELECT revoked_at FROM api_keys WHERE id = $1`, [id]);
     const revokedAt = before!.revoked_at;
 
-    const second = await npm(["run", "--silent", "keys", "--", "revoke", id!]);
+    const second = await npm(["run", "--silent", "keys", "--", "revoke", id!], database.url);
     expect(second.code).toBe(0);
     expect(second.stdout).toBe(`${id} (revoke-twice) was already revoked at ${revokedAt.toISOString()}; nothing changed\n`);
     const [after] = await sql<{ revoked_at: Date }>(database.url, `SELECT revoked_at FROM api_keys WHERE id = $1`, [id]);
     expect(after!.revoked_at).toEqual(revokedAt);
 
-    const unknown = await npm(["run", "--silent", "keys", "--", "revoke", "key_01JD5V6Y7Z8X9W0V1U2T3S4R5Q"]);
+    const unknown = await npm(["run", "--silent", "keys", "--", "revoke", "key_01JD5V6Y7Z8X9W0V1U2T3S4R5Q"], database.url);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("No such API key");
   });

@@ -1,6 +1,6 @@
 import { newId, UNKNOWN_OUTCOME_ERROR, type DeliveryStatus, type EndpointHealth } from "@webhooks/core";
 import type { SqlClient } from "./sql.ts";
-import { HEALTH_COLUMNS, healthFromRow, type HealthRow } from "./subscription-health.ts";
+import { healthColumns, healthFromRow } from "./subscription-health.ts";
 
 /**
  * Writes to `deliveries` live in one module per stage of a delivery's life, and nowhere else
@@ -73,25 +73,25 @@ export async function claimDeliveries(
 ): Promise<Map<string, ClaimedDelivery>> {
   const rows = await ctx.sql.query<{
     id: string;
-    lease_token: string;
-    subscription_id: string;
+    leaseToken: string;
+    subscriptionId: string;
     status: DeliveryStatus;
-    next_attempt_at: Date | null;
+    nextAttemptAt: Date | null;
     url: string;
     headers: Record<string, string>;
-    secret_id: string;
+    secretId: string;
     ciphertext: Uint8Array;
-    previous_secret_id: string | null;
-    previous_ciphertext: Uint8Array | null;
-    event_id: string;
+    previousSecretId: string | null;
+    previousCiphertext: Uint8Array | null;
+    eventId: string;
     type: string;
     data: string;
-    event_created_at: Date;
+    eventCreatedAt: Date;
     attempts: number;
-    was_open: boolean;
-    max_in_flight: number;
-    rate_limit: number | null;
-  } & HealthRow>(
+    wasOpen: boolean;
+    maxInFlight: number;
+    rateLimit: number | null;
+  } & EndpointHealth>(
     // `before` is the row as the statement found it (a self-join sees the snapshot, not the
     // update), which tells whether an attempt was left open and which number it had.
     `WITH claimed AS (
@@ -112,10 +112,11 @@ export async function claimDeliveries(
        INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at)
        SELECT c.attempt_id, c.id, c.attempts, c.url, now() FROM claimed c
      )
-     SELECT c.id, c.lease_token, c.subscription_id, c.status::text AS status, c.next_attempt_at, c.url, c.headers, sub.secret_id, s.ciphertext,
-            sub.previous_secret_id, (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS previous_ciphertext,
-            c.event_id, e.type, e.data::text AS data, e.created_at AS event_created_at, c.attempts, c.was_open,
-            sub.max_in_flight, sub.rate_limit, ${HEALTH_COLUMNS.split(", ").map((column) => `sub.${column}`).join(", ")}
+     SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
+            c.url, c.headers, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
+            (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
+            c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt", c.attempts, c.was_open AS "wasOpen",
+            sub.max_in_flight AS "maxInFlight", sub.rate_limit AS "rateLimit", ${healthColumns("sub")}
      FROM claimed c
      JOIN events e ON e.id = c.event_id
      JOIN subscriptions sub ON sub.id = c.subscription_id
@@ -134,25 +135,25 @@ export async function claimDeliveries(
       row.id,
       {
         deliveryId: row.id,
-        leaseToken: row.lease_token,
-        subscriptionId: row.subscription_id,
+        leaseToken: row.leaseToken,
+        subscriptionId: row.subscriptionId,
         status: row.status,
-        nextAttemptAt: row.next_attempt_at,
+        nextAttemptAt: row.nextAttemptAt,
         url: row.url,
         headers: row.headers,
         secrets: [
-          { id: row.secret_id, ciphertext: row.ciphertext },
-          ...(row.previous_secret_id !== null && row.previous_ciphertext !== null ? [{ id: row.previous_secret_id, ciphertext: row.previous_ciphertext }] : []),
+          { id: row.secretId, ciphertext: row.ciphertext },
+          ...(row.previousSecretId !== null && row.previousCiphertext !== null ? [{ id: row.previousSecretId, ciphertext: row.previousCiphertext }] : []),
         ],
-        eventId: row.event_id,
+        eventId: row.eventId,
         eventType: row.type,
         eventDataJson: row.data,
-        eventCreatedAt: row.event_created_at,
+        eventCreatedAt: row.eventCreatedAt,
         attemptNumber: row.attempts,
-        closedAbandonedAttempt: row.was_open,
+        closedAbandonedAttempt: row.wasOpen,
         subscription: {
-          maxInFlight: row.max_in_flight,
-          rateLimit: row.rate_limit,
+          maxInFlight: row.maxInFlight,
+          rateLimit: row.rateLimit,
           health: healthFromRow(row),
         },
       },
@@ -166,16 +167,16 @@ export type NotClaimed =
 
 /** Why a delivery could not be claimed, measuring time on the database's clock. */
 export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string): Promise<NotClaimed> {
-  const [state] = await ctx.sql.query<{ due_in_ms: number | null; leased_for_ms: number | null }>(
-    `SELECT (extract(epoch FROM next_attempt_at - now()) * 1000)::float8 AS due_in_ms,
-            (extract(epoch FROM leased_until - now()) * 1000)::float8 AS leased_for_ms
+  const [state] = await ctx.sql.query<{ dueInMs: number | null; leasedForMs: number | null }>(
+    `SELECT (extract(epoch FROM next_attempt_at - now()) * 1000)::float8 AS "dueInMs",
+            (extract(epoch FROM leased_until - now()) * 1000)::float8 AS "leasedForMs"
      FROM deliveries WHERE id = $1`,
     [deliveryId],
   );
   if (!state) return { reason: "missing" };
-  if (state.due_in_ms === null) return { reason: "finished" };
-  if (state.leased_for_ms !== null && state.leased_for_ms > 0) return { reason: "leased", retryInMs: Math.ceil(state.leased_for_ms) };
-  return { reason: "not_due", retryInMs: Math.max(0, Math.ceil(state.due_in_ms)) };
+  if (state.dueInMs === null) return { reason: "finished" };
+  if (state.leasedForMs !== null && state.leasedForMs > 0) return { reason: "leased", retryInMs: Math.ceil(state.leasedForMs) };
+  return { reason: "not_due", retryInMs: Math.max(0, Math.ceil(state.dueInMs)) };
 }
 
 /**
@@ -222,7 +223,7 @@ export interface AttemptToRecord {
  */
 export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptToRecord[]): Promise<Set<string>> {
   const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
-  const rows = await ctx.sql.query<{ delivery_id: string }>(
+  const rows = await ctx.sql.query<{ deliveryId: string }>(
     `WITH input AS (
       SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[], $8::delivery_status[], $9::int[])
         AS i(delivery_id, lease_token, number, duration_ms, response_code, response_body, error, status, next_attempt_in_ms)
@@ -242,7 +243,7 @@ export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptTo
     UPDATE delivery_attempts a SET duration_ms = i.duration_ms, response_code = i.response_code, response_body = i.response_body, error = i.error
     FROM updated u JOIN input i ON i.delivery_id = u.id
     WHERE a.delivery_id = u.id AND a.number = i.number
-    RETURNING a.delivery_id`,
+    RETURNING a.delivery_id AS "deliveryId"`,
     [
       column((r) => r.deliveryId),
       column((r) => r.leaseToken),
@@ -255,5 +256,5 @@ export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptTo
       column((r) => r.outcome.nextAttemptInMs),
     ],
   );
-  return new Set(rows.map((row) => row.delivery_id));
+  return new Set(rows.map((row) => row.deliveryId));
 }

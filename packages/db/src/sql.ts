@@ -9,9 +9,8 @@ import type pg from "pg";
  * TypeScript. A row that is returned as it is needs no mapping; one that is reshaped (nested
  * objects, a Map) is mapped field by field from camelCase names.
  *
- * Still on the old style (snake_case rows mapped by hand), to convert when next edited: the claim
- * in delivery-leases.ts with subscription-health.ts's HealthRow, and events.ts's publish
- * statements.
+ * Still on the old style (snake_case rows mapped by hand), to convert when next edited: events.ts's
+ * publish statements.
  */
 
 /**

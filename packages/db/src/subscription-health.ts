@@ -23,31 +23,29 @@ export interface HealthUpdate {
   changes: HealthChange[];
 }
 
-/** The health columns of `subscriptions`, as node-postgres returns them. */
-export interface HealthRow {
-  consecutive_failures: number;
-  failing_since: Date | null;
-  last_success_at: Date | null;
-  last_failure_at: Date | null;
-  circuit_opened_at: Date | null;
-  held_until: Date | null;
-  disabled_reason: "failing" | "gone" | null;
-  active: boolean;
+/** The health columns of `subscriptions`, by the EndpointHealth field each fills. */
+const HEALTH_COLUMNS: Record<keyof EndpointHealth, string> = {
+  consecutiveFailures: "consecutive_failures",
+  failingSince: "failing_since",
+  lastSuccessAt: "last_success_at",
+  lastFailureAt: "last_failure_at",
+  circuitOpenedAt: "circuit_opened_at",
+  heldUntil: "held_until",
+  disabledReason: "disabled_reason",
+  active: "active",
+};
+
+/** The health columns of `table` (a subscriptions row), aliased to EndpointHealth's fields (sql.ts's rule). */
+export function healthColumns(table: string): string {
+  return Object.entries(HEALTH_COLUMNS)
+    .map(([field, column]) => `${table}.${column} AS "${field}"`)
+    .join(", ");
 }
 
-export const HEALTH_COLUMNS = "consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active";
-
-export function healthFromRow(row: HealthRow): EndpointHealth {
-  return {
-    consecutiveFailures: row.consecutive_failures,
-    failingSince: row.failing_since,
-    lastSuccessAt: row.last_success_at,
-    lastFailureAt: row.last_failure_at,
-    circuitOpenedAt: row.circuit_opened_at,
-    heldUntil: row.held_until,
-    disabledReason: row.disabled_reason,
-    active: row.active,
-  };
+/** The health fields of a row that selected `healthColumns`, without its other columns. */
+export function healthFromRow(row: EndpointHealth): EndpointHealth {
+  const { consecutiveFailures, failingSince, lastSuccessAt, lastFailureAt, circuitOpenedAt, heldUntil, disabledReason, active } = row;
+  return { consecutiveFailures, failingSince, lastSuccessAt, lastFailureAt, circuitOpenedAt, heldUntil, disabledReason, active };
 }
 
 const eventTypeOf: Record<HealthChange, OperationalEventType> = {
@@ -74,12 +72,12 @@ export async function recordEndpointResults(
   if (results.length === 0) return { updates: [], deliveryIds: [] };
   return ctx.sql.transaction(async (sql) => {
     const ids = [...new Set(results.map((r) => r.subscriptionId))].sort();
-    const rows = await sql.query<HealthRow & { id: string; tenant_id: string | null }>(
-      `SELECT id, tenant_id, ${HEALTH_COLUMNS} FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
+    const rows = await sql.query<EndpointHealth & { id: string; tenantId: string | null }>(
+      `SELECT id, tenant_id AS "tenantId", ${healthColumns("subscriptions")} FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
       [ids],
     );
     const updates = new Map<string, HealthUpdate>(rows.map((row) => [row.id, { subscriptionId: row.id, health: healthFromRow(row), changes: [] }]));
-    const tenantOf = new Map(rows.map((row) => [row.id, row.tenant_id]));
+    const tenantOf = new Map(rows.map((row) => [row.id, row.tenantId]));
     // Contract §11: operational events go through the normal pipeline, to subscriptions that name them.
     const events: PublishInput[] = [];
     for (const result of results) {

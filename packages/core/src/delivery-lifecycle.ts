@@ -88,7 +88,7 @@ export function nextState(state: DeliveryState, event: DeliveryEvent, rules: Lif
       return { status: "failed", nextAttemptInMs: decision.retry ? decision.delayMs : null };
     }
     case "resend":
-      // Delivered, failed for good, or waiting for a retry (brought forward): queued and due
+      // Delivered, failed for good, or waiting for a retry (resent before its time): queued and due
       // now. A queued delivery is about to be attempted anyway; it stays as it is (the writer
       // leaves its row alone, so its next_attempt_at is not moved).
       return { status: "queued", nextAttemptInMs: 0 };

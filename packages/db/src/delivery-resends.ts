@@ -13,7 +13,7 @@ import { scopeConditions, type ScopedContext } from "./tenant-scope.ts";
 
 /**
  * Manual resend (contract §5): a delivered delivery, or one that failed, is queued again and
- * attempted at once. One waiting for a scheduled retry is brought forward. One that is already
+ * attempted at once, also one waiting for a scheduled retry (the resend replaces it). One already
  * queued is left as it is: it is about to be attempted anyway, so resending is a no-op.
  * The attempt uses the delivery's own snapshot (url, secret, event), not the subscription's
  * current settings (contract §8). The caller enqueues the delivery once this has committed.
@@ -46,7 +46,7 @@ export interface RecoveryWindow {
 export interface RecoveredBatch {
   /** Deliveries that were failed for good: nothing is scheduled for them, so they need a job. */
   finished: string[];
-  /** Deliveries that were waiting for a retry: their retry's (delayed) job is to be brought forward. */
+  /** Deliveries that were waiting for a retry: their (delayed) job is to run now (DeliveryQueue.enqueueResend). */
   retrying: string[];
 }
 

@@ -1,30 +1,27 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { createRedisConnection, waitUntilConnected } from "@webhooks/queue";
-import { createTestDatabase, REDIS_URL, testEnv, waitFor, type TestDatabase } from "@webhooks/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REDIS_URL, waitFor } from "@webhooks/testing";
+import { describe, expect } from "vitest";
+import { apiTest } from "./fixtures.ts";
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
-let database: TestDatabase;
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  env = { ...testEnv(database.url), LOG_LEVEL: "info" };
-});
-afterAll(async () => {
-  // The worker made its queue's keys under this test's prefix: leave none behind.
-  const redis = createRedisConnection(REDIS_URL, "producer");
-  await waitUntilConnected(redis);
-  const keys = await redis.keys(`${env.QUEUE_PREFIX}:*`);
-  if (keys.length > 0) await redis.del(...keys);
-  redis.disconnect();
-  await database.drop();
+/** The environment `npm start` runs with (a database of its own); its queue's keys are removed after. */
+const test = apiTest({ env: { LOG_LEVEL: "info" } }).extend("serviceEnv", { scope: "file" }, async ({ env }, { onCleanup }) => {
+  onCleanup(async () => {
+    // The worker made its queue's keys under this test's prefix: leave none behind.
+    const redis = createRedisConnection(REDIS_URL, "producer");
+    await waitUntilConnected(redis);
+    const keys = await redis.keys(`${env.QUEUE_PREFIX}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  });
+  return env;
 });
 
 describe("npm start", () => {
-  it("runs the API and a worker, and stops both cleanly on Ctrl-C, exiting 0", async () => {
+  test("runs the API and a worker, and stops both cleanly on Ctrl-C, exiting 0", async ({ serviceEnv: env }) => {
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_")));
     // A process group of its own, so that the test can do what a terminal does on Ctrl-C:
     // send SIGINT to every process of the foreground group at once.

@@ -1,18 +1,14 @@
-import { loadConfig } from "@webhooks/core";
 import { createWebhooksClient, verifyWebhook, WebhookVerificationError, type Delivery, type Event, type SubscriptionWithSecret } from "@webhooks/client";
-import { createTestDatabase, spawnService, startReceiver, TEST_API_KEY, testEnv, waitFor, type ServiceProcess, type TestDatabase, type TestReceiver } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnService, startReceiver, TEST_API_KEY, waitFor, type TestReceiver } from "@webhooks/testing";
+import type { TestApi } from "@webhooks/api/testing";
+import { describe, expect } from "vitest";
+import { apiTest } from "./fixtures.ts";
 
 /**
  * packages/client against the real API on loopback, with a worker delivering to a real receiver:
  * every operation of the OpenAPI document is called through the typed client, and the last test
  * fails if the document has an operation this file does not exercise.
  */
-let database: TestDatabase;
-let api: TestApi;
-let worker: ServiceProcess;
-let receiver: TestReceiver;
 /** While true the receiver answers 500, so deliveries fail. */
 let receiverFails = false;
 
@@ -20,21 +16,21 @@ let receiverFails = false;
 const answered = new Map<string, number[]>();
 const requestIds: (string | null)[] = [];
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  const env = testEnv(database.url);
-  api = await startTestApi(loadConfig(env));
-  // The worker says it is ready in its log.
-  worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
-  receiver = await startReceiver(() => ({ status: receiverFails ? 500 : 200 }));
-});
-afterAll(async () => {
-  worker?.kill("SIGTERM");
-  await worker?.exited;
-  await receiver?.close();
-  await api?.close();
-  await database?.drop();
-});
+const test = apiTest()
+  // The worker, started for the file whether or not a test names it; it says it is ready in its log.
+  .extend("worker", { scope: "file", auto: true }, async ({ env }, { onCleanup }) => {
+    const worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
+    onCleanup(async () => {
+      worker.kill("SIGTERM");
+      await worker.exited;
+    });
+    return worker;
+  })
+  .extend("receiver", { scope: "file" }, async ({}, { onCleanup }) => {
+    const receiver = await startReceiver(() => ({ status: receiverFails ? 500 : 200 }));
+    onCleanup(() => receiver.close());
+    return receiver;
+  });
 
 interface OpenApiOperation {
   operationId: string;
@@ -43,13 +39,13 @@ interface OpenApiOperation {
   responses: Record<string, { headers?: Record<string, object> }>;
 }
 
-async function openApiDocument(): Promise<{ paths: Record<string, Record<string, OpenApiOperation>> }> {
+async function openApiDocument(api: TestApi): Promise<{ paths: Record<string, Record<string, OpenApiOperation>> }> {
   const response = await fetch(`${api.baseUrl}/openapi.json`);
   expect(response.status).toBe(200);
   return (await response.json()) as { paths: Record<string, Record<string, OpenApiOperation>> };
 }
 
-function client(apiKey = TEST_API_KEY) {
+function client(api: TestApi, apiKey = TEST_API_KEY) {
   const typed = createWebhooksClient({ baseUrl: api.baseUrl, apiKey });
   typed.use({
     onResponse({ request, schemaPath, response }) {
@@ -66,9 +62,9 @@ describe("the typed client (packages/client), on every operation", () => {
   let event: Event;
   let delivery: Delivery;
 
-  it("createSubscription: 201 with the secret, defaults for omitted fields; 400 names the parameter", async () => {
+  test("createSubscription: 201 with the secret, defaults for omitted fields; 400 names the parameter", async ({ api, receiver }) => {
     // active, description, max_in_flight and rate_limit are optional in the generated types.
-    const { data, error, response } = await client().POST("/v1/subscriptions", {
+    const { data, error, response } = await client(api).POST("/v1/subscriptions", {
       body: { url: `${receiver.url}/webhooks`, events: ["invoice.paid"] },
     });
     expect(error).toBeUndefined();
@@ -77,37 +73,37 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(data!.secret).toMatch(/^whsec_/);
     subscription = data!;
 
-    const invalid = await client().POST("/v1/subscriptions", { body: { url: `${receiver.url}/webhooks`, events: [] } });
+    const invalid = await client(api).POST("/v1/subscriptions", { body: { url: `${receiver.url}/webhooks`, events: [] } });
     expect(invalid.response.status).toBe(400);
     expect(invalid.data).toBeUndefined();
     expect(invalid.error?.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "events" });
   });
 
-  it("getSubscription: 200 without the secret; 404 for an unknown id", async () => {
-    const { data, response } = await client().GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+  test("getSubscription: 200 without the secret; 404 for an unknown id", async ({ api, receiver }) => {
+    const { data, response } = await client(api).GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
     expect(response.status).toBe(200);
     const { secret: _secret, ...withoutSecret } = subscription;
     expect(data).toEqual(withoutSecret);
 
-    const missing = await client().GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
     expect(missing.response.status).toBe(404);
     expect(missing.error?.error.code).toBe("resource_missing");
   });
 
-  it("listSubscriptions: 200, a page of the given size with has_more", async () => {
-    const other = await client().POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["*"], active: false } });
+  test("listSubscriptions: 200, a page of the given size with has_more", async ({ api, receiver }) => {
+    const other = await client(api).POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["*"], active: false } });
     expect(other.response.status).toBe(201);
-    const { data, response } = await client().GET("/v1/subscriptions", { params: { query: { limit: 1 } } });
+    const { data, response } = await client(api).GET("/v1/subscriptions", { params: { query: { limit: 1 } } });
     expect(response.status).toBe(200);
     expect(data).toMatchObject({ object: "list", url: "/v1/subscriptions", has_more: true });
     expect(data!.data.map((s) => s.id)).toEqual([other.data!.id]);
-    const next = await client().GET("/v1/subscriptions", { params: { query: { limit: 1, starting_after: other.data!.id } } });
+    const next = await client(api).GET("/v1/subscriptions", { params: { query: { limit: 1, starting_after: other.data!.id } } });
     expect(next.data!.data.map((s) => s.id)).toEqual([subscription.id]);
     expect(next.data!.has_more).toBe(false);
   });
 
-  it("updateSubscription: 200, only the fields sent change", async () => {
-    const { data, response } = await client().PUT("/v1/subscriptions/{subscription_id}", {
+  test("updateSubscription: 200, only the fields sent change", async ({ api, receiver }) => {
+    const { data, response } = await client(api).PUT("/v1/subscriptions/{subscription_id}", {
       params: { path: { subscription_id: subscription.id } },
       body: { events: ["invoice.paid", "invoice.refunded"], rate_limit: 50 },
     });
@@ -115,9 +111,9 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(data).toMatchObject({ id: subscription.id, url: subscription.url, events: ["invoice.paid", "invoice.refunded"], rate_limit: 50, active: true });
   });
 
-  it("publishEvent: 202; the same Idempotency-Key replays it (Idempotent-Replayed), with another body it is a 409", async () => {
+  test("publishEvent: 202; the same Idempotency-Key replays it (Idempotent-Replayed), with another body it is a 409", async ({ api, receiver }) => {
     const publish = (amount: number) =>
-      client().POST("/v1/events", {
+      client(api).POST("/v1/events", {
         params: { header: { "Idempotency-Key": "client-test-in_42" } },
         body: { type: "invoice.paid", data: { invoice: "in_42", amount_due: amount } },
       });
@@ -138,31 +134,31 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(conflict.error?.error.type).toBe("idempotency_error");
   });
 
-  it("getEvent: 200; 404 for an unknown id", async () => {
-    const { data, response } = await client().GET("/v1/events/{event_id}", { params: { path: { event_id: event.id } } });
+  test("getEvent: 200; 404 for an unknown id", async ({ api, receiver }) => {
+    const { data, response } = await client(api).GET("/v1/events/{event_id}", { params: { path: { event_id: event.id } } });
     expect(response.status).toBe(200);
     expect(data).toEqual(event);
-    const missing = await client().GET("/v1/events/{event_id}", { params: { path: { event_id: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).GET("/v1/events/{event_id}", { params: { path: { event_id: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
     expect(missing.response.status).toBe(404);
   });
 
-  it("listDeliveries: 200, filtered by subscription; 400 for a limit out of range", async () => {
-    const { data, response } = await client().GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, event: "invoice.paid" } } });
+  test("listDeliveries: 200, filtered by subscription; 400 for a limit out of range", async ({ api, receiver }) => {
+    const { data, response } = await client(api).GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, event: "invoice.paid" } } });
     expect(response.status).toBe(200);
     expect(data).toMatchObject({ object: "list", url: "/v1/deliveries", has_more: false });
     expect(data!.data).toHaveLength(1);
     expect(data!.data[0]).toMatchObject({ object: "delivery", subscription_id: subscription.id, event_id: event.id, event: "invoice.paid" });
     delivery = data!.data[0]!;
 
-    const outOfRange = await client().GET("/v1/deliveries", { params: { query: { limit: 500 } } });
+    const outOfRange = await client(api).GET("/v1/deliveries", { params: { query: { limit: 500 } } });
     expect(outOfRange.response.status).toBe(400);
     expect(outOfRange.error?.error).toMatchObject({ code: "parameter_out_of_range", param: "limit" });
   });
 
-  it("getDelivery: 200, delivered once the worker has sent it; the receiver verifies it with verifyWebhook", async () => {
+  test("getDelivery: 200, delivered once the worker has sent it; the receiver verifies it with verifyWebhook", async ({ api, receiver }) => {
     const delivered = await waitFor(
       async () => {
-        const { data } = await client().GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: delivery.id } } });
+        const { data } = await client(api).GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: delivery.id } } });
         return data?.status === "delivered" ? data : undefined;
       },
       { what: "the delivery to be delivered" },
@@ -174,23 +170,23 @@ describe("the typed client (packages/client), on every operation", () => {
     const payload = verifyWebhook(subscription.secret, webhook!.headers, webhook!.body);
     expect(payload).toEqual({ type: "invoice.paid", timestamp: event.created_at, data: { invoice: "in_42", amount_due: 4200 } });
     expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body.replace("4200", "4201"))).toThrow(WebhookVerificationError);
-    const otherSecret = (await client().POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["a"] } })).data!.secret;
+    const otherSecret = (await client(api).POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["a"] } })).data!.secret;
     expect(() => verifyWebhook(otherSecret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
   });
 
-  it("listDeliveryAttempts: 200, the attempt with its response; 404 for an unknown delivery", async () => {
-    const { data, response } = await client().GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: delivery.id } } });
+  test("listDeliveryAttempts: 200, the attempt with its response; 404 for an unknown delivery", async ({ api, receiver }) => {
+    const { data, response } = await client(api).GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: delivery.id } } });
     expect(response.status).toBe(200);
     expect(data).toMatchObject({ object: "list", url: `/v1/deliveries/${delivery.id}/attempts`, has_more: false });
     expect(data!.data).toEqual([
       expect.objectContaining({ object: "delivery_attempt", delivery_id: delivery.id, number: 1, url: subscription.url, response_code: 200, error: null }),
     ]);
-    const missing = await client().GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
     expect(missing.response.status).toBe(404);
   });
 
-  it("retryDelivery: 202 queued, and the receiver gets it again", async () => {
-    const { data, response } = await client().POST("/v1/deliveries/{delivery_id}/retry", { params: { path: { delivery_id: delivery.id } } });
+  test("retryDelivery: 202 queued, and the receiver gets it again", async ({ api, receiver }) => {
+    const { data, response } = await client(api).POST("/v1/deliveries/{delivery_id}/retry", { params: { path: { delivery_id: delivery.id } } });
     expect(response.status).toBe(202);
     expect(data).toMatchObject({ id: delivery.id, status: "queued" });
     await waitFor(() => receiver.received.length >= 2 || undefined, { what: "the resend" });
@@ -198,53 +194,53 @@ describe("the typed client (packages/client), on every operation", () => {
   });
 
   /** The webhooks the receiver got for an event, once it has `count` of them. */
-  const webhooksOf = (eventId: string, count = 1) =>
+  const webhooksOf = (receiver: TestReceiver, eventId: string, count = 1) =>
     waitFor(() => {
       const received = receiver.received.filter((webhook) => webhook.headers["webhook-id"] === eventId);
       return received.length >= count ? received : undefined;
     }, { what: `${count} webhook(s) of ${eventId}` });
 
-  const deliveryOf = (deliveryId: string, done: (delivery: Delivery) => boolean) =>
+  const deliveryOf = (api: TestApi, deliveryId: string, done: (delivery: Delivery) => boolean) =>
     waitFor(async () => {
-      const { data } = await client().GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: deliveryId } } });
+      const { data } = await client(api).GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: deliveryId } } });
       return data && done(data) ? data : undefined;
     }, { what: `delivery ${deliveryId}` });
 
-  it("sendTestEvent: 202 with a queued delivery of webhook.test to this subscription alone; 404 for an unknown one", async () => {
-    const { data, response } = await client().POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
+  test("sendTestEvent: 202 with a queued delivery of webhook.test to this subscription alone; 404 for an unknown one", async ({ api, receiver }) => {
+    const { data, response } = await client(api).POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
     expect(response.status).toBe(202);
     expect(data).toMatchObject({ object: "delivery", subscription_id: subscription.id, event: "webhook.test", status: "queued", attempts: 0 });
-    const [webhook] = await webhooksOf(data!.event_id);
+    const [webhook] = await webhooksOf(receiver, data!.event_id);
     expect(verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toMatchObject({ type: "webhook.test", data: expect.any(Object) });
 
-    const missing = await client().POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
     expect(missing.response.status).toBe(404);
   });
 
-  it("recoverSubscription: 202 with the count of failed deliveries queued again, which then succeed; listDeliveries filters by response_code", async () => {
+  test("recoverSubscription: 202 with the count of failed deliveries queued again, which then succeed; listDeliveries filters by response_code", async ({ api, receiver }) => {
     receiverFails = true;
-    const sent = await client().POST("/v1/subscriptions/{subscription_id}/test", {
+    const sent = await client(api).POST("/v1/subscriptions/{subscription_id}/test", {
       params: { path: { subscription_id: subscription.id } },
       body: { type: "invoice.voided", data: { invoice: "in_43" } },
     });
     expect(sent.response.status).toBe(202);
     // Every attempt of the (shortened) retry schedule fails, and none is left.
-    const failed = await deliveryOf(sent.data!.id, (d) => d.status === "failed" && d.next_retry_at === null);
+    const failed = await deliveryOf(api, sent.data!.id, (d) => d.status === "failed" && d.next_retry_at === null);
     expect(failed).toMatchObject({ response_code: 500 });
-    const byCode = await client().GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, response_code: "5xx" } } });
+    const byCode = await client(api).GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, response_code: "5xx" } } });
     expect(byCode.response.status).toBe(200);
     expect(byCode.data!.data.map((d) => d.id)).toEqual([sent.data!.id]);
 
     receiverFails = false;
-    const { data, response } = await client().POST("/v1/subscriptions/{subscription_id}/recover", {
+    const { data, response } = await client(api).POST("/v1/subscriptions/{subscription_id}/recover", {
       params: { path: { subscription_id: subscription.id } },
       body: { since: subscription.created_at },
     });
     expect(response.status).toBe(202);
     expect(data).toMatchObject({ object: "recovery", subscription_id: subscription.id, since: subscription.created_at, deliveries: 1 });
-    expect(await deliveryOf(sent.data!.id, (d) => d.status === "delivered")).toMatchObject({ response_code: 200 });
+    expect(await deliveryOf(api, sent.data!.id, (d) => d.status === "delivered")).toMatchObject({ response_code: 200 });
 
-    const backwards = await client().POST("/v1/subscriptions/{subscription_id}/recover", {
+    const backwards = await client(api).POST("/v1/subscriptions/{subscription_id}/recover", {
       params: { path: { subscription_id: subscription.id } },
       body: { since: "2026-11-02T00:00:00Z", until: "2026-11-01T00:00:00Z" },
     });
@@ -252,8 +248,8 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(backwards.error?.error.param).toBe("until");
   });
 
-  it("rotateSubscriptionSecret: 200 with a new secret; after a 0s overlap webhooks verify with it, not the old one", async () => {
-    const { data, response } = await client().POST("/v1/subscriptions/{subscription_id}/rotate_secret", {
+  test("rotateSubscriptionSecret: 200 with a new secret; after a 0s overlap webhooks verify with it, not the old one", async ({ api, receiver }) => {
+    const { data, response } = await client(api).POST("/v1/subscriptions/{subscription_id}/rotate_secret", {
       params: { path: { subscription_id: subscription.id } },
       body: { overlap: "0s" },
     });
@@ -262,27 +258,27 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(data!.secret).toMatch(/^whsec_/);
     expect(data!.secret).not.toBe(subscription.secret);
 
-    const sent = await client().POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
-    const [webhook] = await webhooksOf(sent.data!.event_id);
+    const sent = await client(api).POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
+    const [webhook] = await webhooksOf(receiver, sent.data!.event_id);
     expect(verifyWebhook(data!.secret, webhook!.headers, webhook!.body).type).toBe("webhook.test");
     expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
   });
 
-  it("deleteSubscription: 200, then the subscription is a 404", async () => {
-    const { data, response } = await client().DELETE("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+  test("deleteSubscription: 200, then the subscription is a 404", async ({ api, receiver }) => {
+    const { data, response } = await client(api).DELETE("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
     expect(response.status).toBe(200);
     expect(data).toEqual({ id: subscription.id, object: "subscription", deleted: true });
-    const gone = await client().GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+    const gone = await client(api).GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
     expect(gone.response.status).toBe(404);
   });
 
-  it("createPortalSession: 201 with a token scoped to the tenant, which the client then uses; a scoped credential gets 403", async () => {
-    const { data, error, response } = await client().POST("/v1/portal_sessions", { body: { tenant_id: "acme", expires_in: "15m" } });
+  test("createPortalSession: 201 with a token scoped to the tenant, which the client then uses; a scoped credential gets 403", async ({ api, receiver }) => {
+    const { data, error, response } = await client(api).POST("/v1/portal_sessions", { body: { tenant_id: "acme", expires_in: "15m" } });
     expect(error).toBeUndefined();
     expect(response.status).toBe(201);
     expect(data).toMatchObject({ object: "portal_session", tenant_id: "acme" });
     expect(data!.url.endsWith(`/portal#token=${data!.token}`)).toBe(true);
-    const asTenant = client(data!.token);
+    const asTenant = client(api, data!.token);
     const listed = await asTenant.GET("/v1/subscriptions");
     expect(listed.data?.data).toEqual([]);
     const refused = await asTenant.POST("/v1/portal_sessions", { body: { tenant_id: "acme" } });
@@ -290,21 +286,21 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(refused.error?.error).toMatchObject({ type: "permission_error", code: "permission_denied" });
   });
 
-  it("request bodies: 415 when not sent as JSON, 413 when over the limit", async () => {
-    const notJson = await client().POST("/v1/events", {
+  test("request bodies: 415 when not sent as JSON, 413 when over the limit", async ({ api, receiver }) => {
+    const notJson = await client(api).POST("/v1/events", {
       body: { type: "invoice.paid", data: {} },
       headers: { "content-type": "text/plain" },
     });
     expect(notJson.response.status).toBe(415);
     expect(notJson.error?.error.code).toBe("unsupported_media_type");
 
-    const tooLarge = await client().POST("/v1/events", { body: { type: "invoice.paid", data: { blob: "x".repeat(api.config.bodyLimitBytes) } } });
+    const tooLarge = await client(api).POST("/v1/events", { body: { type: "invoice.paid", data: { blob: "x".repeat(api.config.bodyLimitBytes) } } });
     expect(tooLarge.response.status).toBe(413);
     expect(tooLarge.error?.error.code).toBe("body_too_large");
   });
 
-  it("authentication: 401 for a wrong key, and 429 with Retry-After once an address fails too often", async () => {
-    const wrong = client("not_a_key");
+  test("authentication: 401 for a wrong key, and 429 with Retry-After once an address fails too often", async ({ api, receiver }) => {
+    const wrong = client(api, "not_a_key");
     const refused = await wrong.GET("/v1/deliveries");
     expect(refused.response.status).toBe(401);
     expect(refused.error?.error).toMatchObject({ type: "authentication_error", code: "api_key_invalid" });
@@ -316,8 +312,8 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(Number(throttled.response.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
-  it("documents, on every operation, the statuses any /v1 request can get, and their headers", async () => {
-    const document = await openApiDocument();
+  test("documents, on every operation, the statuses any /v1 request can get, and their headers", async ({ api, receiver }) => {
+    const document = await openApiDocument(api);
     for (const [path, operations] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
         const where = `${operation.operationId} (${method.toUpperCase()} ${path})`;
@@ -336,8 +332,8 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(Object.keys(document.paths["/v1/events"]!.post!.responses["202"]!.headers ?? {})).toContain("Idempotent-Replayed");
   });
 
-  it("exercises every operation of the OpenAPI document, each answered with a success status, each with a request-id", async () => {
-    const document = await openApiDocument();
+  test("exercises every operation of the OpenAPI document, each answered with a success status, each with a request-id", async ({ api, receiver }) => {
+    const document = await openApiDocument(api);
     const notExercised: string[] = [];
     for (const [path, operations] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(operations)) {

@@ -110,7 +110,8 @@ const PUBLISH_SQL = `
            array_agg(subscription_id ORDER BY id) FILTER (WHERE returned.ok) AS subscription_ids
     FROM delivery, returned GROUP BY event_id
   )
-  SELECT event.id, event.created_at, coalesce(per_event.deliveries, 0) AS deliveries, per_event.delivery_ids, per_event.subscription_ids
+  SELECT event.id, event.created_at AS "createdAt", coalesce(per_event.deliveries, 0) AS "deliveryCount",
+         per_event.delivery_ids AS "deliveryIds", per_event.subscription_ids AS "subscriptionIds"
   FROM event LEFT JOIN per_event ON per_event.event_id = event.id`;
 
 /**
@@ -152,10 +153,10 @@ export async function publishEvents(
   const events = pending.map(({ input, index }) => ({ index, input, id: newId("event"), block: newIdBlock("delivery"), hash: hashes[index] ?? null }));
   const written = await ctx.sql.query<{
     id: string;
-    created_at: Date;
-    deliveries: number;
-    delivery_ids: string[] | null;
-    subscription_ids: string[] | null;
+    createdAt: Date;
+    deliveryCount: number;
+    deliveryIds: string[] | null;
+    subscriptionIds: string[] | null;
   }>(PUBLISH_SQL, [
     events.map((e) => e.id),
     events.map((e) => e.input.type),
@@ -173,12 +174,12 @@ export async function publishEvents(
   for (const event of events) {
     const row = rows.get(event.id);
     if (row) {
-      const deliveryIds = row.delivery_ids ?? [];
-      const subscriptionIds = row.subscription_ids ?? [];
+      const deliveryIds = row.deliveryIds ?? [];
+      const subscriptionIds = row.subscriptionIds ?? [];
       results[event.index] = {
-        event: { id: event.id, type: event.input.type, data: event.input.data, tenantId: event.input.tenantId ?? null, createdAt: row.created_at },
+        event: { id: event.id, type: event.input.type, data: event.input.data, tenantId: event.input.tenantId ?? null, createdAt: row.createdAt },
         created: true,
-        deliveryCount: row.deliveries,
+        deliveryCount: row.deliveryCount,
         deliveryIds,
         subscriptionOf: new Map(deliveryIds.map((id, i) => [id, subscriptionIds[i]!])),
         deliveryIdBlock: event.block,
@@ -240,7 +241,7 @@ export async function publishTestEvent(
   if (!isId("subscription", input.subscriptionId)) throw notFound();
   const eventId = newId("event");
   const deliveryId = newId("delivery");
-  const [written] = await ctx.sql.query<{ created_at: Date; tenant_id: string | null }>(
+  const [written] = await ctx.sql.query<{ createdAt: Date; tenantId: string | null }>(
     `WITH target AS (
        SELECT id, url, secret_id, headers, tenant_id FROM subscriptions WHERE id = $1 AND deleted_at IS NULL
      ), event AS (
@@ -251,11 +252,11 @@ export async function publishTestEvent(
        SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, 'queued', event.created_at, event.created_at, event.created_at
        FROM target, event
      )
-     SELECT created_at, tenant_id FROM event`,
+     SELECT created_at AS "createdAt", tenant_id AS "tenantId" FROM event`,
     [input.subscriptionId, eventId, input.type, JSON.stringify(input.data), deliveryId],
   );
   if (!written) throw notFound();
-  return { event: { id: eventId, type: input.type, data: input.data, tenantId: written.tenant_id, createdAt: written.created_at }, deliveryId };
+  return { event: { id: eventId, type: input.type, data: input.data, tenantId: written.tenantId, createdAt: written.createdAt }, deliveryId };
 }
 
 interface StoredEvent {

@@ -158,7 +158,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
 
     // A receiver slow enough that a backlog forms, so jobs are in Redis while we look.
     const rx = await receiver(() => ({ status: 200, delayMs: 100 }));
-    rx.secrets.push((await subscribe(s.api, rx.url)).secret);
+    rx.secrets.push((await subscribe(s.api, { url: rx.url })).secret);
     await workerProcess(s.env);
     await workerProcess(s.env);
 
@@ -187,7 +187,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
   it("recovers jobs removed one by one and a FLUSHALL of every master mid-burst (the reconciler)", HEAVY, async () => {
     const s = await setup({ WORKER_CONCURRENCY: "30" });
     const rx = await receiver(() => ({ status: 200, delayMs: 20 }));
-    rx.secrets.push((await subscribe(s.api, rx.url)).secret);
+    rx.secrets.push((await subscribe(s.api, { url: rx.url })).secret);
     await inProcessWorker(s.env);
 
     let removed = 0;
@@ -219,7 +219,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     const s = await setup({ WORKER_CONCURRENCY: "18", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s", DEFAULT_MAX_IN_FLIGHT: "40" });
     // Slow enough that the doomed worker always has requests in flight when it is killed.
     const rx = await receiver(() => ({ status: 200, delayMs: 200 }));
-    rx.secrets.push((await subscribe(s.api, rx.url)).secret);
+    rx.secrets.push((await subscribe(s.api, { url: rx.url })).secret);
     const doomed = await workerProcess(s.env);
     await workerProcess(s.env);
     let killed = false;
@@ -317,7 +317,7 @@ describe("on a single Redis node with QUEUE_SHARDS=3", () => {
     const api = await startTestApi(loadConfig(env));
     cleanup.push(() => api.close());
     const rx = await receiver();
-    rx.secrets.push((await subscribe(api, rx.url)).secret);
+    rx.secrets.push((await subscribe(api, { url: rx.url })).secret);
 
     // No worker yet: every job waits in its shard's queue.
     const eventIds = await publishBurst(api, 90);

@@ -32,9 +32,9 @@ describe("a delivery", () => {
   it("arrives signed per Standard Webhooks, verified by the standardwebhooks package", async () => {
     const s = await stack();
     const rx = await receiver();
-    const sub = await subscribe(s.api, `${rx.url}/hooks/billing`, ["invoice.paid"]);
+    const sub = await subscribe(s.api, { url: `${rx.url}/hooks/billing`, events: ["invoice.paid"] });
     rx.secrets.push(sub.secret);
-    const eventId = await publish(s.api, "invoice.paid", { invoice: "in_42", amount: 4200, note: "héllo ✓" });
+    const eventId = (await publish(s.api, { type: "invoice.paid", data: { invoice: "in_42", amount: 4200, note: "héllo ✓" } })).id;
     const [created] = await deliveriesOf(s.api, eventId);
 
     await waitFor(async () => (await delivery(s, created!.id)).status === "delivered", { what: "delivered" });
@@ -60,8 +60,8 @@ describe("a delivery", () => {
     const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
     const replies = [500, 503, 200];
     const rx = await receiver((_, index) => ({ status: replies[index] ?? 200 }));
-    await subscribe(s.api, rx.url);
-    const eventId = await publish(s.api, "state.walk");
+    await subscribe(s.api, { url: rx.url });
+    const eventId = (await publish(s.api, { type: "state.walk", data: {} })).id;
     const [created] = await deliveriesOf(s.api, eventId);
     expect(created).toMatchObject({ status: "queued", attempts: 0, response_code: null, next_retry_at: null });
 
@@ -90,8 +90,8 @@ describe("a delivery", () => {
   it("fails for good after the last step of the schedule", async () => {
     const s = await stack({ RETRY_SCHEDULE: "50ms,50ms" });
     const rx = await receiver(() => ({ status: 500, body: "boom" }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "always.fails"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "always.fails", data: {} })).id);
     const final = await waitFor(async () => {
       const current = await settled(s, created!.id);
       return current?.attempts === 3 && current.next_retry_at === null ? current : undefined;
@@ -107,8 +107,8 @@ describe("a delivery", () => {
   it("stops retrying on 410 Gone", async () => {
     const s = await stack({ RETRY_SCHEDULE: "50ms,50ms" });
     const rx = await receiver(() => ({ status: 410 }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "gone.away"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "gone.away", data: {} })).id);
     await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     await new Promise((resolve) => setTimeout(resolve, 400));
     expect(await delivery(s, created!.id)).toMatchObject({ status: "failed", attempts: 1, response_code: 410, next_retry_at: null });
@@ -118,8 +118,8 @@ describe("a delivery", () => {
   it("honours Retry-After on 429 and 503, capped by MAX_RETRY_AFTER", async () => {
     const s = await stack({ RETRY_SCHEDULE: "100ms,100ms,2s", MAX_RETRY_AFTER: "2s" });
     const rx = await receiver((_, index) => (index === 0 ? { status: 429, headers: { "retry-after": "1" } } : index === 1 ? { status: 503, headers: { "retry-after": "3600" } } : { status: 200 }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "slow.down"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "slow.down", data: {} })).id);
     await waitFor(async () => (await delivery(s, created!.id)).status === "delivered", { timeoutMs: 15_000 });
     const [first, second, third] = rx.received;
     // Asked for 1 s although the schedule said 100 ms.
@@ -133,8 +133,8 @@ describe("a delivery", () => {
   it("records a timeout as an attempt without a response code", async () => {
     const s = await stack({ DELIVERY_TIMEOUT: "300ms", RETRY_SCHEDULE: "5s" });
     const rx = await receiver(() => ({ status: 200, delayMs: 2_000 }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "too.slow"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "too.slow", data: {} })).id);
     // attempts counts the attempt from the moment it starts; its outcome comes with the status.
     const state = await waitFor(async () => {
       const current = await settled(s, created!.id);
@@ -150,8 +150,8 @@ describe("a delivery", () => {
 
   it("records a refused connection", async () => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
-    await subscribe(s.api, "http://127.0.0.1:9/nothing-listens");
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "no.listener"));
+    await subscribe(s.api, { url: "http://127.0.0.1:9/nothing-listens" });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "no.listener", data: {} })).id);
     await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     const [attempt] = await attempts(s, created!.id);
     expect(attempt).toMatchObject({ response_code: null, error: "connection refused" });
@@ -161,8 +161,8 @@ describe("a delivery", () => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
     const target = await receiver();
     const rx = await receiver(() => ({ status: 302, headers: { location: `${target.url}/elsewhere` } }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "moved.away"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "moved.away", data: {} })).id);
     await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     expect(await delivery(s, created!.id)).toMatchObject({ status: "failed", response_code: 302 });
     expect(target.received).toHaveLength(0);
@@ -171,8 +171,8 @@ describe("a delivery", () => {
   it("keeps only the first 4 KiB of a large response, NUL bytes included", async () => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
     const rx = await receiver(() => ({ status: 500, body: "\u0000" + "é".repeat(60_000) }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "big.answer"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "big.answer", data: {} })).id);
     await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     const [attempt] = await attempts(s, created!.id);
     expect(Buffer.byteLength(attempt!.response_body, "utf8")).toBeLessThanOrEqual(4 * 1024);
@@ -186,8 +186,8 @@ describe("manual resend", () => {
   it("attempts a delivered delivery again within a second", async () => {
     const s = await stack();
     const rx = await receiver();
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "resend.me"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "resend.me", data: {} })).id);
     await waitFor(async () => (await delivery(s, created!.id)).status === "delivered");
 
     const asked = Date.now();
@@ -205,8 +205,8 @@ describe("manual resend", () => {
   it("brings a retry scheduled an hour away forward", async () => {
     const s = await stack({ RETRY_SCHEDULE: "1h" });
     const rx = await receiver((_, index) => ({ status: index === 0 ? 500 : 200 }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "resend.early"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "resend.early", data: {} })).id);
     const failed = await waitFor(async () => {
       const current = await settled(s, created!.id);
       return current?.attempts === 1 ? current : undefined;
@@ -224,8 +224,8 @@ describe("manual resend", () => {
     const s = await stack({ RETRY_SCHEDULE: "50ms" });
     let healthy = false;
     const rx = await receiver(() => ({ status: healthy ? 200 : 500 }));
-    await subscribe(s.api, rx.url);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "resend.final"));
+    await subscribe(s.api, { url: rx.url });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "resend.final", data: {} })).id);
     await waitFor(async () => {
       const current = await settled(s, created!.id);
       return current?.attempts === 2 && current.next_retry_at === null;
@@ -242,10 +242,10 @@ describe("snapshot semantics (contract §8)", () => {
     const s = await stack({ RETRY_SCHEDULE: "400ms,400ms,400ms" });
     const a = await receiver(() => ({ status: 500 }));
     const b = await receiver();
-    const sub = await subscribe(s.api, `${a.url}/a`);
+    const sub = await subscribe(s.api, { url: `${a.url}/a` });
     a.secrets.push(sub.secret);
     b.secrets.push(sub.secret);
-    const [old] = await deliveriesOf(s.api, await publish(s.api, "snap.shot"));
+    const [old] = await deliveriesOf(s.api, (await publish(s.api, { type: "snap.shot", data: {} })).id);
     await waitFor(() => a.received.length === 1, { what: "first attempt at A" });
 
     const updated = await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { url: `${b.url}/b` } });
@@ -260,7 +260,7 @@ describe("snapshot semantics (contract §8)", () => {
     expect((await attempts(s, old!.id)).every((attempt) => attempt.url === `${a.url}/a`)).toBe(true);
 
     // The secret did not change with the update: B verifies with the same one.
-    const [fresh] = await deliveriesOf(s.api, await publish(s.api, "snap.shot"));
+    const [fresh] = await deliveriesOf(s.api, (await publish(s.api, { type: "snap.shot", data: {} })).id);
     await waitFor(async () => (await delivery(s, fresh!.id)).status === "delivered");
     expect(b.received).toHaveLength(1);
     expect(b.received[0]).toMatchObject({ path: "/b", signatureValid: true });
@@ -271,15 +271,15 @@ describe("snapshot semantics (contract §8)", () => {
     const s = await stack({ RETRY_SCHEDULE: "300ms,300ms" });
     let healthy = false;
     const rx = await receiver(() => ({ status: healthy ? 200 : 500 }));
-    const sub = await subscribe(s.api, rx.url, ["pause.me"]);
-    const [created] = await deliveriesOf(s.api, await publish(s.api, "pause.me"));
+    const sub = await subscribe(s.api, { url: rx.url, events: ["pause.me"] });
+    const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "pause.me", data: {} })).id);
     await waitFor(() => rx.received.length === 1);
     await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: false, events: ["something.else"] } });
     healthy = true;
     await waitFor(async () => (await delivery(s, created!.id)).status === "delivered", { what: "delivered after pause" });
     expect(await delivery(s, created!.id)).toMatchObject({ attempts: 2, response_code: 200 });
     // While paused, new events get nothing.
-    const eventId = await publish(s.api, "pause.me");
+    const eventId = (await publish(s.api, { type: "pause.me", data: {} })).id;
     expect(await deliveriesOf(s.api, eventId)).toEqual([]);
   });
 });
@@ -295,10 +295,10 @@ describe("egress safety in production mode", () => {
     cleanup.push(() => guarded.close());
     const rx = await receiver();
     const port = new URL(rx.url).port;
-    await subscribe(s.api, `http://localhost:${port}/by-name`, ["egress.test"]);
-    await subscribe(s.api, `http://127.0.0.1:${port}/by-ip`, ["egress.test"]);
-    await subscribe(s.api, `http://[::ffff:127.0.0.1]:${port}/mapped`, ["egress.test"]);
-    const eventId = await publish(s.api, "egress.test");
+    await subscribe(s.api, { url: `http://localhost:${port}/by-name`, events: ["egress.test"] });
+    await subscribe(s.api, { url: `http://127.0.0.1:${port}/by-ip`, events: ["egress.test"] });
+    await subscribe(s.api, { url: `http://[::ffff:127.0.0.1]:${port}/mapped`, events: ["egress.test"] });
+    const eventId = (await publish(s.api, { type: "egress.test", data: {} })).id;
     const created = await deliveriesOf(s.api, eventId);
     expect(created).toHaveLength(3);
     for (const d of created) {

@@ -2,7 +2,7 @@ import { createTestDatabase, spawnService, testEnv, waitFor, type ServiceProcess
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
 import { describe, expect, it } from "vitest";
-import { perTestStacks, publish } from "./stack.ts";
+import { perTestStacks, publish, subscribe } from "./stack.ts";
 
 /**
  * Endpoint isolation (contract §11), with real receivers on loopback: one customer's slow, dead
@@ -28,12 +28,6 @@ async function twoWorkerProcesses(overrides: Record<string, string>): Promise<{ 
     });
   }
   return { api, env, workers };
-}
-
-async function subscribe(api: TestApi, body: Record<string, unknown>): Promise<{ id: string; secret: string }> {
-  const response = await api.call("POST", "/v1/subscriptions", { json: { events: ["*"], ...body } });
-  if (response.status !== 201) throw new Error(`subscribe failed: ${JSON.stringify(response.body)}`);
-  return { id: response.body.id, secret: response.body.secret };
 }
 
 async function deliveriesOfSubscription(api: TestApi, subscriptionId: string): Promise<Record<string, any>[]> {
@@ -63,12 +57,12 @@ describe("endpoint isolation", () => {
     healthy.secrets.push(sub.secret);
 
     // 100 deliveries to the hanging endpoints, then the healthy events beside them.
-    for (let i = 0; i < 20; i++) await publish(s.api, "noise", { i });
+    for (let i = 0; i < 20; i++) await publish(s.api, { type: "noise", data: { i } });
     await waitFor(() => hanging.every((rx) => rx.concurrent === 2), { what: "every hanging endpoint holding its 2 slots" });
     const sentAt: number[] = [];
     for (let i = 0; i < 20; i++) {
       sentAt.push(Date.now());
-      await publish(s.api, "healthy", { i });
+      await publish(s.api, { type: "healthy", data: { i } });
       await sleep(50);
     }
     await waitFor(() => healthy.received.length === 20, { timeoutMs: 5_000, what: "all 20 healthy webhooks" });
@@ -89,14 +83,14 @@ describe("endpoint isolation", () => {
     const slow = await receiver(() => ({ status: 200, delayMs: 150 }));
     const sub = await subscribe(api, { url: `${slow.url}/capped`, events: ["capped"], max_in_flight: 3 });
     slow.secrets.push(sub.secret);
-    for (let i = 0; i < 30; i++) await publish(api, "capped", { i });
+    for (let i = 0; i < 30; i++) await publish(api, { type: "capped", data: { i } });
     await waitFor(() => slow.received.length === 30, { timeoutMs: 30_000, what: "30 deliveries" });
     expect(slow.maxConcurrent).toBe(3);
 
     // Three subscriptions on one origin: together never more than ORIGIN_MAX_IN_FLIGHT.
     const shared = await receiver(() => ({ status: 200, delayMs: 150 }));
     for (let i = 0; i < 3; i++) await subscribe(api, { url: `${shared.url}/path-${i}`, events: ["shared"], max_in_flight: 4 });
-    for (let i = 0; i < 15; i++) await publish(api, "shared", { i });
+    for (let i = 0; i < 15; i++) await publish(api, { type: "shared", data: { i } });
     await waitFor(() => shared.received.length === 45, { timeoutMs: 30_000, what: "45 deliveries to one origin" });
     expect(shared.maxConcurrent).toBe(5);
     // Waiting spent nothing: one attempt each.
@@ -110,7 +104,7 @@ describe("endpoint isolation", () => {
     const rx = await receiver();
     const sub = await subscribe(api, { url: rx.url, events: ["limited"], rate_limit: 5 });
     rx.secrets.push(sub.secret);
-    for (let i = 0; i < 20; i++) await publish(api, "limited", { i });
+    for (let i = 0; i < 20; i++) await publish(api, { type: "limited", data: { i } });
     await waitFor(() => rx.received.length === 20, { timeoutMs: 30_000, what: "20 deliveries" });
     const times = rx.received.map((webhook) => webhook.receivedAt).sort((a, b) => a - b);
     // Any 6 requests leave at least 1.1 s apart (the limiter's window). The receiver's own clock
@@ -133,7 +127,7 @@ describe("endpoint isolation", () => {
       return { status: 200 };
     });
     const sub = await subscribe(s.api, { url: rx.url, events: ["held"], max_in_flight: 1 });
-    await publish(s.api, "held", { i: 0 });
+    await publish(s.api, { type: "held", data: { i: 0 } });
     await waitFor(() => rx.received.length === 1, { what: "the 429" });
     const refusedAt = rx.received[0]!.receivedAt;
     const held = await waitFor(async () => {
@@ -142,7 +136,7 @@ describe("endpoint isolation", () => {
     }, { what: "the hold" });
     expect(Date.parse(held.health.retry_at) - refusedAt).toBeGreaterThan(1_500);
     // Published during the hold: they wait for its end, not only the delivery that got the 429.
-    for (let i = 1; i <= 4; i++) await publish(s.api, "held", { i });
+    for (let i = 1; i <= 4; i++) await publish(s.api, { type: "held", data: { i } });
     // The 429, then the first delivery's retry and the other four, all after the hold.
     await waitFor(() => rx.received.length === 6, { timeoutMs: 10_000, what: "all five delivered" });
     for (const webhook of rx.received.slice(1)) expect(webhook.receivedAt - refusedAt).toBeGreaterThanOrEqual(1_900);
@@ -170,7 +164,7 @@ describe("endpoint isolation", () => {
     const everything = await receiver();
     await subscribe(s.api, { url: everything.url, events: ["*"] });
 
-    for (let i = 0; i < 10; i++) await publish(s.api, "flaky", { i });
+    for (let i = 0; i < 10; i++) await publish(s.api, { type: "flaky", data: { i } });
     await waitFor(async () => (await health(s.api, sub.id)).health.state === "circuit_open", { what: "the circuit to open" });
     const opened = await health(s.api, sub.id);
     expect(opened.health.consecutive_failures).toBeGreaterThanOrEqual(3);
@@ -204,7 +198,7 @@ describe("endpoint isolation", () => {
     const sub = await subscribe(s.api, { url: rx.url, events: ["doomed"] });
     const watcher = await subscribe(s.api, { url: monitor.url, events: ["operational.subscription.disabled"] });
     monitor.secrets.push(watcher.secret);
-    await publish(s.api, "doomed", {});
+    await publish(s.api, { type: "doomed", data: {} });
     await waitFor(async () => (await health(s.api, sub.id)).disabled_reason === "failing", { timeoutMs: 10_000, what: "auto-disable" });
     const disabled = await health(s.api, sub.id);
     expect(disabled).toMatchObject({ active: false, disabled_reason: "failing" });
@@ -220,7 +214,7 @@ describe("endpoint isolation", () => {
     expect(pending).toMatchObject({ status: "failed" });
     expect(pending!.attempts).toBe(received);
     // New events do not reach it (it is inactive).
-    await publish(s.api, "doomed", {});
+    await publish(s.api, { type: "doomed", data: {} });
     expect(await deliveriesOfSubscription(s.api, sub.id)).toHaveLength(1);
   });
 
@@ -231,7 +225,7 @@ describe("endpoint isolation", () => {
     const sub = await subscribe(s.api, { url: rx.url, events: ["gone"] });
     const watcher = await subscribe(s.api, { url: monitor.url, events: ["operational.subscription.disabled"] });
     monitor.secrets.push(watcher.secret);
-    await publish(s.api, "gone", {});
+    await publish(s.api, { type: "gone", data: {} });
     await waitFor(() => monitor.received.length === 1, { what: "the disabled event" });
     expect(monitor.received[0]!.json.data).toMatchObject({ subscription_id: sub.id, reason: "gone", response_code: 410 });
     expect(monitor.received[0]!.signatureValid).toBe(true);
@@ -245,7 +239,7 @@ describe("endpoint isolation", () => {
     const flaky = await Promise.all([0, 1, 2].map(() => receiver(() => (up ? { status: 200 } : { status: 503 }))));
     const slow = await receiver(() => (up ? { status: 200 } : { status: 200, delayMs: 5_000 }));
     for (const rx of [...flaky, slow]) await subscribe(s.api, { url: rx.url, events: ["burst"] });
-    for (let i = 0; i < 25; i++) await publish(s.api, "burst", { i });
+    for (let i = 0; i < 25; i++) await publish(s.api, { type: "burst", data: { i } });
     await sleep(2_000);
     up = true;
     await waitFor(async () => ((await s.api.call("GET", "/v1/deliveries?limit=100&status=delivered")).body.data as unknown[]).length === 100, {
@@ -262,7 +256,7 @@ describe("endpoint isolation", () => {
     const rx = await receiver(() => ({ status: 200, delayMs: 100 }));
     const sub = await subscribe(api, { url: rx.url, events: ["killed"], max_in_flight: 2 });
     rx.secrets.push(sub.secret);
-    for (let i = 0; i < 40; i++) await publish(api, "killed", { i });
+    for (let i = 0; i < 40; i++) await publish(api, { type: "killed", data: { i } });
     await waitFor(() => rx.received.length >= 10, { what: "the run to be under way" });
     workers[0]!.kill("SIGKILL");
     await workers[0]!.exited;

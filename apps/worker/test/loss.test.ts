@@ -38,7 +38,7 @@ async function setup(overrides: Record<string, string> = {}, reply?: TestReceive
   cleanup.push(() => api.close());
   const rx = await startReceiver(reply);
   cleanup.push(() => rx.close());
-  const sub = await subscribe(api, rx.url);
+  const sub = await subscribe(api, { url: rx.url });
   rx.secrets.push(sub.secret);
   return { database, redis, env, api, rx };
 }

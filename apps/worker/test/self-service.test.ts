@@ -28,8 +28,8 @@ describe("secret rotation", () => {
     const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
     // The first request of the first event fails, so its retry comes after the rotation.
     const rx = await receiver((_webhook, index) => ({ status: index === 0 ? 500 : 200 }));
-    const sub = await subscribe(s.api, `${rx.url}/hooks`, ["*"]);
-    const before = await publish(s.api, "invoice.paid", { n: 1 });
+    const sub = await subscribe(s.api, { url: `${rx.url}/hooks`, events: ["*"] });
+    const before = (await publish(s.api, { type: "invoice.paid", data: { n: 1 } })).id;
     await waitFor(() => rx.received.length >= 1, { what: "the first attempt" });
     expect(signatureCount(rx.received[0]!)).toBe(1);
     expect(verifies(sub.secret, rx.received[0]!)).toBe(true);
@@ -37,7 +37,7 @@ describe("secret rotation", () => {
     const rotated = await s.api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap: "4s" } });
     expect(rotated.status).toBe(200);
     const fresh: string = rotated.body.secret;
-    const during = await publish(s.api, "invoice.paid", { n: 2 });
+    const during = (await publish(s.api, { type: "invoice.paid", data: { n: 2 } })).id;
 
     // The retry of the delivery created before the rotation, and the new delivery: both signatures.
     const retried = await waitFor(() => rx.received.find((w, i) => i > 0 && w.headers["webhook-id"] === before), { what: "the retry" });
@@ -54,7 +54,7 @@ describe("secret rotation", () => {
 
     // After the overlap: the new secret only.
     await new Promise((resolve) => setTimeout(resolve, 4_500));
-    const after = await publish(s.api, "invoice.paid", { n: 3 });
+    const after = (await publish(s.api, { type: "invoice.paid", data: { n: 3 } })).id;
     const afterOverlap = await waitFor(() => rx.received.find((w) => w.headers["webhook-id"] === after), { what: "the delivery after the overlap" });
     expect(signatureCount(afterOverlap)).toBe(1);
     expect(verifies(fresh, afterOverlap)).toBe(true);
@@ -64,9 +64,9 @@ describe("secret rotation", () => {
   it("with overlap 0s signs with the new secret only at once", async () => {
     const s = await stack();
     const rx = await receiver();
-    const sub = await subscribe(s.api, `${rx.url}/hooks`, ["*"]);
+    const sub = await subscribe(s.api, { url: `${rx.url}/hooks`, events: ["*"] });
     const rotated = await s.api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { overlap: "0s" } });
-    const eventId = await publish(s.api, "invoice.paid");
+    const eventId = (await publish(s.api, { type: "invoice.paid", data: {} })).id;
     const webhook = await waitFor(() => rx.received.find((w) => w.headers["webhook-id"] === eventId), { what: "the delivery" });
     expect(signatureCount(webhook)).toBe(1);
     expect(verifies(rotated.body.secret, webhook)).toBe(true);
@@ -78,9 +78,9 @@ describe("test events", () => {
   it("reach a paused subscription that does not list the type, and no other subscription", async () => {
     const s = await stack();
     const rx = await receiver();
-    const paused = await subscribe(s.api, `${rx.url}/paused`, ["invoice.paid"]);
+    const paused = await subscribe(s.api, { url: `${rx.url}/paused`, events: ["invoice.paid"] });
     await s.api.call("PUT", `/v1/subscriptions/${paused.id}`, { json: { active: false } });
-    const everything = await subscribe(s.api, `${rx.url}/everything`, ["*"]);
+    const everything = await subscribe(s.api, { url: `${rx.url}/everything`, events: ["*"] });
     expect(everything.id).not.toBe(paused.id);
 
     const response = await s.api.call("POST", `/v1/subscriptions/${paused.id}/test`, { json: { type: "customer.updated", data: { probe: true } } });
@@ -104,7 +104,7 @@ describe("custom headers", () => {
     });
     expect(created.status).toBe(201);
     const secret: string = created.body.secret;
-    const first = await publish(s.api, "invoice.paid");
+    const first = (await publish(s.api, { type: "invoice.paid", data: {} })).id;
     await waitFor(() => rx.received.length >= 1, { what: "the first attempt" });
     const updated = await s.api.call("PUT", `/v1/subscriptions/${created.body.id}`, { json: { headers: { "X-Tenant": "globex" } } });
     expect(updated.status).toBe(200);
@@ -117,7 +117,7 @@ describe("custom headers", () => {
       expect(verifies(secret, webhook)).toBe(true);
     }
 
-    const second = await publish(s.api, "invoice.paid");
+    const second = (await publish(s.api, { type: "invoice.paid", data: {} })).id;
     const later = await waitFor(() => rx.received.find((w) => w.headers["webhook-id"] === second), { what: "the delivery after the PUT" });
     expect(later.headers["x-tenant"]).toBe("globex");
     expect(later.headers["authorization"]).toBeUndefined();

@@ -11,7 +11,7 @@ async function setup(overrides: Record<string, string>, delayMs: number) {
   const env = testEnv(database.url, { LOG_LEVEL: "info", ...overrides });
   const api = await startTestApi(loadConfig({ ...env, LOG_LEVEL: "silent" }));
   const rx = await startReceiver(() => ({ status: 200, delayMs }));
-  await subscribe(api, rx.url);
+  await subscribe(api, { url: rx.url });
   return {
     database,
     env,

@@ -12,7 +12,7 @@ it("shares 1,000 deliveries between 2 worker processes, never sending one twice 
   const rx = await startReceiver(() => ({ status: 200, delayMs: 3 }));
   const workers: ServiceProcess[] = [];
   try {
-    const sub = await subscribe(api, rx.url);
+    const sub = await subscribe(api, { url: rx.url });
     rx.secrets.push(sub.secret);
     workers.push(await spawnService("worker", env), await spawnService("worker", env));
 

@@ -65,11 +65,11 @@ export async function applyMigrations(
       "started_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
       "applied_steps_count" INTEGER NOT NULL DEFAULT 0
     )`);
-    const { rows } = await client.query<{ migration_name: string; checksum: string }>(
-      `SELECT migration_name, checksum FROM "_prisma_migrations"
+    const { rows } = await client.query<{ migrationName: string; checksum: string }>(
+      `SELECT migration_name AS "migrationName", checksum FROM "_prisma_migrations"
        WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
     );
-    const done = new Map(rows.map((row) => [row.migration_name, row.checksum]));
+    const done = new Map(rows.map((row) => [row.migrationName, row.checksum]));
 
     const applied: string[] = [];
     for (const migration of migrations) {

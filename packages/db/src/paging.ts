@@ -79,12 +79,12 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
   } else {
     // One round trip: whether the cursor exists, and the page after it. An empty page and an
     // unknown cursor both find no rows, so the existence check rides along as a column.
-    const withCursor = await db.$queryRaw<(Row & { cursor_found: boolean; id: string | null })[]>`
-      SELECT cursor.found AS cursor_found, page.*
+    const withCursor = await db.$queryRaw<(Row & { cursorFound: boolean; id: string | null })[]>`
+      SELECT cursor.found AS "cursorFound", page.*
       FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE ${cursorConditions(query, cursorId)}) AS found) AS cursor
       LEFT JOIN LATERAL (${pageQuery}) AS page ON true`;
-    if (!withCursor[0]?.cursor_found) throw missingCursor();
-    rows = withCursor.filter((row) => row.id !== null).map(({ cursor_found: _, ...row }) => row as unknown as Row);
+    if (!withCursor[0]?.cursorFound) throw missingCursor();
+    rows = withCursor.filter((row) => row.id !== null).map(({ cursorFound: _, ...row }) => row as unknown as Row);
   }
 
   const hasMore = rows.length > page.limit;

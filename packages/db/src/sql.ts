@@ -8,9 +8,6 @@ import type pg from "pg";
  * says the same names. Tables and columns stay snake_case in SQL; snake_case never reaches
  * TypeScript. A row that is returned as it is needs no mapping; one that is reshaped (nested
  * objects, a Map) is mapped field by field from camelCase names.
- *
- * Still on the old style (snake_case rows mapped by hand), to convert when next edited: events.ts's
- * publish statements.
  */
 
 /**

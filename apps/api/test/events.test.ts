@@ -4,6 +4,7 @@ import { deliveryListSchema } from "../src/deliveries/schemas.ts";
 import { eventSchema } from "../src/events/schemas.ts";
 import { describe, expect } from "vitest";
 import { apiTest } from "./fixtures.ts";
+import { subscriptionSchema } from "../src/subscriptions/schemas.ts";
 
 const test = apiTest();
 
@@ -104,11 +105,11 @@ describe("POST /v1/events", () => {
   test("pause -> publish -> no delivery; resume -> publish -> delivery", async ({ api }) => {
     const type = "pause.check";
     const id = await subscribeTo(api, [type]);
-    await api.call("PUT", `/v1/subscriptions/${id}`, { json: { active: false } });
+    await api.put(`/v1/subscriptions/${id}`, { active: false }, 200, { schema: subscriptionSchema });
     const whilePaused = await send(api, type);
     expect(await deliveredTo(api, whilePaused.body.id)).toEqual([]);
 
-    await api.call("PUT", `/v1/subscriptions/${id}`, { json: { active: true } });
+    await api.put(`/v1/subscriptions/${id}`, { active: true }, 200, { schema: subscriptionSchema });
     const afterResume = await send(api, type);
     expect(await deliveredTo(api, afterResume.body.id)).toEqual([id]);
     // Resuming does not deliver what was published while paused.
@@ -117,7 +118,7 @@ describe("POST /v1/events", () => {
 
   test("follows an events update for the next event", async ({ api }) => {
     const id = await subscribeTo(api, ["before.update"]);
-    await api.call("PUT", `/v1/subscriptions/${id}`, { json: { events: ["after.update"] } });
+    await api.put(`/v1/subscriptions/${id}`, { events: ["after.update"] }, 200, { schema: subscriptionSchema });
     expect(await deliveredTo(api, (await send(api, "before.update")).body.id)).toEqual([]);
     expect(await deliveredTo(api, (await send(api, "after.update")).body.id)).toEqual([id]);
   });

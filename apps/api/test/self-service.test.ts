@@ -99,7 +99,7 @@ describe("custom headers", () => {
   test("are snapshotted with each delivery when it is created", async ({ api, database }) => {
     const sub = await create(api, { headers: { "X-Version": "1" } });
     const published = await api.post("/v1/events", { type: "invoice.paid", data: {} }, 202, { schema: eventSchema });
-    await api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { headers: { "X-Version": "2" } } });
+    await api.put(`/v1/subscriptions/${sub.id}`, { headers: { "X-Version": "2" } }, 200, { schema: subscriptionSchema });
     const rows = await sql<{ headers: Record<string, string> }>(database.url, "SELECT headers FROM deliveries WHERE subscription_id = $1 AND event_id = $2", [
       sub.id,
       published.body.id,

@@ -28,7 +28,7 @@ describe("POST /v1/subscriptions", () => {
     expect(JSON.stringify(fetched.body)).not.toContain(created.secret);
     const listed = await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema });
     expect(JSON.stringify(listed.body)).not.toContain(created.secret);
-    const updated = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
+    const updated = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, { schema: subscriptionSchema });
     expect(JSON.stringify(updated.body)).not.toContain(created.secret);
   });
 
@@ -108,9 +108,9 @@ describe("PUT /v1/subscriptions/{id}", () => {
 
   test("pauses and resumes with active alone", async ({ api, database }) => {
     const created = await create(api);
-    const paused = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
+    const paused = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, { schema: subscriptionSchema });
     expect(paused.body).toMatchObject({ active: false, url: created.url, events: created.events });
-    const resumed = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
+    const resumed = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, { schema: subscriptionSchema });
     expect(resumed.body.active).toBe(true);
   });
 
@@ -268,9 +268,9 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     const created = await create(api, { max_in_flight: 5, rate_limit: 20 });
     const capped = await api.put(`/v1/subscriptions/${created.id}`, { max_in_flight: 2 }, 200, { schema: subscriptionSchema });
     expect(capped.body).toMatchObject({ max_in_flight: 2, rate_limit: 20 });
-    const limited = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { rate_limit: 7 } });
+    const limited = await api.put(`/v1/subscriptions/${created.id}`, { rate_limit: 7 }, 200, { schema: subscriptionSchema });
     expect(limited.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
-    const untouched = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { url: "https://example.com/other" } });
+    const untouched = await api.put(`/v1/subscriptions/${created.id}`, { url: "https://example.com/other" }, 200, { schema: subscriptionSchema });
     expect(untouched.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
     const unlimited = await api.put(`/v1/subscriptions/${created.id}`, { rate_limit: null }, 200, { schema: subscriptionSchema });
     expect(unlimited.body).toMatchObject({ max_in_flight: 2, rate_limit: null });
@@ -363,11 +363,11 @@ describe("endpoint isolation settings and health (contract §11)", () => {
       created.id,
     ]);
     expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.health.state).toBe("circuit_open");
-    const response = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } });
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, { schema: subscriptionSchema });
     expect(response.body.health).toMatchObject({ state: "healthy", consecutive_failures: 0, retry_at: null });
     // active:false leaves the health alone.
     await sql(database.url, "UPDATE subscriptions SET circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1", [created.id]);
-    const paused = await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: false } });
+    const paused = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, { schema: subscriptionSchema });
     expect(paused.body.health.state).toBe("circuit_open");
   });
 

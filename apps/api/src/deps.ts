@@ -1,6 +1,7 @@
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { connectRedis, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
+import { createEventPublisher } from "./events/publisher.ts";
 import { CredentialAuthenticator } from "./http/auth.ts";
 import type { ApiDeps } from "./http/types.ts";
 
@@ -18,16 +19,21 @@ export async function connectApiDeps(
   const queue = new DeliveryQueue(redis, queueLayoutFor(config), logger);
   // Requests fail fast while Redis is down, so wait for the connection before serving any.
   await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
+  const publisher = createEventPublisher({ sql: database.sql, queue, logger });
   return {
     config,
     prisma: database.prisma,
     pool: database.sql,
     redis,
     queue,
+    publisher,
     logger,
     secretBox: new SecretBox(config.secretEncryptionKey),
     authenticator: new CredentialAuthenticator(database.prisma, config.apiKeys, options.clock),
     async close() {
+      // A big fan-out enqueues its jobs after its 202: let that finish (the reconciler would
+      // otherwise pick the rest up, but later).
+      await publisher.idle().catch(() => {});
       await queue.close().catch(() => {});
       redis.disconnect();
       await database.close();

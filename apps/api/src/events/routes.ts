@@ -3,7 +3,6 @@ import { getEventInScope, requireUnscoped } from "@webhooks/db";
 import { jsonResponse, operationErrors } from "../http/schemas.ts";
 import { newRouter } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
-import { createEventPublisher } from "./publisher.ts";
 import { eventIdParam, eventSchema, idempotencyHeaders, publishEventBody, toEventJson } from "./schemas.ts";
 
 const tags = ["Events"];
@@ -45,7 +44,7 @@ const getRouteDef = createRoute({
 });
 
 export function eventRoutes(deps: ApiDeps) {
-  const publisher = createEventPublisher({ sql: deps.pool, queue: deps.queue, logger: deps.logger });
+  const { publisher } = deps;
   return newRouter()
     .openapi(publishRouteDef, async (c) => {
       // Contract §13: a tenant-scoped credential sends events only through a subscription's /test.

@@ -12,8 +12,7 @@ import type { PrismaClient } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { request as httpRequest } from "undici";
 import { TEST_API_KEY } from "@webhooks/testing";
-import type { CreatedSubscriptionResponse, CreateSubscriptionRequest } from "./subscriptions/schemas.ts";
-import { createdSubscriptionSchema } from "./subscriptions/schemas.ts";
+import { createdSubscriptionSchema, type CreatedSubscriptionResponse, type CreateSubscriptionRequest } from "./subscriptions/schemas.ts";
 import { eventSchema, type EventResponse, type PublishEventRequest } from "./events/schemas.ts";
 import { errorSchema } from "./http/schemas.ts";
 

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import {
+  INITIAL_STATE,
   CROCKFORD_ALPHABET,
   ID_BLOCK_SUFFIX_LENGTH,
   IdempotencyConflictError,
@@ -96,9 +97,10 @@ const PUBLISH_SQL = `
     JOIN candidate c ON c.tenant_id IS NOT DISTINCT FROM i.tenant_id
       AND (i.type = ANY (c.events) OR ('*' = ANY (c.events) AND NOT starts_with(i.type, '${OPERATIONAL_PREFIX}')))
   ), delivery AS (
+    -- Core's INITIAL_STATE: queued, due at once (next_attempt_at is the creation time).
     INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
     SELECT ${deliveryIdSql("delivery_block", "n")}, subscription_id, event_id, type, tenant_id, url, secret_id, headers,
-           'queued', created_at, created_at, created_at
+           '${INITIAL_STATE.status}', created_at, created_at, created_at
     FROM target
     RETURNING id, event_id, subscription_id
   ), returned AS (
@@ -249,7 +251,7 @@ export async function publishTestEvent(
        RETURNING id, created_at, tenant_id
      ), delivery AS (
        INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
-       SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, 'queued', event.created_at, event.created_at, event.created_at
+       SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, '${INITIAL_STATE.status}', event.created_at, event.created_at, event.created_at
        FROM target, event
      )
      SELECT created_at AS "createdAt", tenant_id AS "tenantId" FROM event`,

@@ -69,7 +69,11 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
 
   // 2. Gate.
   const gateInput = toGateInput(delivery, deps);
-  const decision = await deps.gate.acquire(gateInput);
+  const decision = await deps.gate.acquire(gateInput).catch(async (error: unknown) => {
+    // Redis failed us: nothing was sent, so the attempt must not count (the job is tried again).
+    await deps.batches.withdraw({ deliveryId, leaseToken, attemptNumber }).catch(() => {});
+    throw error;
+  });
   if (!decision.go) {
     noteWaiting(delivery.subscriptionId);
     await deps.batches.withdraw({ deliveryId, leaseToken, attemptNumber });

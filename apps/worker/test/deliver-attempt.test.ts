@@ -30,12 +30,13 @@ async function setUp(acquire: () => Promise<GateDecision>) {
   const subscription = await subscribe(api, { url: "http://127.0.0.1:9/never", events: ["order.created"] });
   const event = await publish(api, { type: "order.created", data: { id: 1 } });
   const [delivery] = await deliveriesOf(api, event.id);
+  if (!delivery) throw new Error("the event made no delivery");
 
   const db = createDatabase({ databaseUrl: database.url, poolSize: 2 });
   cleanup.push(() => db.close());
   const redis = connectRedis(config, "producer");
   cleanup.push(async () => redis.disconnect());
-  const queue = new DeliveryQueue(redis, queueLayoutFor(config), createLogger({ level: "silent" }));
+  const queue = new DeliveryQueue(redis, queueLayoutFor(config), createLogger({ level: "silent", name: "test" }));
   cleanup.push(() => queue.close());
   const sent: string[] = [];
   const deps: AttemptDeps = {
@@ -46,7 +47,7 @@ async function setUp(acquire: () => Promise<GateDecision>) {
     sender: { send: async (url: string) => (sent.push(url), { durationMs: 1, responseCode: 200, responseBody: "", error: null }) } as unknown as HttpSender,
     secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
     metrics: createWorkerMetrics(queue),
-    logger: createLogger({ level: "silent" }),
+    logger: createLogger({ level: "silent", name: "test" }),
     retryScheduleMs: config.worker.retryScheduleMs,
     isolation: config.isolation,
     leaseMs: 10_000,

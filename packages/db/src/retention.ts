@@ -47,6 +47,10 @@ export interface DeliveryBatch {
  * queued) is either skipped or seen queued, never deleted; a delivery whose row another pruner
  * holds is skipped, so two pruners never delete (or count) the same row. Attempts go in the same
  * statement (the foreign key wants them gone first), so a delivery never loses its log and stays.
+ *
+ * Both pruning statements commit without waiting for the disk (synchronous_commit off for their
+ * own transaction): a delete lost in a database crash is done again by the next pass, and the
+ * publishes committing meanwhile do not queue behind the pruner's flushes.
  */
 export async function pruneFinishedDeliveries(
   ctx: { sql: SqlClient },
@@ -67,7 +71,8 @@ export async function pruneFinishedDeliveries(
      ), last AS (
        SELECT created_at, id FROM batch ORDER BY created_at DESC, id DESC LIMIT 1
      )
-     SELECT (SELECT count(*) FROM batch)::int AS taken,
+     SELECT set_config('synchronous_commit', 'off', true) AS "asyncCommit",
+            (SELECT count(*) FROM batch)::int AS taken,
             (SELECT count(*) FROM deleted)::int AS deliveries,
             (SELECT count(*) FROM attempts)::int AS attempts,
             (SELECT created_at FROM last) AS "lastCreatedAt",
@@ -116,7 +121,8 @@ export async function pruneEventsWithoutDeliveries(
      ), deleted AS (
        DELETE FROM events WHERE id IN (SELECT id FROM doomed) RETURNING 1
      )
-     SELECT (SELECT count(*) FROM page)::int AS scanned,
+     SELECT set_config('synchronous_commit', 'off', true) AS "asyncCommit",
+            (SELECT count(*) FROM page)::int AS scanned,
             (SELECT count(*) FROM deleted)::int AS events,
             (SELECT max(id) FROM page) AS last,
             (SELECT bool_or(created_at >= $3::timestamptz) FROM page) AS "reachedCutoff"`,

@@ -138,6 +138,7 @@ describe("loadConfig values", () => {
       AUTO_DISABLE_AFTER: "30d",
       RETENTION: "90d",
       PRUNE_INTERVAL: "5m",
+      PUBLIC_URL: "https://hooks.example.com/base/",
     });
     expect(config).toEqual({
       isolation: {
@@ -152,6 +153,7 @@ describe("loadConfig values", () => {
       env: "test",
       host: "127.0.0.1",
       port: 8080,
+      publicUrl: "https://hooks.example.com/base",
       databaseUrl: "postgres://app:pw@db.internal:6543/hooks",
       databasePoolSize: 25,
       redisUrl: "rediss://cache.internal:6380/2",

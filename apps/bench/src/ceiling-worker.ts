@@ -1,12 +1,13 @@
 // A child process of the ceiling phase (ceiling.ts): the least a delivery worker can do, with the
 // same building blocks as apps/worker (BullMQ Worker, undici keep-alive pool, node-postgres).
 // Per job: sign the body, POST it to the receiver, UPDATE one row by primary key. No Prisma, no
-// lease, no attempt log, no validation. It takes jobs only once told to, so that its start-up
+// lease, no attempt log, no validation, no batching of the UPDATEs. It takes jobs only once told to, so that its start-up
 // (tsx compiling, connecting) is not timed.
 import { createHmac } from "node:crypto";
 import { createServer } from "node:http";
 import { Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";
+import { loadConfig } from "@webhooks/core";
 import pg from "pg";
 import { Agent, request } from "undici";
 
@@ -19,8 +20,12 @@ const concurrency = Number(env("CEILING_CONCURRENCY"));
 const receiverUrl = env("CEILING_RECEIVER_URL");
 const key = Buffer.from(env("CEILING_SECRET").replace(/^whsec_/, ""), "base64");
 
-// The same pool size rule as apps/worker/src/start-worker.ts, so both hold as many connections.
-const db = new pg.Pool({ connectionString: env("DATABASE_URL"), max: Math.max(10, Math.min(concurrency, 50)) });
+// As many PostgreSQL connections as the product's worker process (DATABASE_POOL_SIZE, read by the
+// same config parser, default 10), whatever the concurrency: with more, the ceiling would be
+// measured with a resource the product does not get, and the ratio would not be like for like.
+// Jobs beyond the pool's size wait for a connection, as the product's batched writes do.
+const { databasePoolSize } = loadConfig(process.env);
+const db = new pg.Pool({ connectionString: env("DATABASE_URL"), max: databasePoolSize });
 db.on("error", (error) => console.error(`ceiling worker: idle connection lost: ${error.message}`));
 const agent = new Agent({ keepAliveTimeout: 30_000 });
 const connection = new Redis(env("REDIS_URL"), { maxRetriesPerRequest: null });

@@ -23,8 +23,9 @@ const CEILING_SECRET = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
 /**
  * Phase 4: the bare ceiling. The same machine, receiver, queue library, HTTP client and database
  * driver as the product, with nothing else: jobs are pre-enqueued with addBulk, then the
- * ceiling-worker processes (as many, with the same concurrency, as the product's best setup) are
- * told to start, and the clock runs until the receiver has verified the last job's webhook.
+ * ceiling-worker processes (as many, with the same concurrency and the same number of database
+ * connections, as the product's best setup) are told to start, and the clock runs until the
+ * receiver has verified the last job's webhook.
  */
 export async function measureCeiling(receiver: Receiver, setup: WorkerSetup): Promise<CeilingResult> {
   const jobs = settings.ceiling.jobs;

@@ -408,7 +408,8 @@ export function renderReport(r: BenchResults): string {
     `Method: the least a delivery worker can do with the same parts, in ${ceiling.workers} process(es) at concurrency ${ceiling.concurrency} ` +
       "(the best setup of phase 1): a BullMQ Worker whose handler signs the body (HMAC-SHA256), POSTs it with undici (keep-alive) to the same " +
       "verifying receiver, and runs one `UPDATE ... WHERE id = $1` with node-postgres on a table of its own " +
-      `(${round(settings.ceiling.jobs)} rows, one per job). The ${round(settings.ceiling.jobs)} jobs are enqueued with addBulk first ` +
+      `(${round(settings.ceiling.jobs)} rows, one per job), through a pool of DATABASE_POOL_SIZE (10) connections per process, as the ` +
+      `product's worker does. The ${round(settings.ceiling.jobs)} jobs are enqueued with addBulk first ` +
       "(removeOnComplete, like the product's jobs); the worker processes are started, then told to begin, and the clock runs until the " +
       "receiver has verified the last webhook.",
     table(

@@ -1,3 +1,4 @@
+import { deliveryListQuery, pageWithCursorCheck, UNSCOPED, type DeliveryFilters } from "@webhooks/db";
 import type pg from "pg";
 import { ApiClient } from "./api-client.ts";
 import { freshDatabase, withClient } from "./databases.ts";
@@ -13,7 +14,7 @@ export interface ListCase {
   query: string;
   /** A reference request, not a list query: shows the machine's and the HTTP stack's own noise. */
   reference?: boolean;
-  /** The SQL of the page query as packages/db builds it for this case, with its parameters. */
+  /** The SQL of the page query as packages/db builds it for this case (pageSql), with its parameters. */
   sql: string;
   params: unknown[];
 }
@@ -128,28 +129,18 @@ async function profileListRequests(databaseUrl: string, cases: ListCase[]): Prom
   return profile ? summarizeProfile(profile, window) : undefined;
 }
 
-// The page query of packages/db/src/paging.ts with the columns of deliveries.ts, kept in step by
-// hand: EXPLAIN needs the SQL, and the API does not expose it.
-const COLUMNS = `id, subscription_id AS "subscriptionId", event_id AS "eventId", event_type AS "eventType",
-  status::text AS status, attempts, response_code AS "responseCode",
-  CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId", created_at AS "createdAt"`;
+/** The API's default page size (DEFAULT_PAGE_SIZE in apps/api/src/http/schemas.ts): the cases give no limit. */
+const PAGE_SIZE = 20;
 
-function pageSql(filters: string[], cursorParam: number | undefined, limitParam: number): string {
-  const where = [...filters];
-  if (cursorParam !== undefined) where.push(`("created_at", id) < (SELECT "created_at", id FROM "deliveries" WHERE id = $${cursorParam})`);
-  const page = `SELECT ${COLUMNS} FROM "deliveries" ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
-    ORDER BY "created_at" DESC, id DESC LIMIT $${limitParam}`;
-  if (cursorParam === undefined) return page;
-  // With a cursor, fetchPage checks in the same query that the cursor exists.
-  return `SELECT cursor.found AS cursor_found, page.*
-    FROM (SELECT EXISTS (SELECT 1 FROM "deliveries" WHERE id = $${cursorParam}) AS found) AS cursor
-    LEFT JOIN LATERAL (${page}) AS page ON true`;
+/**
+ * The statement GET /v1/deliveries runs for these filters with the benchmark's unscoped key, as
+ * packages/db builds it (the API does not expose its SQL, and EXPLAIN needs it).
+ */
+function pageSql(filters: DeliveryFilters, startingAfter?: string): { sql: string; params: unknown[] } {
+  const statement = pageWithCursorCheck(deliveryListQuery(UNSCOPED, filters), { limit: PAGE_SIZE, startingAfter });
+  // Dates as ISO text: explain() spells the values as SQL literals for the generic plan.
+  return { sql: statement.text, params: statement.values.map((value) => (value instanceof Date ? value.toISOString() : value)) };
 }
-
-const RESPONSE_5XX = "(response_code >= 500) AND (response_code < 600)";
-
-/** The default page size (20) plus the one extra row fetchPage asks for to know has_more. */
-const LIMIT = 21;
 
 async function buildCases(db: pg.Client): Promise<ListCase[]> {
   const one = async <T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T> => {
@@ -172,7 +163,6 @@ async function buildCases(db: pg.Client): Promise<ListCase[]> {
      WHERE subscription_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1`,
     [subscription],
   );
-  const sinceIso = since.toISOString();
   // Contract §13: one tenant's log (10% of the rows), as a tenant-scoped key or portal session
   // lists it; the SQL is the same with the tenant_id filter. With a subscription, the tenant is
   // checked once on the subscription and the walk is the subscription's.
@@ -184,72 +174,59 @@ async function buildCases(db: pg.Client): Promise<ListCase[]> {
     [tenant],
   );
   const tenantCases: ListCase[] = [
-    { name: "tenant_id", query: `/v1/deliveries?tenant_id=${tenant}`, sql: pageSql(["tenant_id = $1"], undefined, 2), params: [tenant, LIMIT] },
-    {
-      name: "tenant_id + status=failed",
-      query: `/v1/deliveries?tenant_id=${tenant}&status=failed`,
-      sql: pageSql(["tenant_id = $1", "status = $2::delivery_status"], undefined, 3),
-      params: [tenant, "failed", LIMIT],
-    },
+    { name: "tenant_id", query: `/v1/deliveries?tenant_id=${tenant}`, ...pageSql({ tenantId: tenant }) },
+    { name: "tenant_id + status=failed", query: `/v1/deliveries?tenant_id=${tenant}&status=failed`, ...pageSql({ tenantId: tenant, status: "failed" }) },
     {
       name: "tenant_id + response_code=5xx",
       query: `/v1/deliveries?tenant_id=${tenant}&response_code=5xx`,
-      sql: pageSql(["tenant_id = $1", RESPONSE_5XX], undefined, 2),
-      params: [tenant, LIMIT],
+      ...pageSql({ tenantId: tenant, responseCode: { class: 5 } }),
     },
     {
       name: "tenant_id + subscription_id",
       query: `/v1/deliveries?tenant_id=${tenant}&subscription_id=${tenantSubscription}`,
-      sql: pageSql(["subscription_id = $1", "EXISTS (SELECT 1 FROM subscriptions WHERE id = $2 AND tenant_id = $3)"], undefined, 4),
-      params: [tenantSubscription, tenantSubscription, tenant, LIMIT],
+      ...pageSql({ tenantId: tenant, subscriptionId: tenantSubscription }),
     },
     {
       name: "deep page + tenant_id (~90,000 rows in)",
       query: `/v1/deliveries?tenant_id=${tenant}&starting_after=${deepOfTenant}`,
-      sql: pageSql(["tenant_id = $1"], 2, 3),
-      params: [tenant, deepOfTenant, LIMIT],
+      ...pageSql({ tenantId: tenant }, deepOfTenant),
     },
   ];
   return [
-    { name: "no filter", query: "/v1/deliveries", sql: pageSql([], undefined, 1), params: [LIMIT] },
-    { name: "subscription_id", query: `/v1/deliveries?subscription_id=${subscription}`, sql: pageSql(["subscription_id = $1"], undefined, 2), params: [subscription, LIMIT] },
-    { name: "status=failed", query: "/v1/deliveries?status=failed", sql: pageSql(["status = $1::delivery_status"], undefined, 2), params: ["failed", LIMIT] },
+    { name: "no filter", query: "/v1/deliveries", ...pageSql({}) },
+    { name: "subscription_id", query: `/v1/deliveries?subscription_id=${subscription}`, ...pageSql({ subscriptionId: subscription }) },
+    { name: "status=failed", query: "/v1/deliveries?status=failed", ...pageSql({ status: "failed" }) },
     {
       name: "subscription_id + status=failed",
       query: `/v1/deliveries?subscription_id=${subscription}&status=failed`,
-      sql: pageSql(["subscription_id = $1", "status = $2::delivery_status"], undefined, 3),
-      params: [subscription, "failed", LIMIT],
+      ...pageSql({ subscriptionId: subscription, status: "failed" }),
     },
-    { name: "event=invoice.paid", query: "/v1/deliveries?event=invoice.paid", sql: pageSql(["event_type = $1"], undefined, 2), params: ["invoice.paid", LIMIT] },
-    { name: "since (7 days ago)", query: `/v1/deliveries?since=${encodeURIComponent(sinceIso)}`, sql: pageSql(["created_at >= $1"], undefined, 2), params: [sinceIso, LIMIT] },
-    { name: "deep page (~900,000 rows in)", query: `/v1/deliveries?starting_after=${deepCursor}`, sql: pageSql([], 1, 2), params: [deepCursor, LIMIT] },
+    { name: "event=invoice.paid", query: "/v1/deliveries?event=invoice.paid", ...pageSql({ eventType: "invoice.paid" }) },
+    { name: "since (7 days ago)", query: `/v1/deliveries?since=${encodeURIComponent(since.toISOString())}`, ...pageSql({ since }) },
+    { name: "deep page (~900,000 rows in)", query: `/v1/deliveries?starting_after=${deepCursor}`, ...pageSql({}, deepCursor) },
     {
       name: "deep page + status=failed",
       query: `/v1/deliveries?status=failed&starting_after=${deepFailed}`,
-      sql: pageSql(["status = $1::delivery_status"], 2, 3),
-      params: ["failed", deepFailed, LIMIT],
+      ...pageSql({ status: "failed" }, deepFailed),
     },
     {
       name: "deep page + subscription_id",
       query: `/v1/deliveries?subscription_id=${subscription}&starting_after=${deepOfSubscription}`,
-      sql: pageSql(["subscription_id = $1"], 2, 3),
-      params: [subscription, deepOfSubscription, LIMIT],
+      ...pageSql({ subscriptionId: subscription }, deepOfSubscription),
     },
     // Contract §12: an exact code walks (response_code, created_at, id); a class, its partial
-    // index, whose predicate packages/db writes as literals (as here).
-    { name: "response_code=500", query: "/v1/deliveries?response_code=500", sql: pageSql(["response_code = $1"], undefined, 2), params: [500, LIMIT] },
-    { name: "response_code=5xx", query: "/v1/deliveries?response_code=5xx", sql: pageSql([RESPONSE_5XX], undefined, 1), params: [LIMIT] },
+    // index, whose predicate packages/db writes as literals.
+    { name: "response_code=500", query: "/v1/deliveries?response_code=500", ...pageSql({ responseCode: { code: 500 } }) },
+    { name: "response_code=5xx", query: "/v1/deliveries?response_code=5xx", ...pageSql({ responseCode: { class: 5 } }) },
     {
       name: "subscription_id + response_code=500",
       query: `/v1/deliveries?subscription_id=${subscription}&response_code=500`,
-      sql: pageSql(["subscription_id = $1", "response_code = $2"], undefined, 3),
-      params: [subscription, 500, LIMIT],
+      ...pageSql({ subscriptionId: subscription, responseCode: { code: 500 } }),
     },
     {
       name: "subscription_id + response_code=5xx",
       query: `/v1/deliveries?subscription_id=${subscription}&response_code=5xx`,
-      sql: pageSql(["subscription_id = $1", RESPONSE_5XX], undefined, 2),
-      params: [subscription, LIMIT],
+      ...pageSql({ subscriptionId: subscription, responseCode: { class: 5 } }),
     },
     ...tenantCases,
     { name: "reference: GET /healthz", query: "/healthz", sql: "", params: [], reference: true },

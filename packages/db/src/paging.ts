@@ -62,27 +62,38 @@ export function pageStatement(query: PageQuery, page: PageRequest): Prisma.Sql {
     LIMIT ${page.limit + 1}`;
 }
 
+/**
+ * The one statement fetchPage runs for a page: pageStatement, and with a cursor, whether the
+ * cursor's record exists, in the same round trip (an empty page and an unknown cursor both find
+ * no rows, so the existence check rides along as a column, `cursorFound`). Exported so that the
+ * benchmark can EXPLAIN exactly what a list request runs.
+ */
+export function pageWithCursorCheck(query: PageQuery, page: PageRequest): Prisma.Sql {
+  const statement = pageStatement(query, page);
+  const cursorId = page.startingAfter ?? page.endingBefore;
+  if (cursorId === undefined) return statement;
+  const table = Prisma.raw(`"${query.table}"`);
+  return Prisma.sql`
+    SELECT cursor.found AS "cursorFound", page.*
+    FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE ${cursorConditions(query, cursorId)}) AS found) AS cursor
+    LEFT JOIN LATERAL (${statement}) AS page ON true`;
+}
+
 export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
   if (page.startingAfter !== undefined && page.endingBefore !== undefined) {
     throw new CursorError("both_cursors", "endingBefore", query.resource, page.endingBefore);
   }
-  const table = Prisma.raw(`"${query.table}"`);
   const cursorId = page.startingAfter ?? page.endingBefore;
   const backwards = page.endingBefore !== undefined;
   const missingCursor = () => new CursorError("unknown_cursor", backwards ? "endingBefore" : "startingAfter", query.resource, cursorId ?? "");
   if (cursorId !== undefined && !isId(query.resource, cursorId)) throw missingCursor();
-  const pageQuery = pageStatement(query, page);
+  const statement = pageWithCursorCheck(query, page);
 
   let rows: Row[];
   if (cursorId === undefined) {
-    rows = await db.$queryRaw<Row[]>(pageQuery);
+    rows = await db.$queryRaw<Row[]>(statement);
   } else {
-    // One round trip: whether the cursor exists, and the page after it. An empty page and an
-    // unknown cursor both find no rows, so the existence check rides along as a column.
-    const withCursor = await db.$queryRaw<(Row & { cursorFound: boolean; id: string | null })[]>`
-      SELECT cursor.found AS "cursorFound", page.*
-      FROM (SELECT EXISTS (SELECT 1 FROM ${table} WHERE ${cursorConditions(query, cursorId)}) AS found) AS cursor
-      LEFT JOIN LATERAL (${pageQuery}) AS page ON true`;
+    const withCursor = await db.$queryRaw<(Row & { cursorFound: boolean; id: string | null })[]>(statement);
     if (!withCursor[0]?.cursorFound) throw missingCursor();
     rows = withCursor.filter((row) => row.id !== null).map(({ cursorFound: _, ...row }) => row as unknown as Row);
   }

@@ -3,11 +3,10 @@
 // Per job: sign the body, POST it to the receiver, UPDATE one row by primary key. No Prisma, no
 // lease, no attempt log, no validation, no batching of the UPDATEs. It takes jobs only once told to, so that its start-up
 // (tsx compiling, connecting) is not timed.
-import { createHmac } from "node:crypto";
 import { createServer } from "node:http";
 import { Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";
-import { loadConfig } from "@webhooks/core";
+import { decodeSigningSecret, loadConfig, signWebhook } from "@webhooks/core";
 import pg from "pg";
 import { Agent, request } from "undici";
 
@@ -18,7 +17,7 @@ const env = (name: string): string => {
 };
 const concurrency = Number(env("CEILING_CONCURRENCY"));
 const receiverUrl = env("CEILING_RECEIVER_URL");
-const key = Buffer.from(env("CEILING_SECRET").replace(/^whsec_/, ""), "base64");
+const key = decodeSigningSecret(env("CEILING_SECRET"));
 
 // As many PostgreSQL connections as the product's worker process (DATABASE_POOL_SIZE, read by the
 // same config parser, default 10), whatever the concurrency: with more, the ceiling would be
@@ -34,12 +33,12 @@ const worker = new Worker<{ row: number }>(
   "deliveries",
   async (job: Job<{ row: number }>) => {
     const body = `{"type":"invoice.paid","timestamp":"${new Date().toISOString()}","data":{"row":${job.data.row}}}`;
-    const timestamp = Math.floor(Date.now() / 1000).toString();
-    const signature = createHmac("sha256", key).update(`${job.id}.${timestamp}.${body}`).digest("base64");
+    // Signed as the product signs (core's signWebhook), so both pay the same for it.
+    const signed = signWebhook({ secretKeys: [key], messageId: job.id!, timestamp: new Date(), body });
     const response = await request(receiverUrl, {
       method: "POST",
       dispatcher: agent,
-      headers: { "content-type": "application/json", "webhook-id": job.id!, "webhook-timestamp": timestamp, "webhook-signature": `v1,${signature}` },
+      headers: { "content-type": "application/json", ...signed },
       body,
     });
     await response.body.text();

@@ -1,6 +1,7 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { decodeSigningSecret, signWebhook } from "@webhooks/core";
 import { onCleanup } from "./cleanup.ts";
 
 export interface VerifiedWebhook {
@@ -15,9 +16,11 @@ export interface VerifiedWebhook {
 const TIMESTAMP_TOLERANCE_S = 5 * 60;
 
 /**
- * A loopback receiver that verifies every signature (Standard Webhooks, contract §9) with
- * node:crypto: the official `standardwebhooks` package hashes in JavaScript, which at thousands
- * of requests per second would make the receiver, not the service, the bottleneck. Each
+ * A loopback receiver that verifies every signature (Standard Webhooks, contract §9) by signing
+ * the message again with core's signing (node:crypto): the official `standardwebhooks` package,
+ * which @webhooks/testing's receiver uses, hashes in JavaScript, which at thousands of requests
+ * per second would make the receiver, not the service, the bottleneck. The product's tests check
+ * core's signatures with the official package, so agreeing with core here is agreeing with it. Each
  * subscription points at its own path, so the receiver knows which secret to check with and can
  * tell a duplicate (same path and webhook-id twice) from the same event sent to another
  * subscription.
@@ -46,7 +49,7 @@ export class Receiver {
 
   /** Webhooks to `${url}${path}` must be signed with `secret` (`whsec_` + base64). */
   expect(path: string, secret: string): void {
-    this.#keys.set(path, Buffer.from(secret.replace(/^whsec_/, ""), "base64"));
+    this.#keys.set(path, decodeSigningSecret(secret));
   }
 
   /** Forgets counts and seen ids (not the secrets), between runs. */
@@ -97,12 +100,11 @@ export class Receiver {
     const key = this.#keys.get(path);
     if (!key || !id || !/^\d+$/.test(timestamp)) return false;
     if (Math.abs(Date.now() / 1000 - Number(timestamp)) > TIMESTAMP_TOLERANCE_S) return false;
-    const expected = createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest();
-    // The header may carry several space-separated signatures; one valid v1 signature is enough.
+    const signed = signWebhook({ secretKeys: [key], messageId: id, timestamp: new Date(Number(timestamp) * 1000), body });
+    const expected = Buffer.from(signed["webhook-signature"]);
+    // The header may carry several space-separated signatures (`v1,<base64>`); one valid one is enough.
     return signatures.split(" ").some((entry) => {
-      const [version, value] = entry.split(",", 2);
-      if (version !== "v1" || value === undefined) return false;
-      const given = Buffer.from(value, "base64");
+      const given = Buffer.from(entry);
       return given.length === expected.length && timingSafeEqual(given, expected);
     });
   }

@@ -39,7 +39,7 @@ export interface ListResult {
   /** The API process's CPU per list request during the measurement (from /proc), and PostgreSQL's. */
   apiCpuMsPerRequest: number;
   postgresCpuMsPerRequest: number;
-  /** A CPU profile of the API serving the same requests, taken afterwards in a separate pass. */
+  /** A CPU profile of the API serving the same requests, taken afterwards in a separate pass (with --profile). */
   apiProfile: ProfileSummary | undefined;
 }
 
@@ -50,9 +50,10 @@ export interface ListResult {
  * request, not a throughput test), after a short warm-up that is not counted. EXPLAIN ANALYZE
  * then shows each case's plan and its execution time inside PostgreSQL. GET /healthz takes its
  * turn with the others as a reference: it touches neither PostgreSQL nor the API key check, so
- * its tail is the machine's and the HTTP stack's, not the delivery log's.
+ * its tail is the machine's and the HTTP stack's, not the delivery log's. With `profile`, the API is
+ * then profiled serving the same requests, in a separate pass.
  */
-export async function measureListLatency(): Promise<ListResult> {
+export async function measureListLatency(options: { profile: boolean }): Promise<ListResult> {
   const databaseUrl = await freshDatabase(DATABASES.list);
   const seeded = await withClient(databaseUrl, seedDeliveryLog);
   console.log(`  seeded ${seeded.deliveries.toLocaleString("en-US")} deliveries in ${seeded.seconds.toFixed(1)} s`);
@@ -84,7 +85,7 @@ export async function measureListLatency(): Promise<ListResult> {
     await api.stop();
   }
   const requests = settings.list.requestsPerCase * cases.length;
-  const apiProfile = await profileListRequests(databaseUrl, cases);
+  const apiProfile = options.profile ? await profileListRequests(databaseUrl, cases) : undefined;
   return {
     deliveries: seeded.deliveries,
     seedSeconds: seeded.seconds,

@@ -4,7 +4,11 @@
 // Writes BENCHMARKS.md at the repository root. Everything it starts or creates is stopped or
 // deleted at the end, also on error or Ctrl-C.
 // `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
-// ceiling, `--only list` phase 3, `--only backlog` phase 6, `--only fanout` phase 7, `--only retention` phase 8, for development: they print their figures and leave BENCHMARKS.md as it is.
+// ceiling, `--only list` phase 3, `--only backlog` phase 6, `--only fanout` phase 7, `--only retention`
+// phase 8, for development: they print their figures and leave BENCHMARKS.md as it is.
+// `--profile` adds the CPU profiles (a shorter, profiled run of phase 1, and the API serving phase 3's
+// requests) and the report's sections on where the time goes; without it they are skipped, as
+// profiling takes minutes and its figures are not results.
 import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
@@ -15,7 +19,7 @@ import { cleanUpOnSignals, onCleanup, runCleanup } from "./cleanup.ts";
 import { deleteRunKeys, dropDatabase } from "./databases.ts";
 import { measureLatency } from "./latency.ts";
 import { measureListLatency } from "./list-latency.ts";
-import { profileThroughput } from "./profiling.ts";
+import { profileThroughput, type Profiles } from "./profiling.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
 import { measureRetention } from "./retention-load.ts";
 import { Receiver } from "./receiver.ts";
@@ -29,7 +33,7 @@ import { connectionShortfall, measureThroughput, type ThroughputResult } from ".
 const PHASES = ["noisy", "throughput", "list", "backlog", "fanout", "retention"] as const;
 
 async function main(): Promise<void> {
-  const { values: args } = parseArgs({ options: { only: { type: "string" } } });
+  const { values: args } = parseArgs({ options: { only: { type: "string" }, profile: { type: "boolean", default: false } } });
   if (args.only !== undefined && !(PHASES as readonly string[]).includes(args.only)) {
     throw new Error(`--only ${args.only}: the phases that run alone are ${PHASES.join(", ")}`);
   }
@@ -59,7 +63,7 @@ async function main(): Promise<void> {
 
   if (args.only === "list") {
     console.log("3. list latency on 1M rows (alone, for development; BENCHMARKS.md is not written)");
-    await measureListLatency();
+    await measureListLatency({ profile: args.profile });
     return;
   }
 
@@ -124,11 +128,14 @@ async function main(): Promise<void> {
   const latency = await measureLatency(receiver, setup, settings.latency.ratePerSecond);
   const latencyBelowCapacity = await measureLatency(receiver, setup, settings.latency.diagnosticRatePerSecond);
 
-  console.log("   profiling a shorter run of phase 1 (not a result)");
-  const profiles = await profileThroughput(receiver, setup);
+  let profiles: Profiles | undefined;
+  if (args.profile) {
+    console.log("   profiling a shorter run of phase 1 (not a result)");
+    profiles = await profileThroughput(receiver, setup);
+  }
 
   console.log("3. GET /v1/deliveries on 1,000,000 rows");
-  const list = await measureListLatency();
+  const list = await measureListLatency({ profile: args.profile });
 
   console.log("5. noisy neighbour: one healthy endpoint beside failing ones, at default settings");
   const noisy = await measureNoisyNeighbour(receiver);

@@ -34,7 +34,8 @@ export interface BenchResults {
   latency: LatencyResult;
   latencyBelowCapacity: LatencyResult;
   list: ListResult;
-  profiles: Profiles;
+  /** Only with --profile. */
+  profiles: Profiles | undefined;
   noisy: NoisyNeighbourResult;
   fanOut: FanOutResult;
   backlog: BacklogResult;
@@ -257,9 +258,7 @@ export function renderReport(r: BenchResults): string {
   const seconds = (r.finishedAt.getTime() - r.startedAt.getTime()) / 1000;
   const listCases = list.cases.filter((c) => !c.reference);
   const reference = list.cases.find((c) => c.reference);
-  const pg = profiles.postgres;
-  const parsePlan = pg?.stages.filter((s) => /parse|analyze|plan/.test(s.label)).reduce((sum, s) => sum + s.share, 0);
-  const overhead = profiles.queryOverhead;
+  const pg = profiles?.postgres;
 
   const blocks: string[] = [];
   const add = (...parts: string[]) => blocks.push(...parts.filter((part) => part !== ""));
@@ -399,8 +398,9 @@ export function renderReport(r: BenchResults): string {
         ? "Every query shape is an index scan in list order: no sort, no sequential scan, however deep the cursor. "
         : `Not index scans: ${listCases.filter((c) => !c.indexScan).map((c) => c.name).join(", ")}. `) +
       `Each request cost the API process ${list.apiCpuMsPerRequest.toFixed(2)} ms of CPU and PostgreSQL ${list.postgresCpuMsPerRequest.toFixed(2)} ms ` +
-      "(from /proc, over the measurement). A CPU profile of the API serving the same requests (separate pass):",
-    layersTable(list.apiProfile),
+      "(from /proc, over the measurement)." +
+      (list.apiProfile ? " A CPU profile of the API serving the same requests (separate pass):" : ""),
+    list.apiProfile ? layersTable(list.apiProfile) : "",
   );
 
   add(
@@ -456,40 +456,8 @@ export function renderReport(r: BenchResults): string {
           "the setup matters on this machine: see their table."),
   );
 
-  const method =
-    profiles.method === "perf"
-      ? "Linux `perf record` sampled the whole machine (cpu-clock, 499 Hz, with call graphs) during a separate, shorter run of phase 1 " +
-        `(${round(settings.profile.events)} events, ${round(profiles.run.deliveries)} deliveries, ${round(profiles.run.perSecond)}/s while ` +
-        `profiled), from ${settings.profile.perfDelayMs / 1000} s after the first publish to the last delivery; the API and the first worker ran ` +
-        "with `--perf-basic-prof` so that their JS frames have names (where V8 reused code memory, the newest name is kept). Each sample of a process's " +
-        "main thread is charged to the nearest package, or our code, on its call chain, so time in native code and in the kernel goes to " +
-        "whoever called it. perf samples a thread only while it is on a CPU; V8's own profiler, on a machine this busy, piles samples onto " +
-        "the socket writes where the thread gets preempted."
-      : "A CPU profile (`node --cpu-prof`, perf being unavailable) of the first worker during a shorter run of phase 1 " +
-        `(${round(settings.profile.events)} events, ${round(profiles.run.deliveries)} deliveries, ${round(profiles.run.perSecond)}/s while profiled), ` +
-        "cut to the measured window. Caveat: on a busy machine V8's samples pile up on socket writes (`writev`), where the thread is " +
-        "preempted, so those shares overstate CPU.";
-  add(
-    "### Worker process",
-    method +
-      (profiles.kernelShare.worker !== undefined
-        ? ` ${pct(profiles.kernelShare.worker)} of the worker's samples were in the kernel, mostly the loopback TCP path of its socket writes.`
-        : ""),
-    layersTable(profiles.worker),
-    hottest(profiles.worker, profiles.method),
-    "The statements of the delivery path (publishing, claiming, recording) run on node-postgres directly; everything else goes through " +
-      `Prisma. For scale, measured in the benchmark process on \`SELECT 1\`, one query at a time: ${overhead.prisma.cpuUs.toFixed(0)} us of ` +
-      `CPU and ${ms(overhead.prisma.meanMs)} per query through Prisma's \`$queryRaw\`, against ${overhead.pg.cpuUs.toFixed(0)} us and ` +
-      `${ms(overhead.pg.meanMs)} with node-postgres alone.`,
-  );
-  add(
-    "### API process (publishing)",
-    "Same run, the API process" +
-      (profiles.kernelShare.api !== undefined ? ` (${pct(profiles.kernelShare.api)} of its samples in the kernel)` : "") +
-      ":",
-    layersTable(profiles.api),
-    hottest(profiles.api, profiles.method),
-  );
+  if (profiles) add(...profileSections(profiles));
+  else add("### Profiles", NOT_PROFILED);
 
   add(
     "### PostgreSQL",
@@ -500,12 +468,60 @@ export function renderReport(r: BenchResults): string {
       (pg
         ? ` A machine-wide \`perf record\` during the profiled run found PostgreSQL's backends in ${pct(pg.backendShareOfMachine)} of all samples, ` +
           "divided as follows (share of backend samples under each PostgreSQL function):"
-        : " perf was not available, so PostgreSQL's own time is not broken down."),
+        : profiles
+          ? " perf was not available, so PostgreSQL's own time is not broken down."
+          : ""),
     pg ? table(["stage", "share of backend CPU"], pg.stages.map((s) => [s.label, pct(s.share)])) : "",
   );
 
   add("### What this means, and what would fix it", findings(r).join("\n"));
   return `${blocks.join("\n\n")}\n`;
+}
+
+const NOT_PROFILED =
+  "Not profiled in this run. `npm run bench -- --profile` adds a shorter, profiled run of phase 1 (Linux perf, or `node --cpu-prof` " +
+  "without it) and a profile of the API serving phase 3's requests, with the breakdown of the worker's, the API's and PostgreSQL's CPU here.";
+
+/** Where the worker's and the API's CPU goes, from the profiled run (--profile). */
+function profileSections(p: Profiles): string[] {
+  const overhead = p.queryOverhead;
+  const blocks: string[] = [];
+  const add = (...parts: string[]) => blocks.push(...parts.filter((part) => part !== ""));
+  const method =
+    p.method === "perf"
+      ? "Linux `perf record` sampled the whole machine (cpu-clock, 499 Hz, with call graphs) during a separate, shorter run of phase 1 " +
+        `(${round(settings.profile.events)} events, ${round(p.run.deliveries)} deliveries, ${round(p.run.perSecond)}/s while ` +
+        `profiled), from ${settings.profile.perfDelayMs / 1000} s after the first publish to the last delivery; the API and the first worker ran ` +
+        "with `--perf-basic-prof` so that their JS frames have names (where V8 reused code memory, the newest name is kept). Each sample of a process's " +
+        "main thread is charged to the nearest package, or our code, on its call chain, so time in native code and in the kernel goes to " +
+        "whoever called it. perf samples a thread only while it is on a CPU; V8's own profiler, on a machine this busy, piles samples onto " +
+        "the socket writes where the thread gets preempted."
+      : "A CPU profile (`node --cpu-prof`, perf being unavailable) of the first worker during a shorter run of phase 1 " +
+        `(${round(settings.profile.events)} events, ${round(p.run.deliveries)} deliveries, ${round(p.run.perSecond)}/s while profiled), ` +
+        "cut to the measured window. Caveat: on a busy machine V8's samples pile up on socket writes (`writev`), where the thread is " +
+        "preempted, so those shares overstate CPU.";
+  add(
+    "### Worker process",
+    method +
+      (p.kernelShare.worker !== undefined
+        ? ` ${pct(p.kernelShare.worker)} of the worker's samples were in the kernel, mostly the loopback TCP path of its socket writes.`
+        : ""),
+    layersTable(p.worker),
+    hottest(p.worker, p.method),
+    "The statements of the delivery path (publishing, claiming, recording) run on node-postgres directly; everything else goes through " +
+      `Prisma. For scale, measured in the benchmark process on \`SELECT 1\`, one query at a time: ${overhead.prisma.cpuUs.toFixed(0)} us of ` +
+      `CPU and ${ms(overhead.prisma.meanMs)} per query through Prisma's \`$queryRaw\`, against ${overhead.pg.cpuUs.toFixed(0)} us and ` +
+      `${ms(overhead.pg.meanMs)} with node-postgres alone.`,
+  );
+  add(
+    "### API process (publishing)",
+    "Same run, the API process" +
+      (p.kernelShare.api !== undefined ? ` (${pct(p.kernelShare.api)} of its samples in the kernel)` : "") +
+      ":",
+    layersTable(p.api),
+    hottest(p.api, p.method),
+  );
+  return blocks;
 }
 
 /**
@@ -523,22 +539,21 @@ function findings(r: BenchResults): string[] {
     .map(([label, value]) => ({ label, extra: value - (bare.get(label) ?? 0) }))
     .sort((a, b) => b.extra - a.extra)
     .filter((e) => Math.abs(e.extra) >= 0.02);
-  const worker = profiles.worker;
-  const api = profiles.api;
+  const worker = profiles?.worker;
+  const api = profiles?.api;
   const top = (profile: ProfileSummary | undefined, n: number) =>
     profile?.byLayer
       .filter((l) => !/^(Node\.js internals|garbage collector)/.test(l.layer))
       .slice(0, n)
       .map((l) => `${l.layer} ${pct(l.share)}`)
       .join(", ") ?? "n/a";
-  const pg = profiles.postgres;
+  const pg = profiles?.postgres;
   const stage = (label: RegExp) => pg?.stages.filter((st) => label.test(st.label)).reduce((sum, st) => sum + st.share, 0);
   const parsePlan = stage(/^(parse|analyze|plan)/);
   const indexShare = stage(/index maintenance/);
   const perDelivery = db.transactions / best.deliveries;
   const claimsHot = Math.min(1, db.deliveryHotUpdates / best.deliveries);
   const apiCpuPerEvent = (product.get("api") ?? 0) * settings.throughput.subscriptions;
-  const overhead = profiles.queryOverhead;
   const listCases = list.cases.filter((c) => !c.reference);
   const reference = list.cases.find((c) => c.reference);
   const deep = deepExtra(listCases);
@@ -552,7 +567,7 @@ function findings(r: BenchResults): string[] {
       `and ${round(TARGETS.deliveriesPerSecond)}/s would need ${((r.machine.cores * 1000) / TARGETS.deliveriesPerSecond).toFixed(2)} ms` +
       (bareTotal > (r.machine.cores * 1000) / TARGETS.deliveriesPerSecond ? ", less than even the bare loop costs on this machine." : "."),
   );
-  out.push(
+  if (worker) out.push(
     `- **Worker:** ${top(worker, 5)} of its samples. Its claims and its records run on node-postgres, batched across the jobs in ` +
       `flight (${perDelivery.toFixed(2)} transactions per delivery here, publishing included), so each statement's cost is shared by ` +
       "the deliveries of a batch." +
@@ -582,7 +597,7 @@ function findings(r: BenchResults): string[] {
       (claimsHot < 0.9 && db.deliveryFillfactor >= 100 ? " A fillfactor of 80 would leave claims room to be HOT." : ""),
   );
   out.push(
-    `- **Publishing costs ${apiCpuPerEvent.toFixed(2)} ms of API CPU per event** in phase 1, 10 deliveries each (${top(api, 5)} of the API's samples)` +
+    `- **Publishing costs ${apiCpuPerEvent.toFixed(2)} ms of API CPU per event** in phase 1, 10 deliveries each${api ? ` (${top(api, 5)} of the API's samples)` : ""}` +
       (latency.acceptedRate < latency.targetRate * 0.95
         ? `, so with one subscription per event the API is the bottleneck: beside a busy worker it accepted ${round(latency.acceptedRate)} of the ` +
           `${latency.targetRate} events/s offered in phase 2, and requests queued in the client`
@@ -609,8 +624,8 @@ function findings(r: BenchResults): string[] {
   out.push(
     `- **Listing is fast in PostgreSQL and slower around it.** The list queries run in ${ms(Math.min(...listCases.map((c) => c.executionMs)))} to ` +
       `${ms(Math.max(...listCases.map((c) => c.executionMs)))} inside PostgreSQL; a request takes ${ms(Math.min(...listCases.map((c) => c.latency.p50)))} ` +
-      `to ${ms(Math.max(...listCases.map((c) => c.latency.p50)))} at p50 and ${list.apiCpuMsPerRequest.toFixed(2)} ms of API CPU, mostly ` +
-      `${top(list.apiProfile, 3)} of the API's samples (V8 profile of a separate pass, one request at a time).` +
+      `to ${ms(Math.max(...listCases.map((c) => c.latency.p50)))} at p50 and ${list.apiCpuMsPerRequest.toFixed(2)} ms of API CPU` +
+      (list.apiProfile ? `, mostly ${top(list.apiProfile, 3)} of the API's samples (V8 profile of a separate pass, one request at a time).` : ".") +
       (deep > 0.2
         ? ` A deep page costs ${ms(deep)} more at p50: the page query also checks that its cursor exists (packages/db/src/paging.ts), ` +
           "which is one more index lookup."

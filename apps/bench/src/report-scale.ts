@@ -1,8 +1,8 @@
 // The sections of BENCHMARKS.md for the phases at scale: 6 (a backlog of 1,000,000 deliveries)
 // and 8 (retention on 10,000,000), with their targets (issue 10).
-import type { BacklogResult, DrainRun } from "./backlog.ts";
+import type { BacklogResult, DrainRun } from "./phases/backlog.ts";
 import type { CpuUsage } from "./cpu-usage.ts";
-import type { LoadWindow, RetentionResult } from "./retention-load.ts";
+import type { LoadWindow, RetentionResult } from "./phases/retention-load.ts";
 import { settings } from "./settings.ts";
 import { ms, round } from "./stats.ts";
 

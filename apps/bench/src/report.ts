@@ -1,19 +1,19 @@
 import { writeFileSync } from "node:fs";
-import type { CeilingResult } from "./ceiling.ts";
+import type { CeilingResult } from "./phases/ceiling.ts";
 import type { CpuUsage } from "./cpu-usage.ts";
-import type { LatencyResult } from "./latency.ts";
-import type { ListResult } from "./list-latency.ts";
+import type { LatencyResult } from "./phases/latency.ts";
+import type { ListResult } from "./phases/list-latency.ts";
 import type { Machine } from "./machine.ts";
-import type { BacklogResult } from "./backlog.ts";
-import { fanOutSection, fanOutVerdicts, type FanOutResult } from "./fanout.ts";
-import { fmt, type HealthyRun, type NoisyNeighbourResult } from "./noisy-neighbour.ts";
-import type { ProfileSummary } from "./profile.ts";
-import type { Profiles } from "./profiling.ts";
+import type { BacklogResult } from "./phases/backlog.ts";
+import { fanOutSection, fanOutVerdicts, type FanOutResult } from "./phases/fanout.ts";
+import { fmt, type HealthyRun, type NoisyNeighbourResult } from "./phases/noisy-neighbour.ts";
+import type { ProfileSummary } from "./profiling/profile.ts";
+import type { Profiles } from "./profiling/profiling.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
-import type { RetentionResult } from "./retention-load.ts";
+import type { RetentionResult } from "./phases/retention-load.ts";
 import { settings } from "./settings.ts";
 import { ms, round } from "./stats.ts";
-import type { ThroughputResult } from "./throughput.ts";
+import type { ThroughputResult } from "./phases/throughput.ts";
 
 export interface SkippedSetup {
   workers: number;
@@ -127,6 +127,14 @@ export function noisyVerdicts(n: NoisyNeighbourResult): Verdict[] {
       met: n.beside.delivered === n.beside.sent,
     },
   ];
+}
+
+/** The verdicts on the terminal, after a run or a phase run alone. */
+export function printVerdicts(list: Verdict[]): void {
+  console.log("\nResults against the targets:");
+  for (const verdict of list) {
+    console.log(`  ${verdict.met ? "met    " : "MISSED "} ${verdict.figure}: ${verdict.measured} (target ${verdict.target})`);
+  }
 }
 
 const yesNo = (met: boolean) => (met ? "yes" : "**no**");

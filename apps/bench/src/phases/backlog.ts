@@ -1,15 +1,15 @@
 import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import type pg from "pg";
-import { ApiClient } from "./api-client.ts";
-import { onCleanup } from "./cleanup.ts";
-import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "./cpu-usage.ts";
-import { deleteRunKeys, dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "./databases.ts";
-import type { Receiver } from "./receiver.ts";
-import { createUlidFunction, loadWithoutIndexes } from "./seed-sql.ts";
-import { sleep, startApi } from "./services.ts";
-import { SCALE_DATABASES, REDIS_URL, RUN_PREFIX, settings } from "./settings.ts";
+import { ApiClient } from "../api-client.ts";
+import { onCleanup } from "../cleanup.ts";
+import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
+import { deleteRunKeys, dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
+import type { Receiver } from "../receiver.ts";
+import { createUlidFunction, loadWithoutIndexes } from "../seed-sql.ts";
+import { sleep, startApi } from "../services.ts";
+import { SCALE_DATABASES, REDIS_URL, RUN_PREFIX, settings } from "../settings.ts";
 import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
-import { startWatchedWorker, type WatchedWorker } from "./worker-process.ts";
+import { startWatchedWorker, type WatchedWorker } from "../worker-process.ts";
 
 export interface DrainRun {
   deliveries: number;

@@ -1,6 +1,6 @@
 import type pg from "pg";
-import { createUlidFunction } from "./seed-sql.ts";
-import { settings } from "./settings.ts";
+import { createUlidFunction } from "../seed-sql.ts";
+import { settings } from "../settings.ts";
 
 export const EVENT_TYPES = ["invoice.paid", "invoice.created", "customer.updated", "charge.refunded", "payout.failed"] as const;
 

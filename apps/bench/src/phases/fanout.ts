@@ -1,10 +1,10 @@
 import { newId } from "@webhooks/core";
-import { ApiClient } from "./api-client.ts";
-import { dropIdleDatabases, freshDatabase, withClient } from "./databases.ts";
-import type { Receiver } from "./receiver.ts";
-import { startApi, startWorker } from "./services.ts";
-import { RUN_PREFIX } from "./settings.ts";
-import { percentile } from "./stats.ts";
+import { ApiClient } from "../api-client.ts";
+import { dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
+import type { Receiver } from "../receiver.ts";
+import { startApi, startWorker } from "../services.ts";
+import { RUN_PREFIX } from "../settings.ts";
+import { percentile } from "../stats.ts";
 import { reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
 
 /** Phase 7's figures: one event to `subscriptions` matching subscriptions, `runs` times. */

@@ -1,10 +1,10 @@
-import { ApiClient } from "./api-client.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
-import { freshDatabase } from "./databases.ts";
-import type { Receiver } from "./receiver.ts";
-import { sleep, startApi, startWorker } from "./services.ts";
-import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
-import { summarize, type Summary } from "./stats.ts";
+import { ApiClient } from "../api-client.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { freshDatabase } from "../databases.ts";
+import type { Receiver } from "../receiver.ts";
+import { sleep, startApi, startWorker } from "../services.ts";
+import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
+import { summarize, type Summary } from "../stats.ts";
 import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
 
 export interface LatencyResult extends WorkerSetup {

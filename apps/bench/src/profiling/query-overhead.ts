@@ -2,7 +2,7 @@ import { execFile, type ChildProcess } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createDatabase } from "@webhooks/db";
 import pg from "pg";
-import { onCleanup } from "./cleanup.ts";
+import { onCleanup } from "../cleanup.ts";
 
 export interface QueryOverhead {
   /** CPU per `SELECT 1`, in microseconds, and the mean round trip, in ms, one query at a time. */
@@ -22,7 +22,7 @@ const QUERIES = 5_000;
  * every collection dearer than in a service.
  */
 export async function measureQueryOverhead(databaseUrl: string): Promise<QueryOverhead> {
-  const tsx = fileURLToPath(new URL("../../../node_modules/.bin/tsx", import.meta.url));
+  const tsx = fileURLToPath(new URL("../../../../node_modules/.bin/tsx", import.meta.url));
   let child: ChildProcess | undefined;
   const stdout = new Promise<string>((resolve, reject) => {
     child = execFile(tsx, [fileURLToPath(import.meta.url), databaseUrl], { timeout: 120_000 }, (error, out) => (error ? reject(error) : resolve(out)));

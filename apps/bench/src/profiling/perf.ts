@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { onCleanup } from "./cleanup.ts";
+import { onCleanup } from "../cleanup.ts";
 import { layerOf, ownerOf, type ProfileSummary } from "./profile.ts";
 
 /**

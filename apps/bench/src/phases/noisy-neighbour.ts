@@ -1,13 +1,13 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { ApiClient } from "./api-client.ts";
-import { onCleanup } from "./cleanup.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
-import { freshDatabase } from "./databases.ts";
-import type { Receiver } from "./receiver.ts";
-import { sleep, startApi, startWorker } from "./services.ts";
-import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
-import { summarize, type Summary } from "./stats.ts";
+import { ApiClient } from "../api-client.ts";
+import { onCleanup } from "../cleanup.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { freshDatabase } from "../databases.ts";
+import type { Receiver } from "../receiver.ts";
+import { sleep, startApi, startWorker } from "../services.ts";
+import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
+import { summarize, type Summary } from "../stats.ts";
 import { reportServiceOutput } from "./throughput.ts";
 
 /** Type A goes to the healthy subscription only, type B to the 10 bad ones only. */

@@ -1,12 +1,12 @@
 import { join } from "node:path";
-import { onCleanup } from "./cleanup.ts";
-import { databaseUrl } from "./databases.ts";
+import { onCleanup } from "../cleanup.ts";
+import { databaseUrl } from "../databases.ts";
 import { PERF_NODE_FLAGS, perfAvailable, postgresBreakdown, removePerfMaps, startMachineRecording, threadProfile, type PostgresBreakdown } from "./perf.ts";
 import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "./profile.ts";
 import { measureQueryOverhead, type QueryOverhead } from "./query-overhead.ts";
-import type { Receiver } from "./receiver.ts";
-import { DATABASES, settings } from "./settings.ts";
-import { measureThroughput, type ThroughputResult, type WorkerSetup } from "./throughput.ts";
+import type { Receiver } from "../receiver.ts";
+import { DATABASES, settings } from "../settings.ts";
+import { measureThroughput, type ThroughputResult, type WorkerSetup } from "../phases/throughput.ts";
 
 export interface Profiles {
   /** perf: sampled by Linux perf while on a CPU; v8: node --cpu-prof (when perf is unavailable). */

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { onCleanup } from "./cleanup.ts";
+import { onCleanup } from "../cleanup.ts";
 
 /**
  * Reads a V8 CPU profile (`node --cpu-prof`) and says where the process's CPU time went:

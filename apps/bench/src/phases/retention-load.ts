@@ -1,13 +1,13 @@
-import { ApiClient } from "./api-client.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
-import { dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "./databases.ts";
-import type { Receiver } from "./receiver.ts";
+import { ApiClient } from "../api-client.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
+import type { Receiver } from "../receiver.ts";
 import { seedRetentionLog, type SeededLog } from "./retention-seed.ts";
-import { sleep, startApi } from "./services.ts";
-import { SCALE_DATABASES, RUN_PREFIX, settings } from "./settings.ts";
-import { summarize, type Summary } from "./stats.ts";
+import { sleep, startApi } from "../services.ts";
+import { SCALE_DATABASES, RUN_PREFIX, settings } from "../settings.ts";
+import { summarize, type Summary } from "../stats.ts";
 import { reportServiceOutput } from "./throughput.ts";
-import { startWatchedWorker } from "./worker-process.ts";
+import { startWatchedWorker } from "../worker-process.ts";
 
 const LOAD_TYPE = "invoice.paid";
 

@@ -1,9 +1,9 @@
-import { ApiClient } from "./api-client.ts";
-import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "./cpu-usage.ts";
-import { freshDatabase, withClient } from "./databases.ts";
-import type { Receiver } from "./receiver.ts";
-import { startApi, startWorker, type Service } from "./services.ts";
-import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "./settings.ts";
+import { ApiClient } from "../api-client.ts";
+import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
+import { freshDatabase, withClient } from "../databases.ts";
+import type { Receiver } from "../receiver.ts";
+import { startApi, startWorker, type Service } from "../services.ts";
+import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 
 export interface WorkerSetup {
   workers: number;

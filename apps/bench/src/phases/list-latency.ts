@@ -1,13 +1,13 @@
 import { deliveryListQuery, pageWithCursorCheck, UNSCOPED, type DeliveryFilters } from "@webhooks/db";
 import type pg from "pg";
-import { ApiClient } from "./api-client.ts";
-import { freshDatabase, withClient } from "./databases.ts";
+import { ApiClient } from "../api-client.ts";
+import { freshDatabase, withClient } from "../databases.ts";
 import { seedDeliveryLog } from "./list-seed.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
-import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "./profile.ts";
-import { startApi } from "./services.ts";
-import { DATABASES, RUN_PREFIX, settings } from "./settings.ts";
-import { summarize, type Summary } from "./stats.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "../profiling/profile.ts";
+import { startApi } from "../services.ts";
+import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
+import { summarize, type Summary } from "../stats.ts";
 
 export interface ListCase {
   name: string;

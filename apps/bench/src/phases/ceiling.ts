@@ -1,10 +1,10 @@
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "./cpu-usage.ts";
-import { freshDatabase, withClient } from "./databases.ts";
-import type { Receiver } from "./receiver.ts";
-import { freePort, ROOT, serviceEnv, startProcess, type Service } from "./services.ts";
-import { REDIS_URL, RUN_PREFIX, DATABASES, settings } from "./settings.ts";
+import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { freshDatabase, withClient } from "../databases.ts";
+import type { Receiver } from "../receiver.ts";
+import { freePort, ROOT, serviceEnv, startProcess, type Service } from "../services.ts";
+import { REDIS_URL, RUN_PREFIX, DATABASES, settings } from "../settings.ts";
 import type { WorkerSetup } from "./throughput.ts";
 
 export interface CeilingResult extends WorkerSetup {

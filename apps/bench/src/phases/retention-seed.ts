@@ -1,6 +1,6 @@
 import type pg from "pg";
-import { createUlidFunction, loadWithoutIndexes, type SeedSteps } from "./seed-sql.ts";
-import { settings } from "./settings.ts";
+import { createUlidFunction, loadWithoutIndexes, type SeedSteps } from "../seed-sql.ts";
+import { settings } from "../settings.ts";
 
 /** Event types of the seeded log; none of them is the type the load publishes. */
 export const SEEDED_TYPES = ["order.created", "order.paid", "customer.updated", "charge.refunded", "payout.failed"] as const;

@@ -1,0 +1,87 @@
+import { measureBacklog } from "./phases/backlog.ts";
+import { measureCeiling } from "./phases/ceiling.ts";
+import { fanOutVerdicts, measureFanOut } from "./phases/fanout.ts";
+import { measureListLatency } from "./phases/list-latency.ts";
+import { measureNoisyNeighbour } from "./phases/noisy-neighbour.ts";
+import { measureRetention } from "./phases/retention-load.ts";
+import { measureThroughput } from "./phases/throughput.ts";
+import type { Machine } from "./machine.ts";
+import type { Receiver } from "./receiver.ts";
+import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
+import { noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
+
+export interface RunContext {
+  receiver: Receiver;
+  host: Machine;
+  profile: boolean;
+}
+
+/** A phase that runs alone (`--only <name>`), for development: it prints its figures; BENCHMARKS.md is left as it is. */
+interface AlonePhase {
+  title: string;
+  /** Whether it uses the benchmark's fixed databases (DATABASES), which the harness drops before it runs. */
+  usesFixedDatabases: boolean;
+  run(context: RunContext): Promise<void>;
+}
+
+export const ALONE_PHASES = {
+  noisy: {
+    title: "5. noisy neighbour",
+    usesFixedDatabases: true,
+    async run({ receiver, host }) {
+      const noisy = await measureNoisyNeighbour(receiver);
+      console.log(`\n${noisySection(noisy, host.cores).join("\n\n")}\n`);
+      printVerdicts(noisyVerdicts(noisy));
+    },
+  },
+  throughput: {
+    title: "1. end-to-end throughput",
+    usesFixedDatabases: true,
+    async run({ receiver }) {
+      const setup = { workers: 1, concurrency: 100 };
+      const w10 = await measureThroughput(receiver, setup, { workload: "W10" });
+      const w1 = await measureThroughput(receiver, setup, { workload: "W1" });
+      const ceiling = await measureCeiling(receiver, setup);
+      console.log(`  W10 ${Math.round(w10.perSecond)}/s, W1 ${Math.round(w1.perSecond)}/s, bare ceiling ${Math.round(ceiling.perSecond)}/s`);
+    },
+  },
+  list: {
+    title: "3. list latency on 1M rows",
+    usesFixedDatabases: true,
+    async run({ profile }) {
+      await measureListLatency({ profile });
+    },
+  },
+  backlog: {
+    title: "6. a backlog of 1,000,000 queued deliveries",
+    // Phases 6 and 8 use databases named per run: they must not end another benchmark's run on this server that uses the fixed ones.
+    usesFixedDatabases: false,
+    async run({ receiver }) {
+      const backlog = await measureBacklog(receiver, { workers: 1, concurrency: 100 });
+      console.log(`\n${backlogSection(backlog).join("\n\n")}\n`);
+      printVerdicts(backlogVerdicts(backlog));
+    },
+  },
+  fanout: {
+    title: "7. fan-out: one event to 10,000 subscriptions",
+    usesFixedDatabases: true,
+    async run({ receiver }) {
+      printVerdicts(fanOutVerdicts(await measureFanOut(receiver, { workers: 1, concurrency: 100 })));
+    },
+  },
+  retention: {
+    title: "8. retention: publish and list latency on 10,000,000 deliveries, without and with a pruning pass",
+    usesFixedDatabases: false,
+    async run({ receiver }) {
+      const retention = await measureRetention(receiver);
+      console.log(`\n${retentionSection(retention).join("\n\n")}\n`);
+      printVerdicts(retentionVerdicts(retention));
+    },
+  },
+} satisfies Record<string, AlonePhase>;
+
+export type AlonePhaseName = keyof typeof ALONE_PHASES;
+
+export function isAlonePhase(name: string): name is AlonePhaseName {
+  return Object.hasOwn(ALONE_PHASES, name);
+}

@@ -1,8 +1,8 @@
 // A child process of the ceiling phase (ceiling.ts): the least a delivery worker can do, with the
 // same building blocks as apps/worker (BullMQ Worker, undici keep-alive pool, node-postgres).
 // Per job: sign the body, POST it to the receiver, UPDATE one row by primary key. No Prisma, no
-// lease, no attempt log, no validation, no batching of the UPDATEs. It takes jobs only once told to, so that its start-up
-// (tsx compiling, connecting) is not timed.
+// lease, no attempt log, no validation, no batching of the UPDATEs. It takes jobs only once told
+// to, so that its start-up (tsx compiling, connecting) is not timed.
 import { createServer } from "node:http";
 import { Worker, type Job } from "bullmq";
 import { Redis } from "ioredis";

@@ -8,7 +8,8 @@ import pg from "pg";
  * each other's rows. The template is built once per run by the global setup.
  */
 export const ADMIN_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
-const TEMPLATE = "webhooks_test_template";
+/** Overridable so that two checkouts can run their suites at once, each from its own migrations. */
+const TEMPLATE = process.env.TEST_TEMPLATE_DATABASE ?? "webhooks_test_template";
 
 export function databaseUrl(name: string): string {
   const url = new URL(ADMIN_DATABASE_URL);

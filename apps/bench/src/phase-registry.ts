@@ -1,3 +1,4 @@
+import type { TestReceiver } from "@webhooks/testing";
 import { measureBacklog } from "./phases/backlog.ts";
 import { measureCeiling } from "./phases/ceiling.ts";
 import { fanOutVerdicts, measureFanOut } from "./phases/fanout.ts";
@@ -6,12 +7,11 @@ import { measureNoisyNeighbour } from "./phases/noisy-neighbour.ts";
 import { measureRetention } from "./phases/retention-load.ts";
 import { measureThroughput } from "./phases/throughput.ts";
 import type { Machine } from "./machine.ts";
-import type { Receiver } from "./receiver.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
 import { noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
 
 export interface RunContext {
-  receiver: Receiver;
+  receiver: TestReceiver;
   host: Machine;
   profile: boolean;
 }

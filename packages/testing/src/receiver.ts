@@ -1,5 +1,7 @@
-import { createServer, type IncomingHttpHeaders } from "node:http";
+import { timingSafeEqual } from "node:crypto";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
+import { decodeSigningSecret, signWebhook } from "@webhooks/core";
 import { Webhook } from "standardwebhooks";
 
 export interface ReceivedWebhook {
@@ -8,8 +10,17 @@ export interface ReceivedWebhook {
   body: string;
   json: { type: string; timestamp: string; data: Record<string, unknown> };
   receivedAt: number;
-  /** Whether the signature verified with the official standardwebhooks package, given a secret. */
+  /** Whether the signature verified (see ReceiverOptions.verifyWith), given a secret. */
   signatureValid: boolean | undefined;
+}
+
+/** What `onVerified` is told of each webhook whose signature verified. */
+export interface VerifiedWebhook {
+  path: string;
+  webhookId: string;
+  body: string;
+  /** performance.now() when the whole body had arrived. */
+  arrivedAt: number;
 }
 
 export interface Reply {
@@ -18,6 +29,25 @@ export interface Reply {
   body?: string;
   /** Answer after this long. */
   delayMs?: number;
+}
+
+export interface ReceiverOptions {
+  /**
+   * "standardwebhooks" (the default): the official package, so that the product's tests check
+   * core's signatures against it. "core": core's own signing (node:crypto); the official package
+   * hashes in JavaScript, which at thousands of requests per second would make the receiver, not
+   * the service, the bottleneck of a benchmark. Agreeing with core is agreeing with the package,
+   * since the tests check that.
+   */
+  verifyWith?: "standardwebhooks" | "core";
+  /**
+   * Keep every webhook in `received`, track concurrency and answer with `reply` (the default).
+   * With false it only counts (verified, invalid, duplicates) and answers 200, or 400 to a bad
+   * signature: a benchmark sends millions, whose bodies it cannot keep.
+   */
+  record?: boolean;
+  /** How long an idle connection stays open (Node's default otherwise). */
+  keepAliveTimeoutMs?: number;
 }
 
 export interface TestReceiver {
@@ -31,17 +61,72 @@ export interface TestReceiver {
   /** Secrets to verify with, keyed by nothing: any one that verifies counts. */
   secrets: string[];
   reply: (webhook: ReceivedWebhook, index: number) => Reply;
+  /** Webhooks checked against a secret: those that verified, those that did not, and verified repeats of a path and webhook-id. */
+  verified: number;
+  invalid: number;
+  duplicates: number;
+  onVerified: ((webhook: VerifiedWebhook) => void) | undefined;
+  /** Webhooks to `${url}${path}` are verified with `secret` alone; once one path has its own, a path without one verifies with `secrets` or fails. */
+  useSecret(path: string, secret: string): void;
+  /** Resolves with performance.now() at the arrival of the `count`th verified webhook. */
+  whenVerified(count: number): Promise<number>;
+  /** Forgets the counts, the ids seen and the waiters (not the secrets, nor `received`), between runs. */
+  resetCounts(): void;
   countsById(): Map<string, number>;
   close(): Promise<void>;
 }
 
+/** Standard Webhooks allows this much clock difference between sender and receiver. */
+const TIMESTAMP_TOLERANCE_S = 5 * 60;
+
+type Verify = (secrets: readonly string[], id: string, timestamp: string, signatures: string, body: string) => boolean;
+
+const verifyWithPackage: Verify = (secrets, id, timestamp, signatures, body) =>
+  secrets.some((secret) => {
+    try {
+      new Webhook(secret).verify(body, { "webhook-id": id, "webhook-timestamp": timestamp, "webhook-signature": signatures });
+      return true;
+    } catch {
+      return false;
+    }
+  });
+
+/** Signs the message again with core's signing and compares; decoded keys are kept, as the secrets are few. */
+function coreVerifier(): Verify {
+  const keys = new Map<string, Buffer>();
+  return (secrets, id, timestamp, signatures, body) => {
+    if (!id || !/^\d+$/.test(timestamp)) return false;
+    if (Math.abs(Date.now() / 1000 - Number(timestamp)) > TIMESTAMP_TOLERANCE_S) return false;
+    const given = signatures.split(" ").map((entry) => Buffer.from(entry));
+    return secrets.some((secret) => {
+      let key = keys.get(secret);
+      if (!key) keys.set(secret, (key = decodeSigningSecret(secret)));
+      const signed = signWebhook({ secretKeys: [key], messageId: id, timestamp: new Date(Number(timestamp) * 1000), body });
+      const expected = Buffer.from(signed["webhook-signature"]);
+      // The header may carry several space-separated signatures (`v1,<base64>`); one valid one is enough.
+      return given.some((entry) => entry.length === expected.length && timingSafeEqual(entry, expected));
+    });
+  };
+}
+
+function header(req: IncomingMessage, name: string): string {
+  const value = req.headers[name];
+  return Array.isArray(value) ? (value[0] ?? "") : (value ?? "");
+}
+
 /**
- * A real HTTP receiver on loopback (STYLE 12). It records every webhook, verifies signatures with
- * the official `standardwebhooks` package, tracks concurrency per webhook-id, and answers as the
- * test says.
+ * A real HTTP receiver on loopback (STYLE 12). It verifies signatures, counts, records every
+ * webhook, tracks concurrency per webhook-id, and answers as the test says; with
+ * `{ record: false, verifyWith: "core" }` it only verifies and counts, for thousands of requests
+ * per second (the bench).
  */
-export async function startReceiver(reply: TestReceiver["reply"] = () => ({ status: 200 })): Promise<TestReceiver> {
+export async function startReceiver(reply: TestReceiver["reply"] = () => ({ status: 200 }), options: ReceiverOptions = {}): Promise<TestReceiver> {
+  const record = options.record ?? true;
+  const verify = options.verifyWith === "core" ? coreVerifier() : verifyWithPackage;
   const inFlight = new Map<string, number>();
+  const pathSecrets = new Map<string, string[]>();
+  const seen = new Set<string>();
+  const waiters: { count: number; resolve: (at: number) => void }[] = [];
   const state: TestReceiver = {
     url: "",
     received: [],
@@ -50,6 +135,22 @@ export async function startReceiver(reply: TestReceiver["reply"] = () => ({ stat
     maxConcurrent: 0,
     secrets: [],
     reply,
+    verified: 0,
+    invalid: 0,
+    duplicates: 0,
+    onVerified: undefined,
+    useSecret: (path, secret) => void pathSecrets.set(path, [secret]),
+    whenVerified(count) {
+      if (state.verified >= count) return Promise.resolve(performance.now());
+      return new Promise((resolve) => waiters.push({ count, resolve }));
+    },
+    resetCounts() {
+      state.verified = 0;
+      state.invalid = 0;
+      state.duplicates = 0;
+      seen.clear();
+      waiters.length = 0;
+    },
     countsById() {
       const counts = new Map<string, number>();
       for (const webhook of state.received) {
@@ -61,48 +162,66 @@ export async function startReceiver(reply: TestReceiver["reply"] = () => ({ stat
     close: async () => {},
   };
 
+  /** Verifies and counts; undefined when the receiver has no secret to verify with. */
+  const check = (path: string, id: string, req: IncomingMessage, body: string, arrivedAt: number): boolean | undefined => {
+    const secrets = pathSecrets.get(path) ?? (state.secrets.length > 0 || pathSecrets.size > 0 ? state.secrets : undefined);
+    if (!secrets) return undefined;
+    if (!verify(secrets, id, header(req, "webhook-timestamp"), header(req, "webhook-signature"), body)) {
+      state.invalid++;
+      return false;
+    }
+    const key = `${path} ${id}`;
+    if (seen.has(key)) state.duplicates++;
+    else seen.add(key);
+    state.verified++;
+    state.onVerified?.({ path, webhookId: id, body, arrivedAt });
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      const waiter = waiters[i]!;
+      if (state.verified >= waiter.count) {
+        waiters.splice(i, 1);
+        waiter.resolve(arrivedAt);
+      }
+    }
+    return true;
+  };
+
   const server = createServer((req, res) => {
-    // Counted from the request's arrival to its answer (or its connection closing).
-    state.concurrent += 1;
-    state.maxConcurrent = Math.max(state.maxConcurrent, state.concurrent);
-    let counted = true;
-    const done = () => {
-      if (counted) state.concurrent -= 1;
-      counted = false;
-    };
-    res.once("finish", done);
-    res.once("close", done);
+    if (record) {
+      // Counted from the request's arrival to its answer (or its connection closing).
+      state.concurrent += 1;
+      state.maxConcurrent = Math.max(state.maxConcurrent, state.concurrent);
+      let counted = true;
+      const done = () => {
+        if (counted) state.concurrent -= 1;
+        counted = false;
+      };
+      res.once("finish", done);
+      res.once("close", done);
+    }
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
+      const arrivedAt = performance.now();
       const body = Buffer.concat(chunks).toString("utf8");
-      const id = String(req.headers["webhook-id"] ?? "");
+      const path = req.url ?? "/";
+      const id = header(req, "webhook-id");
+      const signatureValid = check(path, id, req, body, arrivedAt);
+      if (!record) {
+        if (signatureValid === false) res.writeHead(400, { "content-type": "text/plain" }).end("invalid signature");
+        else res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+        return;
+      }
+
       const current = (inFlight.get(id) ?? 0) + 1;
       inFlight.set(id, current);
       state.maxConcurrentPerId = Math.max(state.maxConcurrentPerId, current);
-
-      let signatureValid: boolean | undefined;
-      if (state.secrets.length > 0) {
-        signatureValid = state.secrets.some((secret) => {
-          try {
-            new Webhook(secret).verify(body, {
-              "webhook-id": id,
-              "webhook-timestamp": String(req.headers["webhook-timestamp"] ?? ""),
-              "webhook-signature": String(req.headers["webhook-signature"] ?? ""),
-            });
-            return true;
-          } catch {
-            return false;
-          }
-        });
-      }
       let json: ReceivedWebhook["json"];
       try {
         json = JSON.parse(body);
       } catch {
         json = { type: "", timestamp: "", data: {} };
       }
-      const webhook: ReceivedWebhook = { path: req.url ?? "/", headers: req.headers, body, json, receivedAt: Date.now(), signatureValid };
+      const webhook: ReceivedWebhook = { path, headers: req.headers, body, json, receivedAt: Date.now(), signatureValid };
       const index = state.received.push(webhook) - 1;
       const answer = state.reply(webhook, index);
       const finish = () => {
@@ -113,6 +232,7 @@ export async function startReceiver(reply: TestReceiver["reply"] = () => ({ stat
       else finish();
     });
   });
+  if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   state.close = () =>

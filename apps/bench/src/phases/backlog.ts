@@ -1,10 +1,10 @@
 import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import type pg from "pg";
+import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { onCleanup } from "../cleanup.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
 import { deleteRunKeys, dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
-import type { Receiver } from "../receiver.ts";
 import { createUlidFunction, loadWithoutIndexes } from "../seed-sql.ts";
 import { sleep, startApi } from "../services.ts";
 import { SCALE_DATABASES, REDIS_URL, RUN_PREFIX, settings } from "../settings.ts";
@@ -49,7 +49,7 @@ const ENQUEUED = "webhook_reconciler_enqueued_total";
  * Then the queue is resumed and the drain rate measured over a fixed window, against the rate at
  * which the same setup drains a small backlog of the same shape (the normal throughput).
  */
-export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Promise<BacklogResult> {
+export async function measureBacklog(receiver: TestReceiver, setup: WorkerSetup): Promise<BacklogResult> {
   const s = settings.backlog;
   await dropIdleDatabases(`webhooks_bench_backlog_`);
   const databaseUrl = await freshDatabase(SCALE_DATABASES.backlog);
@@ -141,7 +141,7 @@ export async function measureBacklog(receiver: Receiver, setup: WorkerSetup): Pr
           `postgres ${((idleCpu.cores[1]?.cores ?? 0) * 100).toFixed(2)}%, redis ${((idleCpu.cores[2]?.cores ?? 0) * 100).toFixed(2)}%`,
       );
 
-      receiver.reset();
+      receiver.resetCounts();
       const endDrain = startCpuWindow(cpuTargets(worker));
       const drainStarted = performance.now();
       await queue.queue.resume();
@@ -200,14 +200,14 @@ export function describeDrainCpu(run: DrainRun): string {
 }
 
 /** The phase's subscriptions, through the API (their secrets are real, and the receiver verifies them). */
-async function createSubscriptions(databaseUrl: string, keyPrefix: string, receiver: Receiver, setup: WorkerSetup): Promise<void> {
+async function createSubscriptions(databaseUrl: string, keyPrefix: string, receiver: TestReceiver, setup: WorkerSetup): Promise<void> {
   const api = await startApi(databaseUrl, keyPrefix);
   const client = new ApiClient(api.baseUrl, 1);
   try {
     for (let i = 0; i < settings.backlog.subscriptions; i++) {
       const path = `/backlog/s${i}`;
       const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], subscriptionSettings(setup));
-      receiver.expect(path, subscription.secret);
+      receiver.useSecret(path, subscription.secret);
     }
   } finally {
     await client.close();
@@ -275,7 +275,7 @@ async function enqueueQueued(databaseUrl: string, queue: DeliveryQueue): Promise
 }
 
 /** Enqueues the queued deliveries into a paused queue, starts a worker, then resumes and times the drain to the last one. */
-async function drainInFull(databaseUrl: string, queuePrefix: string, queue: DeliveryQueue, receiver: Receiver, setup: WorkerSetup, deliveries: number): Promise<DrainRun> {
+async function drainInFull(databaseUrl: string, queuePrefix: string, queue: DeliveryQueue, receiver: TestReceiver, setup: WorkerSetup, deliveries: number): Promise<DrainRun> {
   await queue.queue.pause();
   await enqueueQueued(databaseUrl, queue);
   const worker = await startWatchedWorker("reference-worker", databaseUrl, queuePrefix, workerEnv(setup));
@@ -288,7 +288,7 @@ async function drainInFull(databaseUrl: string, queuePrefix: string, queue: Deli
     } finally {
       redis.disconnect();
     }
-    receiver.reset();
+    receiver.resetCounts();
     const endCpu = startCpuWindow(cpuTargets(worker));
     const started = performance.now();
     const all = receiver.whenVerified(deliveries);

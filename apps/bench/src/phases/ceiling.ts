@@ -1,8 +1,8 @@
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
+import type { TestReceiver } from "@webhooks/testing";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
 import { freshDatabase, withClient } from "../databases.ts";
-import type { Receiver } from "../receiver.ts";
 import { freePort, ROOT, serviceEnv, startProcess, type Service } from "../services.ts";
 import { REDIS_URL, RUN_PREFIX, DATABASES, settings } from "../settings.ts";
 import type { WorkerSetup } from "./throughput.ts";
@@ -27,7 +27,7 @@ const CEILING_SECRET = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
  * connections, as the product's best setup) are told to start, and the clock runs until the
  * receiver has verified the last job's webhook.
  */
-export async function measureCeiling(receiver: Receiver, setup: WorkerSetup): Promise<CeilingResult> {
+export async function measureCeiling(receiver: TestReceiver, setup: WorkerSetup): Promise<CeilingResult> {
   const jobs = settings.ceiling.jobs;
   const databaseUrl = await freshDatabase(DATABASES.main);
   await withClient(databaseUrl, async (db) => {
@@ -50,8 +50,8 @@ export async function measureCeiling(receiver: Receiver, setup: WorkerSetup): Pr
       await queue.addBulk(rows.map((row) => ({ name: "deliver", data: { row }, opts: { jobId: `job_${row}` } })));
     }
     const path = "/ceiling";
-    receiver.expect(path, CEILING_SECRET);
-    receiver.reset();
+    receiver.useSecret(path, CEILING_SECRET);
+    receiver.resetCounts();
 
     const ports: number[] = [];
     for (let i = 0; i < setup.workers; i++) {

@@ -1,7 +1,7 @@
 import { newId } from "@webhooks/core";
+import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
-import type { Receiver } from "../receiver.ts";
 import { startApi, startWorker } from "../services.ts";
 import { RUN_PREFIX } from "../settings.ts";
 import { percentile } from "../stats.ts";
@@ -44,7 +44,7 @@ const DATABASE_PREFIX = "webhooks_bench_fanout_";
  * since 10,000 POSTs would only measure subscription creation. Each run publishes one event and
  * waits for all its deliveries before the next, so the POST is timed on an otherwise idle service.
  */
-export async function measureFanOut(receiver: Receiver, setup: WorkerSetup): Promise<FanOutResult> {
+export async function measureFanOut(receiver: TestReceiver, setup: WorkerSetup): Promise<FanOutResult> {
   const { subscriptions, runs } = fanOutSettings;
   await dropIdleDatabases(DATABASE_PREFIX);
   const databaseUrl = await freshDatabase(`${DATABASE_PREFIX}${RUN_PREFIX.replace(/\W/g, "_")}`);
@@ -65,7 +65,7 @@ export async function measureFanOut(receiver: Receiver, setup: WorkerSetup): Pro
         [first.id, ids, receiver.url],
       ),
     );
-    for (let i = 0; i < subscriptions; i++) receiver.expect(`/fanout/${i}`, first.secret);
+    for (let i = 0; i < subscriptions; i++) receiver.useSecret(`/fanout/${i}`, first.secret);
 
     const acceptMs: number[] = [];
     const deliveredMs: number[] = [];
@@ -73,7 +73,7 @@ export async function measureFanOut(receiver: Receiver, setup: WorkerSetup): Pro
     let duplicates = 0;
     let invalidSignatures = 0;
     for (let run = 0; run < runs; run++) {
-      receiver.reset();
+      receiver.resetCounts();
       const delivered = receiver.whenVerified(subscriptions);
       const started = performance.now();
       const status = await client.publish(FAN_OUT_TYPE, { run, invoice_id: `in_fanout_${run}` });

@@ -1,7 +1,7 @@
+import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
 import { freshDatabase } from "../databases.ts";
-import type { Receiver } from "../receiver.ts";
 import { sleep, startApi, startWorker } from "../services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 import { summarize, type Summary } from "../stats.ts";
@@ -37,7 +37,7 @@ export interface LatencyResult extends WorkerSetup {
  * us. The scheduled time travels in the event's data; publisher and receiver share this process
  * and its clock. The first `warmupMs` are sent at the same rate but not counted.
  */
-export async function measureLatency(receiver: Receiver, setup: WorkerSetup, ratePerSecond: number): Promise<LatencyResult> {
+export async function measureLatency(receiver: TestReceiver, setup: WorkerSetup, ratePerSecond: number): Promise<LatencyResult> {
   const { durationMs, warmupMs, connections, drainTimeoutMs } = settings.latency;
   const databaseUrl = await freshDatabase(DATABASES.main);
   const prefix = `${RUN_PREFIX}-latency-${ratePerSecond}`;
@@ -49,8 +49,8 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup, rat
   try {
     const path = "/latency";
     const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], subscriptionSettings(setup));
-    receiver.expect(path, subscription.secret);
-    receiver.reset();
+    receiver.useSecret(path, subscription.secret);
+    receiver.resetCounts();
 
     const intervalMs = 1000 / ratePerSecond;
     const warmupEvents = Math.round((warmupMs / 1000) * ratePerSecond);
@@ -63,9 +63,9 @@ export async function measureLatency(receiver: Receiver, setup: WorkerSetup, rat
     receiver.onVerified = (webhook) => {
       const { data } = JSON.parse(webhook.body) as { data: { seq: number; scheduled_at: number } };
       if (data.seq < warmupEvents) return;
-      endToEnd.push(webhook.receivedAt - data.scheduled_at);
-      receivedAt.set(data.seq, webhook.receivedAt);
-      lastReceivedAt = Math.max(lastReceivedAt, webhook.receivedAt);
+      endToEnd.push(webhook.arrivedAt - data.scheduled_at);
+      receivedAt.set(data.seq, webhook.arrivedAt);
+      lastReceivedAt = Math.max(lastReceivedAt, webhook.arrivedAt);
     };
 
     let rejected = 0;

@@ -1,10 +1,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { onCleanup } from "../cleanup.ts";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
 import { freshDatabase } from "../databases.ts";
-import type { Receiver } from "../receiver.ts";
 import { sleep, startApi, startWorker } from "../services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 import { summarize, type Summary } from "../stats.ts";
@@ -191,7 +191,7 @@ async function measureHandoff(client: ApiClient): Promise<HandoffResult> {
   }
 }
 
-export async function measureNoisyNeighbour(receiver: Receiver): Promise<NoisyNeighbourResult> {
+export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<NoisyNeighbourResult> {
   const s = settings.noisyNeighbour;
   const hangingTogether = { open: 0, peakOpen: 0 };
   const hanging = await Promise.all(Array.from({ length: s.hangingReceivers }, () => new BadReceiver("hang", hangingTogether).start()));
@@ -204,15 +204,15 @@ export async function measureNoisyNeighbour(receiver: Receiver): Promise<NoisyNe
   try {
     const path = "/noisy/healthy";
     const healthy = await client.createSubscription(`${receiver.url}${path}`, [HEALTHY_TYPE]);
-    receiver.expect(path, healthy.secret);
+    receiver.useSecret(path, healthy.secret);
     for (const bad of [...hanging, ...erroring]) await client.createSubscription(`${bad.url}/webhook`, [NOISE_TYPE]);
-    receiver.reset();
+    receiver.resetCounts();
 
     // Receipt time of each healthy event, by part and sequence number.
     const receivedAt = new Map<string, number>();
     receiver.onVerified = (webhook) => {
       const { data } = JSON.parse(webhook.body) as { data: { part: string; seq: number; scheduled_at: number } };
-      receivedAt.set(`${data.part} ${data.seq}`, webhook.receivedAt - data.scheduled_at);
+      receivedAt.set(`${data.part} ${data.seq}`, webhook.arrivedAt - data.scheduled_at);
     };
     const cpuTargets = [
       { label: "api", processGroup: api.processGroup },

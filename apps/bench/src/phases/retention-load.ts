@@ -1,7 +1,7 @@
+import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
 import { dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
-import type { Receiver } from "../receiver.ts";
 import { seedRetentionLog, type SeededLog } from "./retention-seed.ts";
 import { sleep, startApi } from "../services.ts";
 import { SCALE_DATABASES, RUN_PREFIX, settings } from "../settings.ts";
@@ -49,7 +49,7 @@ export interface RetentionResult {
  * one would after the retention was first set on a big log. Rows deleted come from PostgreSQL's
  * own counters (pg_stat_user_tables), read after the worker has stopped.
  */
-export async function measureRetention(receiver: Receiver): Promise<RetentionResult> {
+export async function measureRetention(receiver: TestReceiver): Promise<RetentionResult> {
   const r = settings.retention;
   await dropIdleDatabases(`webhooks_bench_retention_`);
   const databaseUrl = await freshDatabase(SCALE_DATABASES.retention);
@@ -70,7 +70,7 @@ export async function measureRetention(receiver: Receiver): Promise<RetentionRes
     const windows: LoadWindow[] = [];
     try {
       const subscription = await client.createSubscription(`${receiver.url}/retention`, [LOAD_TYPE]);
-      receiver.expect("/retention", subscription.secret);
+      receiver.useSecret("/retention", subscription.secret);
       const seededSubscription = await withClient(databaseUrl, async (db) => {
         const { rows } = await db.query<{ id: string }>("SELECT id FROM subscriptions WHERE url LIKE 'http://127.0.0.1:9/%' ORDER BY id LIMIT 1");
         return rows[0]!.id;

@@ -1,7 +1,7 @@
+import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
 import { freshDatabase, withClient } from "../databases.ts";
-import type { Receiver } from "../receiver.ts";
 import { startApi, startWorker, type Service } from "../services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 
@@ -93,7 +93,7 @@ let runNumber = 0;
  * delivery, so it covers the API, the queue, the worker, and the signing.
  */
 export async function measureThroughput(
-  receiver: Receiver,
+  receiver: TestReceiver,
   setup: WorkerSetup,
   options: {
     workload?: Workload;
@@ -130,9 +130,9 @@ export async function measureThroughput(
     for (let i = 0; i < subscriptions; i++) {
       const path = `/t${run}/s${i}`;
       const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)], subscriptionSettings(setup));
-      receiver.expect(path, subscription.secret);
+      receiver.useSecret(path, subscription.secret);
     }
-    receiver.reset();
+    receiver.resetCounts();
 
     const cpuTargets: CpuTarget[] = [
       { label: "api", processGroup: api.processGroup },

@@ -1,10 +1,10 @@
 import { join } from "node:path";
+import type { TestReceiver } from "@webhooks/testing";
 import { onCleanup } from "../cleanup.ts";
 import { databaseUrl } from "../databases.ts";
 import { PERF_NODE_FLAGS, perfAvailable, postgresBreakdown, removePerfMaps, startMachineRecording, threadProfile, type PostgresBreakdown } from "./perf.ts";
 import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "./profile.ts";
 import { measureQueryOverhead, type QueryOverhead } from "./query-overhead.ts";
-import type { Receiver } from "../receiver.ts";
 import { DATABASES, settings } from "../settings.ts";
 import { measureThroughput, type ThroughputResult, type WorkerSetup } from "../phases/throughput.ts";
 
@@ -26,7 +26,7 @@ export interface Profiles {
  * their JS frames for it), which also breaks PostgreSQL's time down; without it, the two node
  * processes run under `node --cpu-prof`. Its throughput is not a result: profiling costs CPU.
  */
-export async function profileThroughput(receiver: Receiver, setup: WorkerSetup): Promise<Profiles> {
+export async function profileThroughput(receiver: TestReceiver, setup: WorkerSetup): Promise<Profiles> {
   const dir = profileDirectory();
   const withPerf = perfAvailable();
   const nodeArgs = withPerf

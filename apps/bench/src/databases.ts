@@ -1,6 +1,6 @@
 import { applyMigrations } from "@webhooks/db";
+import { withClient } from "@webhooks/testing";
 import { Redis } from "ioredis";
-import pg from "pg";
 import { onCleanup } from "./cleanup.ts";
 import { ADMIN_DATABASE_URL, REDIS_URL, RUN_PREFIX } from "./settings.ts";
 
@@ -54,20 +54,6 @@ export async function freshDatabase(name: string): Promise<string> {
   const url = databaseUrl(name);
   await applyMigrations(url, { info: () => {}, warn: (message) => console.warn(message) });
   return url;
-}
-
-/** Runs `work` with one pg client on `url`. */
-export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  // A connection ended by the server (DROP DATABASE ... WITH (FORCE) during cleanup) must fail
-  // the query in progress, not crash the process through an unhandled 'error' event.
-  client.on("error", () => {});
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
 }
 
 /** Deletes every Redis key of this run (all queue prefixes start with RUN_PREFIX), or those under a narrower prefix. */

@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { availableParallelism, cpus, platform, release, totalmem } from "node:os";
 import { Redis } from "ioredis";
-import { withClient } from "./databases.ts";
+import { withClient } from "@webhooks/testing";
 import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, REDIS_URL } from "./settings.ts";
 

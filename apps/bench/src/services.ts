@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "@webhooks/testing";
 import { onCleanup } from "./cleanup.ts";
 import { BENCH_API_KEY, REDIS_URL } from "./settings.ts";
 
@@ -20,19 +20,6 @@ export interface Service {
   processGroup: number;
   output(): string;
   stop(): Promise<void>;
-}
-
-/** A port that was free a moment ago, for a child to listen on. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export function serviceEnv(databaseUrl: string, queuePrefix: string, extra: Record<string, string>): Record<string, string> {

@@ -1,4 +1,5 @@
-import { freePort, ROOT, serviceEnv, startProcess, type Service } from "./services.ts";
+import { freePort } from "@webhooks/testing";
+import { ROOT, serviceEnv, startProcess, type Service } from "./services.ts";
 
 export interface WatchedWorker extends Service {
   /** Sums the samples of a counter on the worker's /metrics, optionally only those with a label value. */

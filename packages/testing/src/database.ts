@@ -17,14 +17,22 @@ export function databaseUrl(name: string): string {
   return url.toString();
 }
 
-async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+/** Runs `work` with one pg client on `url`. */
+export async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  // A connection ended by the server (DROP DATABASE ... WITH (FORCE) during a clean-up) must fail
+  // the query in progress, not crash the process through an unhandled 'error' event.
+  client.on("error", () => {});
   await client.connect();
   try {
     return await work(client);
   } finally {
     await client.end();
   }
+}
+
+function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  return withClient(ADMIN_DATABASE_URL, work);
 }
 
 export async function createTemplateDatabase(): Promise<void> {
@@ -63,12 +71,6 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 }
 
 /** Runs SQL against a test database, for arranging rows a test needs (e.g. shared timestamps). */
-export async function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<T>(text, values)).rows;
-  } finally {
-    await client.end();
-  }
+export function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
+  return withClient(url, async (client) => (await client.query<T>(text, values)).rows);
 }

@@ -1,5 +1,6 @@
 export * from "./config.ts";
 export * from "./database.ts";
+export * from "./ports.ts";
 export * from "./processes.ts";
 export * from "./receiver.ts";
 export * from "./redis-cluster.ts";

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
+import { freePort } from "./ports.ts";
 
 /**
  * A redis-server of the test's own, on a free loopback port, for tests that flush Redis or take
@@ -11,17 +11,6 @@ export interface PrivateRedis {
   start(): Promise<void>;
   /** Stops it as a crash would, keeping nothing (it never persists). */
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startPrivateRedis(): Promise<PrivateRedis> {

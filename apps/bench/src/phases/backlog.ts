@@ -1,10 +1,10 @@
 import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
 import type pg from "pg";
-import type { TestReceiver } from "@webhooks/testing";
+import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { onCleanup } from "../cleanup.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
-import { deleteRunKeys, dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
+import { deleteRunKeys, dropDatabase, dropIdleDatabases, freshDatabase } from "../databases.ts";
 import { createUlidFunction, loadWithoutIndexes } from "../seed-sql.ts";
 import { sleep, startApi } from "../services.ts";
 import { SCALE_DATABASES, REDIS_URL, RUN_PREFIX, settings } from "../settings.ts";

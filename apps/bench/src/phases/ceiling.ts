@@ -1,9 +1,9 @@
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import type { TestReceiver } from "@webhooks/testing";
+import { freePort, type TestReceiver, withClient } from "@webhooks/testing";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
-import { freshDatabase, withClient } from "../databases.ts";
-import { freePort, ROOT, serviceEnv, startProcess, type Service } from "../services.ts";
+import { freshDatabase } from "../databases.ts";
+import { ROOT, serviceEnv, startProcess, type Service } from "../services.ts";
 import { REDIS_URL, RUN_PREFIX, DATABASES, settings } from "../settings.ts";
 import type { WorkerSetup } from "./throughput.ts";
 

@@ -1,7 +1,7 @@
 import { newId } from "@webhooks/core";
-import type { TestReceiver } from "@webhooks/testing";
+import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
-import { dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
+import { dropIdleDatabases, freshDatabase } from "../databases.ts";
 import { startApi, startWorker } from "../services.ts";
 import { RUN_PREFIX } from "../settings.ts";
 import { percentile } from "../stats.ts";

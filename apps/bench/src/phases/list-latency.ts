@@ -1,7 +1,8 @@
 import { deliveryListQuery, pageWithCursorCheck, UNSCOPED, type DeliveryFilters } from "@webhooks/db";
 import type pg from "pg";
+import { withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
-import { freshDatabase, withClient } from "../databases.ts";
+import { freshDatabase } from "../databases.ts";
 import { seedDeliveryLog } from "./list-seed.ts";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
 import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "../profiling/profile.ts";

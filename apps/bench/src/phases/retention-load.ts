@@ -1,7 +1,7 @@
-import type { TestReceiver } from "@webhooks/testing";
+import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
-import { dropDatabase, dropIdleDatabases, freshDatabase, withClient } from "../databases.ts";
+import { dropDatabase, dropIdleDatabases, freshDatabase } from "../databases.ts";
 import { seedRetentionLog, type SeededLog } from "./retention-seed.ts";
 import { sleep, startApi } from "../services.ts";
 import { SCALE_DATABASES, RUN_PREFIX, settings } from "../settings.ts";

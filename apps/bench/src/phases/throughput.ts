@@ -1,7 +1,7 @@
-import type { TestReceiver } from "@webhooks/testing";
+import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
-import { freshDatabase, withClient } from "../databases.ts";
+import { freshDatabase } from "../databases.ts";
 import { startApi, startWorker, type Service } from "../services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 

@@ -76,18 +76,6 @@ export function backlogSection(b: BacklogResult): string[] {
   const idleWorker = coresOf(b.idle.cpu, "worker");
   return [
     `## 6. A backlog of ${round(b.deliveries)} deliveries`,
-    `Method: a fresh database with ${s.subscriptions} subscriptions (created through the API) pointing at the verifying receiver. ` +
-      `${round(b.deliveries)} queued deliveries are seeded with SQL as \`POST /v1/events\` writes them (an event and one delivery per ` +
-      `subscription, created over the last ${s.spanMs / 3_600_000} hours, so all are due), then enqueued with the product's DeliveryQueue ` +
-      `(one job per delivery, addBulk of ${s.enqueueChunk}) into a **paused** queue: the state of workers that are stopped or far behind ` +
-      "(pausing is what Bull Board's pause button does). One worker process then runs at its defaults but for the setup below " +
-      `(${b.workers} x ${b.concurrency}, RECONCILE_INTERVAL 10 s): its first pass after a start has no watermark and checks every due ` +
-      `delivery; then the backlog sits for ${s.idleMs / 1000} s while its CPU, PostgreSQL's and Redis's are read from /proc and its passes ` +
-      "counted (each saves a new watermark in Redis). Then the queue is resumed and the deliveries the receiver verifies are counted for " +
-      `${s.drainMs / 1000} s. The normal throughput is measured in the same phase by the same setup: ${round(s.referenceDeliveries)} ` +
-      "queued deliveries of the same shape, enqueued into a paused queue of their own and drained in full, on the same database before " +
-      "the big backlog was seeded. Redis memory per waiting delivery is INFO `used_memory` after the enqueue minus before, divided by " +
-      "the count (the Redis server is shared with whatever else runs on the machine, which moves it by a few MB at most).",
     table(
       ["step", "figures"],
       [
@@ -119,11 +107,8 @@ export function backlogSection(b: BacklogResult): string[] {
         ],
       ],
     ),
-    `Targets: the reconciler below ${SCALE_TARGETS.reconcilerCoreShare * 100}% of one core while the backlog sits: ${yesNo(v[0]!.met)} (${v[0]!.measured}); ` +
-      `the drain at the normal throughput (>= ${SCALE_TARGETS.drainShare * 100}% of it): ${yesNo(v[1]!.met)} (${v[1]!.measured}). ` +
-      "The worker's CPU while the backlog sits includes everything else the process does when idle (BullMQ's blocking wait, timers), so it " +
-      "bounds the reconciler's from above. On a machine shared with other work the two drain rates move with the machine's load; the CPU " +
-      "per delivery does not, and tells whether the backlog makes a delivery dearer.",
+    `${round(b.deliveries)} queued deliveries to ${s.subscriptions} subscriptions in a paused queue, one worker (${b.workers} x ${b.concurrency}) watched ${s.idleMs / 1000} s, then drained; ` +
+      `targets: reconciler < ${SCALE_TARGETS.reconcilerCoreShare * 100}% of one core ${yesNo(v[0]!.met)}, drain >= ${SCALE_TARGETS.drainShare * 100}% of the normal throughput ${yesNo(v[1]!.met)}.`,
   ];
 }
 
@@ -158,19 +143,21 @@ export function retentionSection(r: RetentionResult): string[] {
   const rate = (n: number, w: LoadWindow) => round(n / Math.max(0.001, w.workerSeconds));
   return [
     `## 8. Retention on ${round(seeded.deliveries)} deliveries`,
-    `Method: a delivery log seeded with set-based SQL in ${seeded.seconds.toFixed(0)} s (rows ${seeded.steps.loadSeconds.toFixed(0)} s, indexes ` +
-      `${seeded.steps.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${seeded.steps.vacuumSeconds.toFixed(0)} s): ${round(seeded.deliveries)} deliveries, ` +
-      `${round(seeded.attempts)} attempts and ${round(seeded.events)} events (${(seeded.bytes / 1024 ** 3).toFixed(1)} GB with their indexes), spread over ` +
-      `${s.spanDays} days: 88% delivered, 10% failed for good, 2% failed with a retry planned (kept whatever their age), nothing queued; ` +
-      `then VACUUM ANALYZE and a checkpoint. With RETENTION=${s.retentionDays}d, ${round(seeded.prunable)} finished deliveries are old enough to go. ` +
-      `One API process serves the load of each window: events published open loop at ${s.publishRatePerSecond}/s (each to one subscription, ` +
-      `delivered by the worker to the verifying receiver; latency from the scheduled send to the 202), and \`GET /v1/deliveries\` one request ` +
-      `at a time at ${s.listRatePerSecond}/s (no filter, a subscription, status=failed, both; newest page), latency from send to the whole ` +
-      `response. Each window starts a worker process, runs ${s.warmupMs / 1000} s of the load that are not counted, then measures ` +
-      `${s.windowMs / 1000} s. The first two run with RETENTION=off: their difference is the noise. The third runs the worker with ` +
-      `RETENTION=${s.retentionDays}d and PRUNE_INTERVAL=1s, so its pruner starts a pass a second after the start and deletes throughout ` +
-      "the window, as one would the first time retention is set on a big log. Rows deleted are PostgreSQL's own counts " +
-      "(`pg_stat_user_tables.n_tup_del`), over the worker's whole run.",
+    table(
+      ["seeded (set-based SQL)", "deliveries", "attempts", "events", "size with indexes", "took (rows / indexes / VACUUM ANALYZE)", `old enough at RETENTION=${s.retentionDays}d`],
+      [
+        [
+          `over ${s.spanDays} days`,
+          round(seeded.deliveries),
+          round(seeded.attempts),
+          round(seeded.events),
+          `${(seeded.bytes / 1024 ** 3).toFixed(1)} GB`,
+          `${seeded.seconds.toFixed(0)} s (${seeded.steps.loadSeconds.toFixed(0)} / ${seeded.steps.indexSeconds.toFixed(0)} / ${seeded.steps.vacuumSeconds.toFixed(0)} s)`,
+          round(seeded.prunable),
+        ],
+      ],
+    ),
+    "88% delivered, 10% failed for good, 2% failed with a retry planned (kept whatever their age), nothing queued.",
     table(
       ["window", "publish p50", "publish p99", "list p50", "list p99", "events / list requests", "rows pruned (per second of the worker's run)", "CPU (cores) by process"],
       r.windows.map((w) => [
@@ -186,9 +173,8 @@ export function retentionSection(r: RetentionResult): string[] {
         `${w.cpu.cores.map((c) => `${c.label} ${c.cores.toFixed(2)}`).join(", ")}; machine ${w.cpu.machineCores.toFixed(2)}`,
       ]),
     ),
-    `Targets: publish p99 moved by no more than the noise: ${yesNo(v[0]!.met)} (${v[0]!.measured}); list p99 likewise: ${yesNo(v[1]!.met)} (${v[1]!.measured}).` +
-      (pruning
-        ? ` The pruner deleted ${rate(pruning.deleted.deliveries + pruning.deleted.attempts + pruning.deleted.events, pruning)} rows per second in all.`
-        : ""),
+    `Publish open loop at ${s.publishRatePerSecond}/s and list at ${s.listRatePerSecond}/s, ${s.windowMs / 1000} s per window, the last with the pruner running` +
+      (pruning ? ` (${rate(pruning.deleted.deliveries + pruning.deleted.attempts + pruning.deleted.events, pruning)} rows/s in all)` : "") +
+      `; targets: publish p99 ${yesNo(v[0]!.met)}, list p99 ${yesNo(v[1]!.met)} moved by no more than the noise (the two windows without).`,
   ];
 }

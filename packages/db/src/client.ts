@@ -45,16 +45,3 @@ export function createDatabase(options: DatabaseOptions): Database {
     },
   };
 }
-
-/**
- * Runs `work` in a transaction, or inside the caller's transaction when given one, so that a verb
- * can be used on its own or as part of a larger unit.
- */
-export async function inTransaction<T>(
-  db: PrismaClientOrTransaction,
-  work: (tx: Prisma.TransactionClient) => Promise<T>,
-  options?: { timeoutMs?: number },
-): Promise<T> {
-  if (!("$transaction" in db)) return work(db);
-  return db.$transaction(work, { timeout: options?.timeoutMs ?? 10_000, maxWait: 10_000 });
-}

@@ -1,43 +1,37 @@
 import { createLogger, loadConfig, SecretBox } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { connectRedis, DeliveryQueue, queueLayoutFor, type DeliveryGate, type GateDecision } from "@webhooks/queue";
-import { createTestDatabase, testEnv } from "@webhooks/testing";
+import { testEnv } from "@webhooks/testing";
 import { startTestApi } from "@webhooks/api/testing";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { createAttemptBatches } from "../src/attempt-batches.ts";
 import { deliverAttempt, type AttemptDeps } from "../src/deliver-attempt.ts";
 import type { HttpSender } from "../src/http-sender.ts";
 import { createWorkerMetrics } from "../src/metrics.ts";
 import { SecretKeys } from "../src/secret-keys.ts";
+import { workerTest } from "./fixtures.ts";
 import { deliveriesOf, publish, subscribe } from "./stack.ts";
 
 // The claim records the attempt as started (contract §5); when the gate does not let it start,
 // whether it says "wait" or cannot be asked at all, the attempt must be taken back: nothing was
 // sent, so nothing may count (contract §11: waiting spends no attempt).
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of cleanup.splice(0).reverse()) await close();
-});
-
-/** One queued delivery, and an attempt's dependencies around a gate the test controls. */
-async function setUp(acquire: () => Promise<GateDecision>) {
-  const database = await createTestDatabase();
-  cleanup.push(() => database.drop());
+/** `setUp(acquire)`: one queued delivery, and an attempt's dependencies around a gate the test controls. */
+const it = workerTest.extend("setUp", async ({ database, defer }) => async (acquire: () => Promise<GateDecision>) => {
   const config = loadConfig(testEnv(database.url));
   const api = await startTestApi(config);
-  cleanup.push(() => api.close());
+  defer(() => api.close());
   const subscription = await subscribe(api, { url: "http://127.0.0.1:9/never", events: ["order.created"] });
   const event = await publish(api, { type: "order.created", data: { id: 1 } });
   const [delivery] = await deliveriesOf(api, event.id);
   if (!delivery) throw new Error("the event made no delivery");
 
   const db = createDatabase({ databaseUrl: database.url, poolSize: 2 });
-  cleanup.push(() => db.close());
+  defer(() => db.close());
   const redis = connectRedis(config, "producer");
-  cleanup.push(async () => redis.disconnect());
+  defer(async () => redis.disconnect());
   const queue = new DeliveryQueue(redis, queueLayoutFor(config), createLogger({ level: "silent", name: "test" }));
-  cleanup.push(() => queue.close());
+  defer(() => queue.close());
   const sent: string[] = [];
   const deps: AttemptDeps = {
     sql: db.sql,
@@ -62,10 +56,10 @@ async function setUp(acquire: () => Promise<GateDecision>) {
     return row;
   };
   return { deps, deliveryId: delivery.id as string, subscriptionId: subscription.id, sent, stored };
-}
+});
 
 describe("an attempt the gate does not let start", () => {
-  it("is taken back when the destination makes it wait", async () => {
+  it("is taken back when the destination makes it wait", async ({ setUp }) => {
     const { deps, deliveryId, sent, stored } = await setUp(async () => ({ go: false, reason: "max_in_flight", wakes: [] }));
     const next = await deliverAttempt(deps, deliveryId);
     expect(next.kind).toBe("parked");
@@ -73,7 +67,7 @@ describe("an attempt the gate does not let start", () => {
     expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });
   });
 
-  it("is taken back when the gate cannot be asked (Redis failed), and the job fails", async () => {
+  it("is taken back when the gate cannot be asked (Redis failed), and the job fails", async ({ setUp }) => {
     const { deps, deliveryId, sent, stored } = await setUp(async () => {
       throw new Error("Connection is closed.");
     });
@@ -82,7 +76,7 @@ describe("an attempt the gate does not let start", () => {
     expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });
   });
 
-  it("is sent and recorded once when the gate lets it start (the same set-up, for contrast)", async () => {
+  it("is sent and recorded once when the gate lets it start (the same set-up, for contrast)", async ({ setUp }) => {
     const { deps, deliveryId, sent, stored } = await setUp(async () => ({ go: true, probe: false, wakes: [] }));
     const next = await deliverAttempt(deps, deliveryId);
     expect(next.kind).toBe("done");

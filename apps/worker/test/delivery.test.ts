@@ -1,10 +1,7 @@
 import { waitFor } from "@webhooks/testing";
-import { describe, expect, it } from "vitest";
-import { createLogger, loadConfig } from "@webhooks/core";
-import { startWorker } from "../src/index.ts";
-import { deliveriesOf, perTestStacks, publish, subscribe, type Stack } from "./stack.ts";
-
-const { cleanup, stack, receiver } = perTestStacks();
+import { describe, expect } from "vitest";
+import { workerTest as it } from "./fixtures.ts";
+import { deliveriesOf, publish, subscribe, type Stack } from "./stack.ts";
 
 async function delivery(s: Stack, id: string) {
   return (await s.api.call("GET", `/v1/deliveries/${id}`)).body;
@@ -29,7 +26,7 @@ async function attempts(s: Stack, id: string) {
 }
 
 describe("a delivery", () => {
-  it("arrives signed per Standard Webhooks, verified by the standardwebhooks package", async () => {
+  it("arrives signed per Standard Webhooks, verified by the standardwebhooks package", async ({ stack, receiver }) => {
     const s = await stack();
     const rx = await receiver();
     const sub = await subscribe(s.api, { url: `${rx.url}/hooks/billing`, events: ["invoice.paid"] });
@@ -56,7 +53,7 @@ describe("a delivery", () => {
     expect(log[0]!.duration_ms).toBeGreaterThanOrEqual(0);
   });
 
-  it("goes queued -> failed (retry scheduled) -> failed (retry scheduled) -> delivered", async () => {
+  it("goes queued -> failed (retry scheduled) -> failed (retry scheduled) -> delivered", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
     const replies = [500, 503, 200];
     const rx = await receiver((_, index) => ({ status: replies[index] ?? 200 }));
@@ -87,7 +84,7 @@ describe("a delivery", () => {
     expect((await attempts(s, created!.id)).map((a) => [a.number, a.response_code])).toEqual([[3, 200], [2, 503], [1, 500]]);
   });
 
-  it("fails for good after the last step of the schedule", async () => {
+  it("fails for good after the last step of the schedule", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "50ms,50ms" });
     const rx = await receiver(() => ({ status: 500, body: "boom" }));
     await subscribe(s.api, { url: rx.url });
@@ -104,7 +101,7 @@ describe("a delivery", () => {
     expect(log.every((a) => a.response_body === "boom" && a.response_code === 500)).toBe(true);
   });
 
-  it("stops retrying on 410 Gone", async () => {
+  it("stops retrying on 410 Gone", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "50ms,50ms" });
     const rx = await receiver(() => ({ status: 410 }));
     await subscribe(s.api, { url: rx.url });
@@ -115,7 +112,7 @@ describe("a delivery", () => {
     expect(rx.received).toHaveLength(1);
   });
 
-  it("honours Retry-After on 429 and 503, capped by MAX_RETRY_AFTER", async () => {
+  it("honours Retry-After on 429 and 503, capped by MAX_RETRY_AFTER", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "100ms,100ms,2s", MAX_RETRY_AFTER: "2s" });
     const rx = await receiver((_, index) => (index === 0 ? { status: 429, headers: { "retry-after": "1" } } : index === 1 ? { status: 503, headers: { "retry-after": "3600" } } : { status: 200 }));
     await subscribe(s.api, { url: rx.url });
@@ -130,7 +127,7 @@ describe("a delivery", () => {
     expect(third!.receivedAt - second!.receivedAt).toBeLessThan(3500);
   });
 
-  it("records a timeout as an attempt without a response code", async () => {
+  it("records a timeout as an attempt without a response code", async ({ stack, receiver }) => {
     const s = await stack({ DELIVERY_TIMEOUT: "300ms", RETRY_SCHEDULE: "5s" });
     const rx = await receiver(() => ({ status: 200, delayMs: 2_000 }));
     await subscribe(s.api, { url: rx.url });
@@ -148,7 +145,7 @@ describe("a delivery", () => {
     expect(attempt!.duration_ms).toBeLessThan(1_500);
   });
 
-  it("records a refused connection", async () => {
+  it("records a refused connection", async ({ stack }) => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
     await subscribe(s.api, { url: "http://127.0.0.1:9/nothing-listens" });
     const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "no.listener", data: {} })).id);
@@ -157,7 +154,7 @@ describe("a delivery", () => {
     expect(attempt).toMatchObject({ response_code: null, error: "connection refused" });
   });
 
-  it("does not follow redirects: a 3xx is a failure", async () => {
+  it("does not follow redirects: a 3xx is a failure", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
     const target = await receiver();
     const rx = await receiver(() => ({ status: 302, headers: { location: `${target.url}/elsewhere` } }));
@@ -168,7 +165,7 @@ describe("a delivery", () => {
     expect(target.received).toHaveLength(0);
   });
 
-  it("keeps only the first 4 KiB of a large response, NUL bytes included", async () => {
+  it("keeps only the first 4 KiB of a large response, NUL bytes included", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
     const rx = await receiver(() => ({ status: 500, body: "\u0000" + "é".repeat(60_000) }));
     await subscribe(s.api, { url: rx.url });
@@ -183,7 +180,7 @@ describe("a delivery", () => {
 });
 
 describe("manual resend", () => {
-  it("attempts a delivered delivery again within a second", async () => {
+  it("attempts a delivered delivery again within a second", async ({ stack, receiver }) => {
     const s = await stack();
     const rx = await receiver();
     await subscribe(s.api, { url: rx.url });
@@ -202,7 +199,7 @@ describe("manual resend", () => {
     expect(rx.received[1]!.headers["webhook-id"]).toBe(rx.received[0]!.headers["webhook-id"]);
   });
 
-  it("brings a retry scheduled an hour away forward", async () => {
+  it("brings a retry scheduled an hour away forward", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "1h" });
     const rx = await receiver((_, index) => ({ status: index === 0 ? 500 : 200 }));
     await subscribe(s.api, { url: rx.url });
@@ -220,7 +217,7 @@ describe("manual resend", () => {
     await waitFor(async () => (await delivery(s, created!.id)).status === "delivered");
   });
 
-  it("gives a delivery that failed for good one more attempt", async () => {
+  it("gives a delivery that failed for good one more attempt", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "50ms" });
     let healthy = false;
     const rx = await receiver(() => ({ status: healthy ? 200 : 500 }));
@@ -238,7 +235,7 @@ describe("manual resend", () => {
 });
 
 describe("snapshot semantics (contract §8)", () => {
-  it("keeps retries on the old url after an update; new events go to the new one", async () => {
+  it("keeps retries on the old url after an update; new events go to the new one", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "400ms,400ms,400ms" });
     const a = await receiver(() => ({ status: 500 }));
     const b = await receiver();
@@ -267,7 +264,7 @@ describe("snapshot semantics (contract §8)", () => {
     expect(a.received).toHaveLength(4);
   });
 
-  it("does not cancel deliveries created before a pause or an events change", async () => {
+  it("does not cancel deliveries created before a pause or an events change", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "300ms,300ms" });
     let healthy = false;
     const rx = await receiver(() => ({ status: healthy ? 200 : 500 }));
@@ -285,14 +282,13 @@ describe("snapshot semantics (contract §8)", () => {
 });
 
 describe("egress safety in production mode", () => {
-  it("refuses loopback at connect time, for names and literals alike", async () => {
+  it("refuses loopback at connect time, for names and literals alike", async ({ stack, receiver, inProcessWorker }) => {
     // The API runs with the development policy so the subscription can be created; the worker
     // runs with production's refusal of private addresses. A long retry step keeps each delivery
     // at its first attempt while the test looks at it.
     const s = await stack({ RETRY_SCHEDULE: "1m" });
     await s.worker.close();
-    const guarded = await startWorker(loadConfig({ ...s.env, ALLOW_HTTP_URLS: "true", ALLOW_PRIVATE_DESTINATIONS: "false" }), createLogger({ level: "silent", name: "worker" }), { metrics: false });
-    cleanup.push(() => guarded.close());
+    await inProcessWorker({ ...s.env, ALLOW_HTTP_URLS: "true", ALLOW_PRIVATE_DESTINATIONS: "false" });
     const rx = await receiver();
     const port = new URL(rx.url).port;
     await subscribe(s.api, { url: `http://localhost:${port}/by-name`, events: ["egress.test"] });

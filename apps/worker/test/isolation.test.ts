@@ -1,34 +1,27 @@
-import { createTestDatabase, spawnService, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
-import { describe, expect, it } from "vitest";
-import { perTestStacks, publish, subscribe } from "./stack.ts";
+import { describe, expect } from "vitest";
+import { workerTest } from "./fixtures.ts";
+import { publish, subscribe } from "./stack.ts";
 
 /**
  * Endpoint isolation (contract §11), with real receivers on loopback: one customer's slow, dead
  * or refusing endpoint never delays anyone else's webhooks, and the limits a subscription sets
  * hold across every worker process.
+ *
+ * `twoWorkerProcesses(overrides)`: two worker processes sharing the API's database and queue, as
+ * in production.
  */
-const { cleanup, stack, receiver } = perTestStacks();
-
-/** Two worker processes sharing the API's database and queue, as in production. */
-async function twoWorkerProcesses(overrides: Record<string, string>): Promise<{ api: TestApi; env: Record<string, string>; workers: ServiceProcess[] }> {
-  const database = await createTestDatabase();
-  cleanup.push(() => database.drop());
-  const env = testEnv(database.url, overrides);
-  const api = await startTestApi(loadConfig(env));
-  cleanup.push(() => api.close());
-  const workers: ServiceProcess[] = [];
-  for (let i = 0; i < 2; i++) {
-    const worker: ServiceProcess = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
-    workers.push(worker);
-    cleanup.push(async () => {
-      worker.kill("SIGKILL");
-      await worker.exited;
-    });
-  }
-  return { api, env, workers };
-}
+const it = workerTest.extend("twoWorkerProcesses", async ({ database, workerProcess, defer }) => {
+  return async (overrides: Record<string, string>): Promise<{ api: TestApi; env: Record<string, string>; workers: ServiceProcess[] }> => {
+    const env = testEnv(database.url, overrides);
+    const api = await startTestApi(loadConfig(env));
+    defer(() => api.close());
+    const workers = [await workerProcess(env), await workerProcess(env)];
+    return { api, env, workers };
+  };
+});
 
 async function deliveriesOfSubscription(api: TestApi, subscriptionId: string): Promise<Record<string, any>[]> {
   const response = await api.call("GET", `/v1/deliveries?limit=100&subscription_id=${subscriptionId}`);
@@ -42,7 +35,7 @@ async function health(api: TestApi, subscriptionId: string): Promise<Record<stri
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("endpoint isolation", () => {
-  it("keeps a healthy subscription's webhooks flowing beside endpoints that never answer", async () => {
+  it("keeps a healthy subscription's webhooks flowing beside endpoints that never answer", async ({ stack, receiver }) => {
     // 20 worker slots; five hanging endpoints may hold 2 each. Without isolation the hanging
     // deliveries would take every slot for the whole timeout.
     const s = await stack({ WORKER_CONCURRENCY: "20", DEFAULT_MAX_IN_FLIGHT: "2", DELIVERY_TIMEOUT: "8s", RETRY_SCHEDULE: "1s" });
@@ -78,7 +71,7 @@ describe("endpoint isolation", () => {
     expect(noise.filter((d) => d.attempts > 0)).toHaveLength(10);
   });
 
-  it("caps a destination at max_in_flight across two worker processes, and at the origin's cap", async () => {
+  it("caps a destination at max_in_flight across two worker processes, and at the origin's cap", async ({ receiver, twoWorkerProcesses }) => {
     const { api } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "20", ORIGIN_MAX_IN_FLIGHT: "5" });
     const slow = await receiver(() => ({ status: 200, delayMs: 150 }));
     const sub = await subscribe(api, { url: `${slow.url}/capped`, events: ["capped"], max_in_flight: 3 });
@@ -99,7 +92,7 @@ describe("endpoint isolation", () => {
     expect(all.map((d) => d.attempts)).toEqual(Array(45).fill(1));
   });
 
-  it("holds rate_limit across two worker processes", async () => {
+  it("holds rate_limit across two worker processes", async ({ receiver, twoWorkerProcesses }) => {
     const { api } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "20" });
     const rx = await receiver();
     const sub = await subscribe(api, { url: rx.url, events: ["limited"], rate_limit: 5 });
@@ -116,7 +109,7 @@ describe("endpoint isolation", () => {
     expect(rx.received.every((webhook) => webhook.signatureValid)).toBe(true);
   });
 
-  it("holds the whole subscription on a 429 with Retry-After, spending no attempt", async () => {
+  it("holds the whole subscription on a 429 with Retry-After, spending no attempt", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "100ms" });
     let refused = false;
     const rx = await receiver(() => {
@@ -148,7 +141,7 @@ describe("endpoint isolation", () => {
     expect((await health(s.api, sub.id)).health).toMatchObject({ state: "healthy", retry_at: null, consecutive_failures: 0 });
   });
 
-  it("opens the circuit, probes once per interval without spending attempts, and closes it on success", async () => {
+  it("opens the circuit, probes once per interval without spending attempts, and closes it on success", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms", CIRCUIT_FAILURE_THRESHOLD: "3", CIRCUIT_PROBE_INTERVAL: "1s" });
     let up = false;
     const rx = await receiver(() => ({ status: up ? 200 : 500 }));
@@ -191,7 +184,7 @@ describe("endpoint isolation", () => {
     expect(everything.received.filter((w) => w.json.type.startsWith("operational."))).toEqual([]);
   });
 
-  it("disables a subscription that keeps failing for AUTO_DISABLE_AFTER, and tells the operator", async () => {
+  it("disables a subscription that keeps failing for AUTO_DISABLE_AFTER, and tells the operator", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms", AUTO_DISABLE_AFTER: "1s", CIRCUIT_FAILURE_THRESHOLD: "100" });
     const rx = await receiver(() => ({ status: 500, body: "down" }));
     const monitor = await receiver();
@@ -218,7 +211,7 @@ describe("endpoint isolation", () => {
     expect(await deliveriesOfSubscription(s.api, sub.id)).toHaveLength(1);
   });
 
-  it("disables a subscription at once on 410 Gone", async () => {
+  it("disables a subscription at once on 410 Gone", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "100ms" });
     const rx = await receiver(() => ({ status: 410 }));
     const monitor = await receiver();
@@ -233,7 +226,7 @@ describe("endpoint isolation", () => {
     expect(rx.received).toHaveLength(1);
   });
 
-  it("delivers everything once receivers recover, with nothing lost or left waiting", async () => {
+  it("delivers everything once receivers recover, with nothing lost or left waiting", async ({ stack, receiver }) => {
     const s = await stack({ WORKER_CONCURRENCY: "10", DEFAULT_MAX_IN_FLIGHT: "2", RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms", CIRCUIT_FAILURE_THRESHOLD: "2", CIRCUIT_PROBE_INTERVAL: "500ms", DELIVERY_TIMEOUT: "1s" });
     let up = false;
     const flaky = await Promise.all([0, 1, 2].map(() => receiver(() => (up ? { status: 200 } : { status: 503 }))));
@@ -249,7 +242,7 @@ describe("endpoint isolation", () => {
     for (const rx of [...flaky, slow]) expect(new Set(rx.received.filter((w) => w.headers["webhook-id"]).map((w) => w.json.data.i)).size).toBe(25);
   });
 
-  it("delivers everything, within the limits, when a worker is killed mid-run holding slots", async () => {
+  it("delivers everything, within the limits, when a worker is killed mid-run holding slots", async ({ receiver, twoWorkerProcesses }) => {
     // The killed worker's slots come back when their lease ends (DELIVERY_TIMEOUT + 5 s), and the
     // reconciler wakes the lines it left; nothing waits for a wake that died with it.
     const { api, workers } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "10", DELIVERY_TIMEOUT: "1s", JOB_LOCK_DURATION: "2s", RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms" });

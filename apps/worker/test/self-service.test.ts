@@ -1,11 +1,10 @@
 import { waitFor, type ReceivedWebhook } from "@webhooks/testing";
 import { Webhook } from "standardwebhooks";
-import { describe, expect, it } from "vitest";
-import { perTestStacks, publish, subscribe } from "./stack.ts";
+import { describe, expect } from "vitest";
+import { workerTest as it } from "./fixtures.ts";
+import { publish, subscribe } from "./stack.ts";
 
 // Contract §12 end to end: the API, a worker and real receivers on loopback.
-
-const { cleanup, stack, receiver } = perTestStacks();
 
 /** Whether the official standardwebhooks package accepts the webhook with this secret. */
 function verifies(secret: string, webhook: ReceivedWebhook): boolean {
@@ -24,7 +23,7 @@ function verifies(secret: string, webhook: ReceivedWebhook): boolean {
 const signatureCount = (webhook: ReceivedWebhook) => String(webhook.headers["webhook-signature"]).split(" ").length;
 
 describe("secret rotation", () => {
-  it("signs with both secrets during the overlap, deliveries created before it too, then with the new one only", async () => {
+  it("signs with both secrets during the overlap, deliveries created before it too, then with the new one only", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
     // The first request of the first event fails, so its retry comes after the rotation.
     const rx = await receiver((_webhook, index) => ({ status: index === 0 ? 500 : 200 }));
@@ -61,7 +60,7 @@ describe("secret rotation", () => {
     expect(verifies(sub.secret, afterOverlap)).toBe(false);
   });
 
-  it("with overlap 0s signs with the new secret only at once", async () => {
+  it("with overlap 0s signs with the new secret only at once", async ({ stack, receiver }) => {
     const s = await stack();
     const rx = await receiver();
     const sub = await subscribe(s.api, { url: `${rx.url}/hooks`, events: ["*"] });
@@ -75,7 +74,7 @@ describe("secret rotation", () => {
 });
 
 describe("test events", () => {
-  it("reach a paused subscription that does not list the type, and no other subscription", async () => {
+  it("reach a paused subscription that does not list the type, and no other subscription", async ({ stack, receiver }) => {
     const s = await stack();
     const rx = await receiver();
     const paused = await subscribe(s.api, { url: `${rx.url}/paused`, events: ["invoice.paid"] });
@@ -96,7 +95,7 @@ describe("test events", () => {
 });
 
 describe("custom headers", () => {
-  it("go out with every attempt under the signature headers, and a later PUT leaves a pending delivery's alone", async () => {
+  it("go out with every attempt under the signature headers, and a later PUT leaves a pending delivery's alone", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
     const rx = await receiver((_webhook, index) => ({ status: index === 0 ? 503 : 200 }));
     const created = await s.api.call("POST", "/v1/subscriptions", {

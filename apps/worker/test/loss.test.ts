@@ -1,10 +1,10 @@
-import { createLogger, loadConfig } from "@webhooks/core";
-import { createTestDatabase, spawnService, startPrivateRedis, startReceiver, testEnv, waitFor, type PrivateRedis, type ServiceProcess, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { loadConfig } from "@webhooks/core";
+import { startPrivateRedis, testEnv, waitFor, type PrivateRedis, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { Redis } from "ioredis";
-import { afterEach, describe, expect, it } from "vitest";
-import { startWorker, type RunningWorker } from "../src/index.ts";
+import { describe, expect } from "vitest";
 import { attemptsByEvent, countByStatus, duplicates, publishBurst, recordedRetries } from "./burst.ts";
+import { workerTest } from "./fixtures.ts";
 import { subscribe } from "./stack.ts";
 
 /**
@@ -14,10 +14,6 @@ import { subscribe } from "./stack.ts";
  * Each test gets a redis-server of its own, since flushing or stopping the shared one would
  * break the tests running beside it.
  */
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of cleanup.splice(0).reverse()) await close().catch(() => {});
-});
 
 interface Setup {
   database: TestDatabase;
@@ -27,36 +23,21 @@ interface Setup {
   rx: TestReceiver;
 }
 
-async function setup(overrides: Record<string, string> = {}, reply?: TestReceiver["reply"]): Promise<Setup> {
-  const database = await createTestDatabase();
-  cleanup.push(() => database.drop());
-  const redis = await startPrivateRedis();
-  cleanup.push(() => redis.stop());
-  // A generous timeout: on a busy 2-core machine a slow answer should not turn into a retry.
-  const env = testEnv(database.url, { REDIS_URL: redis.url, RECONCILE_INTERVAL: "500ms", DELIVERY_TIMEOUT: "10s", ...overrides });
-  const api = await startTestApi(loadConfig(env));
-  cleanup.push(() => api.close());
-  const rx = await startReceiver(reply);
-  cleanup.push(() => rx.close());
-  const sub = await subscribe(api, { url: rx.url });
-  rx.secrets.push(sub.secret);
-  return { database, redis, env, api, rx };
-}
-
-async function inProcessWorker(env: Record<string, string>): Promise<RunningWorker> {
-  const worker = await startWorker(loadConfig(env), createLogger({ level: "silent", name: "worker" }), { metrics: false });
-  cleanup.push(() => worker.close());
-  return worker;
-}
-
-async function workerProcess(env: Record<string, string>): Promise<ServiceProcess> {
-  const worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
-  cleanup.push(async () => {
-    worker.kill("SIGKILL");
-    await worker.exited;
-  });
-  return worker;
-}
+/** `setup(overrides, reply)`: a Redis of the test's own, the API on it, and a receiver subscribed to everything. */
+const it = workerTest.extend("setup", async ({ database, receiver, defer }) => {
+  return async (overrides: Record<string, string> = {}, reply?: TestReceiver["reply"]): Promise<Setup> => {
+    const redis = await startPrivateRedis();
+    defer(() => redis.stop());
+    // A generous timeout: on a busy 2-core machine a slow answer should not turn into a retry.
+    const env = testEnv(database.url, { REDIS_URL: redis.url, RECONCILE_INTERVAL: "500ms", DELIVERY_TIMEOUT: "10s", ...overrides });
+    const api = await startTestApi(loadConfig(env));
+    defer(() => api.close());
+    const rx = await receiver(reply);
+    const sub = await subscribe(api, { url: rx.url });
+    rx.secrets.push(sub.secret);
+    return { database, redis, env, api, rx };
+  };
+});
 
 async function expectAllDelivered(s: Setup, eventIds: string[], label: string) {
   await waitFor(async () => (await countByStatus(s.database.url)).delivered === eventIds.length, {
@@ -84,11 +65,11 @@ async function expectAllDelivered(s: Setup, eventIds: string[], label: string) {
 }
 
 describe("no accepted event is ever lost", () => {
-  it("when Redis is flushed in the middle of a 2,000-event burst", async () => {
+  it("when Redis is flushed in the middle of a 2,000-event burst", async ({ setup, inProcessWorker, defer }) => {
     const s = await setup({ WORKER_CONCURRENCY: "50" });
     await inProcessWorker(s.env);
     const admin = new Redis(s.redis.url);
-    cleanup.push(async () => admin.disconnect());
+    defer(async () => admin.disconnect());
     let flushed = false;
     const eventIds = await publishBurst(s.api, 2_000, {
       onProgress: async (published) => {
@@ -102,7 +83,7 @@ describe("no accepted event is ever lost", () => {
     await expectAllDelivered(s, eventIds, "FLUSHALL mid-burst");
   });
 
-  it("when a worker process is killed with SIGKILL in the middle of a burst", async () => {
+  it("when a worker process is killed with SIGKILL in the middle of a burst", async ({ setup, workerProcess }) => {
     // A receiver slow enough that the worker always has requests in flight when it is killed.
     const s = await setup({ WORKER_CONCURRENCY: "20", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s" }, () => ({ status: 200, delayMs: 50 }));
     const doomed = await workerProcess(s.env);
@@ -130,7 +111,7 @@ describe("no accepted event is ever lost", () => {
     expect(unknown).toBeGreaterThan(0);
   });
 
-  it("when events are published while Redis is down", async () => {
+  it("when events are published while Redis is down", async ({ setup, inProcessWorker }) => {
     const s = await setup();
     await inProcessWorker(s.env);
     await s.redis.stop();

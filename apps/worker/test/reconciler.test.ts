@@ -1,33 +1,36 @@
 import { createLogger, SecretBox } from "@webhooks/core";
-import { createDatabase, createSubscription, publishEvents, type Database } from "@webhooks/db";
+import { createDatabase, createSubscription, publishEvents } from "@webhooks/db";
 import { createRedisConnection, DeliveryGate, DeliveryQueue } from "@webhooks/queue";
-import { createTestDatabase, REDIS_URL, sql, type TestDatabase } from "@webhooks/testing";
+import { REDIS_URL, sql } from "@webhooks/testing";
 import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { createWorkerMetrics } from "../src/metrics.ts";
 import { Reconciler } from "../src/reconciler.ts";
+import { workerTest } from "./fixtures.ts";
 
 /**
  * The reconciler's work per pass is proportional to what may be missing from Redis (what came
  * due since the last pass, and a bounded slice of a rolling sweep), not to the backlog; and it
  * still finds every delivery without a job.
  */
-let testDb: TestDatabase;
-let database: Database;
-let redis: Redis;
-let queue: DeliveryQueue;
-let reconciler: Reconciler;
 const prefix = `test-${randomBytes(5).toString("hex")}`;
 
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-  database = createDatabase({ databaseUrl: testDb.url, poolSize: 4 });
-  redis = createRedisConnection(REDIS_URL, "producer");
+/** `reconcilerSetUp`: a reconciler over the test's database and a queue prefix of its own, and one subscription to everything. */
+const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer }) => {
+  const database = createDatabase({ databaseUrl: testDb.url, poolSize: 4 });
+  defer(() => database.close());
+  const redis = createRedisConnection(REDIS_URL, "producer");
+  defer(async () => redis.disconnect());
   const gateRedis = createRedisConnection(REDIS_URL, "gate");
-  queue = new DeliveryQueue(redis, prefix);
+  defer(async () => gateRedis.disconnect());
+  const queue = new DeliveryQueue(redis, prefix);
+  defer(() => queue.close());
+  defer(async () => {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+  });
   const metrics = createWorkerMetrics(queue);
-  reconciler = new Reconciler(
+  const reconciler = new Reconciler(
     { sql: database.sql, queue, gate: new DeliveryGate(gateRedis, prefix), logger: createLogger({ level: "silent", name: "test" }), metrics },
     60_000,
   );
@@ -35,30 +38,18 @@ beforeAll(async () => {
     { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 5)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
     { url: "https://example.com/backlog", events: ["*"] },
   );
-  return async () => {
-    gateRedis.disconnect();
+  const publish = async (count: number): Promise<string[]> => {
+    const results = await publishEvents({ sql: database.sql }, Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })));
+    return results.flatMap((r) => (r instanceof Error ? [] : r.deliveryIds));
   };
+  return { databaseUrl: testDb.url, redis, queue, reconciler, publish };
 });
-
-afterAll(async () => {
-  const keys = await redis.keys(`${prefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
-  await queue.close();
-  redis.disconnect();
-  await database.close();
-  await testDb.drop();
-});
-
-async function publish(count: number): Promise<string[]> {
-  const results = await publishEvents({ sql: database.sql }, Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })));
-  return results.flatMap((r) => (r instanceof Error ? [] : r.deliveryIds));
-}
 
 describe("the reconciler", () => {
-  it("checks a large backlog once, then only what came due, plus a bounded sweep", async () => {
+  it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {
     // A backlog that came due ten minutes ago, and whose jobs Redis never got.
     const backlog = await publish(1_500);
-    await sql(testDb.url, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
 
     // No watermark yet (a fresh Redis): everything is checked, and every delivery enqueued.
     expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, full: true });
@@ -70,7 +61,7 @@ describe("the reconciler", () => {
 
     // A delivery that comes due now, without a job, is found by the next pass at once.
     const [fresh] = await publish(1);
-    await sql(testDb.url, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [fresh]);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [fresh]);
     const pass = await reconciler.reconcileOnce();
     expect(pass?.enqueued).toBe(1);
     expect(pass!.scanned).toBeLessThanOrEqual(1 + 1_000);

@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { createLogger, loadConfig } from "@webhooks/core";
+import { loadConfig } from "@webhooks/core";
 import { checkEvictionPolicy, checkRedis, connectRedis, DeliveryQueue, queueLayoutFor, shardOf, waitUntilConnected } from "@webhooks/queue";
-import { createTestDatabase, sql, spawnService, startPrivateRedisCluster, startReceiver, testEnv, waitFor, type PrivateRedisCluster, type ServiceProcess, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { sql, startPrivateRedisCluster, testEnv, waitFor, type PrivateRedisCluster, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { Redis } from "ioredis";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { shardConcurrency } from "../src/delivery-worker.ts";
-import { startWorker, type RunningWorker } from "../src/index.ts";
 import { attemptsByEvent, countByStatus, duplicates, publishBurst } from "./burst.ts";
+import { workerTest } from "./fixtures.ts";
 import { subscribe } from "./stack.ts";
 
 /**
@@ -19,10 +19,6 @@ import { subscribe } from "./stack.ts";
 const SHARDS = 3;
 /** A cluster to start, worker processes to spawn, a burst: more than the default 60 s on a busy machine. */
 const HEAVY = { timeout: 150_000 };
-const cleanup: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of cleanup.splice(0).reverse()) await close().catch(() => {});
-});
 
 interface ClusterSetup {
   cluster: PrivateRedisCluster;
@@ -43,11 +39,15 @@ async function nodeOf(nodes: Redis[], ports: number[], key: string): Promise<num
   return ports.indexOf(Number(owner?.[2]?.[1]));
 }
 
-async function setup(overrides: Record<string, string> = {}): Promise<ClusterSetup> {
+/**
+ * `setup(overrides)`: a cluster, a queue prefix whose shards sit on different masters, and the API
+ * on both.
+ */
+const it = workerTest.extend("setup", async ({ database, defer }) => async (overrides: Record<string, string> = {}): Promise<ClusterSetup> => {
   const cluster = await startPrivateRedisCluster(3);
-  cleanup.push(() => cluster.stop());
+  defer(() => cluster.stop());
   const nodes = cluster.ports.map((port) => new Redis(port, "127.0.0.1"));
-  cleanup.push(async () => nodes.forEach((node) => node.disconnect()));
+  defer(async () => nodes.forEach((node) => node.disconnect()));
   // Where three tags land is the luck of the hash: take a prefix whose shards sit on three
   // different masters, so that the test shows them used in parallel. (In production, more
   // shards than masters, or a reshard of their slots, does the same.)
@@ -59,8 +59,6 @@ async function setup(overrides: Record<string, string> = {}): Promise<ClusterSet
     if (new Set(owners).size === SHARDS) prefix = candidate;
   }
   expect(prefix).not.toBe("");
-  const database = await createTestDatabase();
-  cleanup.push(() => database.drop());
   const env = testEnv(database.url, {
     REDIS_CLUSTER_NODES: cluster.nodes,
     QUEUE_SHARDS: String(SHARDS),
@@ -70,30 +68,9 @@ async function setup(overrides: Record<string, string> = {}): Promise<ClusterSet
     ...overrides,
   });
   const api = await startTestApi(loadConfig(env));
-  cleanup.push(() => api.close());
+  defer(() => api.close());
   return { cluster, database, env, prefix, api, nodes };
-}
-
-async function receiver(reply?: TestReceiver["reply"]): Promise<TestReceiver> {
-  const rx = await startReceiver(reply);
-  cleanup.push(() => rx.close());
-  return rx;
-}
-
-async function inProcessWorker(env: Record<string, string>): Promise<RunningWorker> {
-  const worker = await startWorker(loadConfig(env), createLogger({ level: "silent", name: "worker" }), { metrics: false });
-  cleanup.push(() => worker.close());
-  return worker;
-}
-
-async function workerProcess(env: Record<string, string>): Promise<ServiceProcess> {
-  const worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
-  cleanup.push(async () => {
-    worker.kill("SIGKILL");
-    await worker.exited;
-  });
-  return worker;
-}
+});
 
 /**
  * The delivery jobs on each master right now, as `[shard, delivery id]` read from their keys
@@ -148,7 +125,7 @@ describe("shardConcurrency", () => {
 });
 
 describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
-  it("delivers a burst once each through two worker processes, its jobs spread over the masters", HEAVY, async () => {
+  it("delivers a burst once each through two worker processes, its jobs spread over the masters", HEAVY, async ({ setup, receiver, workerProcess }) => {
     const s = await setup({ WORKER_CONCURRENCY: "12" });
     // Each shard's keys share one slot, and the shards' slots differ.
     const layout = queueLayoutFor({ queuePrefix: s.prefix, queueShards: SHARDS, redisClusterNodes: [] });
@@ -184,7 +161,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     expect(nodesWithJobs.size).toBe(3);
   });
 
-  it("recovers jobs removed one by one and a FLUSHALL of every master mid-burst (the reconciler)", HEAVY, async () => {
+  it("recovers jobs removed one by one and a FLUSHALL of every master mid-burst (the reconciler)", HEAVY, async ({ setup, receiver, inProcessWorker }) => {
     const s = await setup({ WORKER_CONCURRENCY: "30" });
     const rx = await receiver(() => ({ status: 200, delayMs: 20 }));
     rx.secrets.push((await subscribe(s.api, { url: rx.url })).secret);
@@ -215,7 +192,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     });
   });
 
-  it("loses nothing when a worker process is killed with SIGKILL mid-burst", HEAVY, async () => {
+  it("loses nothing when a worker process is killed with SIGKILL mid-burst", HEAVY, async ({ setup, receiver, workerProcess }) => {
     const s = await setup({ WORKER_CONCURRENCY: "18", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s", DEFAULT_MAX_IN_FLIGHT: "40" });
     // Slow enough that the doomed worker always has requests in flight when it is killed.
     const rx = await receiver(() => ({ status: 200, delayMs: 200 }));
@@ -244,7 +221,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     expect(unknown).toBeGreaterThan(0);
   });
 
-  it("keeps max_in_flight and ORIGIN_MAX_IN_FLIGHT across two workers (the gate's keys on one slot)", HEAVY, async () => {
+  it("keeps max_in_flight and ORIGIN_MAX_IN_FLIGHT across two workers (the gate's keys on one slot)", HEAVY, async ({ setup, receiver, inProcessWorker }) => {
     const s = await setup({ WORKER_CONCURRENCY: "30", ORIGIN_MAX_IN_FLIGHT: "4" });
     const slow = () => ({ status: 200, delayMs: 50 });
     const capped = await receiver(slow);
@@ -275,22 +252,22 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
 });
 
 describe("start-up checks on a Redis Cluster", () => {
-  it("checkRedis, waitUntilConnected and checkEvictionPolicy look at every master; a producer fails fast when it is gone", async () => {
+  it("checkRedis, waitUntilConnected and checkEvictionPolicy look at every master; a producer fails fast when it is gone", async ({ defer }) => {
     const cluster = await startPrivateRedisCluster(3);
-    cleanup.push(() => cluster.stop());
+    defer(() => cluster.stop());
     const target = { redisUrl: "redis://127.0.0.1:6379", redisClusterNodes: cluster.ports.map((port) => ({ host: "127.0.0.1", port })) };
     expect(await checkRedis(target)).toBeUndefined();
     // One seed is enough to find the others.
     expect(await checkRedis({ ...target, redisClusterNodes: target.redisClusterNodes.slice(1, 2) })).toBeUndefined();
 
     const producer = connectRedis(target, "producer");
-    cleanup.push(async () => producer.disconnect());
+    defer(async () => producer.disconnect());
     await waitUntilConnected(producer);
     expect(producer.status).toBe("ready");
     expect(await checkEvictionPolicy(producer)).toBeUndefined();
     // One master that may evict is enough to warn.
     const last = new Redis(cluster.ports[2]!, "127.0.0.1");
-    cleanup.push(async () => last.disconnect());
+    defer(async () => last.disconnect());
     await last.config("SET", "maxmemory-policy", "allkeys-lru");
     expect(await checkEvictionPolicy(producer)).toBe("allkeys-lru");
     const queue = new DeliveryQueue(producer, queueLayoutFor({ queuePrefix: "startup", queueShards: SHARDS, redisClusterNodes: target.redisClusterNodes }));
@@ -310,12 +287,10 @@ describe("start-up checks on a Redis Cluster", () => {
 });
 
 describe("on a single Redis node with QUEUE_SHARDS=3", () => {
-  it("spreads the jobs over three queues and delivers them all", async () => {
-    const database = await createTestDatabase();
-    cleanup.push(() => database.drop());
+  it("spreads the jobs over three queues and delivers them all", async ({ database, receiver, inProcessWorker, defer }) => {
     const env = testEnv(database.url, { QUEUE_SHARDS: "3", RECONCILE_INTERVAL: "500ms", ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" });
     const api = await startTestApi(loadConfig(env));
-    cleanup.push(() => api.close());
+    defer(() => api.close());
     const rx = await receiver();
     rx.secrets.push((await subscribe(api, { url: rx.url })).secret);
 

@@ -1,8 +1,27 @@
-import { createLogger, loadConfig } from "@webhooks/core";
-import { createTestDatabase, spawnService, startReceiver, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { createLogger, loadConfig, SecretBox, type Config, type Logger } from "@webhooks/core";
+import { createDatabase, type Database } from "@webhooks/db";
+import { connectRedis, DeliveryQueue, queueLayoutFor, type DeliveryGate, type RedisConnection } from "@webhooks/queue";
+import { createTestDatabase, spawnService, startReceiver, testEnv, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { startTestApi } from "@webhooks/api/testing";
 import { test as base } from "vitest";
+import { createAttemptBatches } from "../src/attempt-batches.ts";
+import type { AttemptDeps } from "../src/deliver-attempt.ts";
+import type { HttpSender } from "../src/http-sender.ts";
 import { startWorker, type RunningWorker } from "../src/index.ts";
-import { startStack, type Stack } from "./stack.ts";
+import { createWorkerMetrics } from "../src/metrics.ts";
+import { SecretKeys } from "../src/secret-keys.ts";
+import { deliveriesOf, publish, startStack, subscribe, type Stack } from "./stack.ts";
+
+/** What `queuedAttempt` made: one queued delivery, and the dependencies of an attempt at it. */
+export interface QueuedAttempt {
+  config: Config;
+  db: Database;
+  redis: RedisConnection;
+  queue: DeliveryQueue;
+  deps: AttemptDeps;
+  deliveryId: string;
+  subscriptionId: string;
+}
 
 /**
  * The worker test set-up, as vitest fixtures. Every one is test-scoped, so tests never see each
@@ -13,7 +32,10 @@ import { startStack, type Stack } from "./stack.ts";
  * - `receiver(reply)`: a real receiver on loopback;
  * - `inProcessWorker(env)`: one more worker in this process, for a test that starts its own;
  * - `workerProcess(env)`: a worker process of its own, killed with SIGKILL after the test;
- * - `defer(close)`: anything else the test starts (an API of its own, connections).
+ * - `defer(close)`: anything else the test starts (an API of its own, connections);
+ * - `queuedAttempt({ gate, sender, logger })`: one queued delivery (to a closed port, published
+ *   through the real API) and an attempt's dependencies around the gate and sender the test
+ *   gives, for a test that drives `deliverAttempt` or a BullMQ worker itself.
  *
  * After the test, everything is closed most recent first: receivers and workers before the API,
  * the database last. vitest lets a fixture register one `onCleanup`, and `stack` and `receiver`
@@ -66,5 +88,38 @@ export const workerTest = base
         await worker.exited;
       });
       return worker;
+    };
+  })
+  .extend("queuedAttempt", async ({ database, defer }) => {
+    return async (parts: { gate: Partial<DeliveryGate>; sender: Pick<HttpSender, "send">; logger?: Logger }): Promise<QueuedAttempt> => {
+      const config = loadConfig(testEnv(database.url));
+      const api = await startTestApi(config);
+      defer(() => api.close());
+      const subscription = await subscribe(api, { url: "http://127.0.0.1:9/never", events: ["order.created"] });
+      const event = await publish(api, { type: "order.created", data: { id: 1 } });
+      const [delivery] = await deliveriesOf(api, event.id);
+      if (!delivery) throw new Error("the event made no delivery");
+
+      const db = createDatabase({ databaseUrl: database.url, poolSize: 2 });
+      defer(() => db.close());
+      const redis = connectRedis(config, "producer");
+      defer(async () => redis.disconnect());
+      const logger = parts.logger ?? createLogger({ level: "silent", name: "test" });
+      const queue = new DeliveryQueue(redis, queueLayoutFor(config), logger);
+      defer(() => queue.close());
+      const deps: AttemptDeps = {
+        sql: db.sql,
+        batches: createAttemptBatches(db.sql, 10_000, config.isolation),
+        gate: parts.gate as DeliveryGate,
+        queue,
+        sender: parts.sender as HttpSender,
+        secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
+        metrics: createWorkerMetrics(queue),
+        logger,
+        retryScheduleMs: config.worker.retryScheduleMs,
+        isolation: config.isolation,
+        leaseMs: 10_000,
+      };
+      return { config, db, redis, queue, deps, deliveryId: delivery.id as string, subscriptionId: subscription.id };
     };
   });

@@ -1,17 +1,9 @@
-import { jobCatalog, loadConfig, SecretBox, type Logger } from "@webhooks/core";
-import { createDatabase } from "@webhooks/db";
-import { connectRedis, DeliveryQueue, queueLayoutFor, type DeliveryGate } from "@webhooks/queue";
-import { testEnv, waitFor } from "@webhooks/testing";
-import { startTestApi } from "@webhooks/api/testing";
+import { jobCatalog, type Logger } from "@webhooks/core";
+import { connectRedis, queueLayoutFor } from "@webhooks/queue";
+import { waitFor } from "@webhooks/testing";
 import { expect } from "vitest";
-import { createAttemptBatches } from "../src/attempt-batches.ts";
-import type { AttemptDeps } from "../src/deliver-attempt.ts";
 import { createDeliveryWorker } from "../src/delivery-worker.ts";
-import type { HttpSender } from "../src/http-sender.ts";
-import { createWorkerMetrics } from "../src/metrics.ts";
-import { SecretKeys } from "../src/secret-keys.ts";
 import { workerTest as it } from "./fixtures.ts";
-import { deliveriesOf, publish, subscribe } from "./stack.ts";
 
 // Issue: the worker logged "worker error (Redis unreachable?)" when a job's lock could not be
 // renewed while Redis was fine. A lock that cannot be renewed means the job left this worker (it
@@ -32,52 +24,27 @@ function capturingLogger(lines: LogLine[]): Logger {
   return logger as unknown as Logger;
 }
 
-it("a job whose lock another worker took is logged as having left this worker, not as a Redis error", async ({ database, defer }) => {
+it("a job whose lock another worker took is logged as having left this worker, not as a Redis error", async ({ queuedAttempt, defer }) => {
   const LOCK_MS = 1_000;
-  const config = loadConfig(testEnv(database.url));
-  const api = await startTestApi(config);
-  defer(() => api.close());
-  await subscribe(api, { url: "http://127.0.0.1:9/held", events: ["order.created"] });
-  const event = await publish(api, { type: "order.created", data: { id: 1 } });
-  const [delivery] = await deliveriesOf(api, event.id);
-  const deliveryId = delivery!.id as string;
-
-  const db = createDatabase({ databaseUrl: database.url, poolSize: 2 });
-  defer(() => db.close());
-  const redis = connectRedis(config, "producer");
-  defer(async () => redis.disconnect());
-  const workerRedis = connectRedis(config, "worker");
-  defer(async () => workerRedis.disconnect());
   const lines: LogLine[] = [];
-  const logger = capturingLogger(lines);
-  const layout = queueLayoutFor(config);
-  const queue = new DeliveryQueue(redis, layout, logger);
-  defer(() => queue.close());
-
   // The request is held open until the test has taken the job's lock away.
   let sending = false;
   let answer: () => void = () => {};
   const answered = new Promise<void>((resolve) => (answer = resolve));
-  const sender = {
-    send: async () => {
-      sending = true;
-      await answered;
-      return { durationMs: 1, responseCode: 200, responseBody: "", error: null };
+  const { config, redis, deps, deliveryId } = await queuedAttempt({
+    gate: { acquire: async () => ({ go: true, probe: false, wakes: [] }), release: async () => [] },
+    sender: {
+      send: async () => {
+        sending = true;
+        await answered;
+        return { durationMs: 1, responseCode: 200, responseBody: "", retryAfter: null, error: null };
+      },
     },
-  } as unknown as HttpSender;
-  const deps: AttemptDeps = {
-    sql: db.sql,
-    batches: createAttemptBatches(db.sql, 10_000, config.isolation),
-    gate: { acquire: async () => ({ go: true, probe: false, wakes: [] }), release: async () => [] } as unknown as DeliveryGate,
-    queue,
-    sender,
-    secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
-    metrics: createWorkerMetrics(queue),
-    logger,
-    retryScheduleMs: config.worker.retryScheduleMs,
-    isolation: config.isolation,
-    leaseMs: 10_000,
-  };
+    logger: capturingLogger(lines),
+  });
+  const workerRedis = connectRedis(config, "worker");
+  defer(async () => workerRedis.disconnect());
+  const layout = queueLayoutFor(config);
   const prefix = layout.shardPrefixes[0]!;
   const worker = createDeliveryWorker(deps, { connection: workerRedis, prefix, concurrency: 1, lockMs: LOCK_MS });
   defer(async () => {

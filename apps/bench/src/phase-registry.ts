@@ -8,7 +8,7 @@ import { measureRetention } from "./phases/retention-load.ts";
 import { measureThroughput } from "./phases/throughput.ts";
 import type { Machine } from "./machine.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
-import { noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
+import { cpuPerItem, noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
 
 export interface RunContext {
   receiver: TestReceiver;
@@ -43,6 +43,12 @@ export const ALONE_PHASES = {
       const w1 = await measureThroughput(receiver, setup, { workload: "W1" });
       const ceiling = await measureCeiling(receiver, setup);
       console.log(`  W10 ${Math.round(w10.perSecond)}/s, W1 ${Math.round(w1.perSecond)}/s, bare ceiling ${Math.round(ceiling.perSecond)}/s`);
+      // CPU per delivery compares across runs on a machine whose speed varies; rates alone do not.
+      const perDelivery = (cpu: Parameters<typeof cpuPerItem>[0], items: number) =>
+        [...cpuPerItem(cpu, items)].map(([label, ms]) => `${label} ${ms.toFixed(3)}`).join(", ");
+      console.log(`  CPU ms per delivery, W10: ${perDelivery(w10.cpu, w10.deliveries)}`);
+      console.log(`  CPU ms per delivery, W1: ${perDelivery(w1.cpu, w1.deliveries)}`);
+      console.log(`  CPU ms per job, bare ceiling: ${perDelivery(ceiling.cpu, ceiling.jobs)}`);
     },
   },
   list: {

@@ -145,7 +145,7 @@ function table(header: string[], rows: string[][]): string {
 }
 
 /** Milliseconds of CPU per item (delivery, job), per process, over a measured window. */
-function cpuPerItem(cpu: CpuUsage, items: number): Map<string, number> {
+export function cpuPerItem(cpu: CpuUsage, items: number): Map<string, number> {
   const perItem = new Map<string, number>();
   for (const entry of cpu.cores) {
     // worker-1, worker-2, ceiling-worker-1 ...: one row for all the workers.

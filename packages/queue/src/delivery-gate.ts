@@ -86,10 +86,14 @@ const SHARED_LUA = `
 -- Gives turns to the head of the line, as many as the subscription, its origin and its rate
 -- window have room for now (pending turns count as taken); when only the rate window is full,
 -- gives the head one turn for the moment it frees. Returns {id, at, id, at, ...}.
-local function wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes)
+local function wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms)
   local woken = {}
   local waiting = redis.call('ZCARD', line)
   if waiting == 0 then return woken end
+  -- Room is counted without the slots of holders that died and the turns that were lost.
+  redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
   local pending = redis.call('ZCARD', turn)
   local room = math.min(max_in_flight - redis.call('ZCARD', inflight), origin_max - redis.call('ZCARD', origin)) - pending
   if room <= 0 then return woken end
@@ -116,27 +120,42 @@ local function wake_room(line, turn, inflight, origin, rate, max_in_flight, orig
 end
 `;
 
-// KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, probe:S, origin-line, lines, cap:S
-// ARGV: id, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open, probe_ms, subscription, disabled, lost_turn_ms, rate_window, max_wakes
+// call: id, subscription, origin, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open (0/1), probe_ms, disabled (0/1)
 const ACQUIRE_LUA = batched(`
-local inflight, origin, rate, line, turn, probe, origin_line, lines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local cap = KEYS[9]
-local id, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local max_in_flight, origin_max, rate_limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local held_until, circuit_open, probe_ms = tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
-local subscription, disabled, lost_turn_ms, rate_window, max_wakes = ARGV[10], ARGV[11] == '1', tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local id, subscription, origin_name, now, lease = call[1], call[2], call[3], call[4], call[5]
+local max_in_flight, origin_max, rate_limit, held_until = call[6], call[7], call[8], call[9]
+local circuit_open, probe_ms, disabled = call[10] == 1, call[11], call[12] == 1
+local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
+local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
+local probe, cap = prefix .. 'probe:' .. subscription, prefix .. 'cap:' .. subscription
 
-redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
-redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
-redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
--- The cap as the subscription has it now, for the pre-check of deliveries not yet claimed.
-redis.call('SET', cap, max_in_flight, 'PX', 3600000)
+-- This script runs before every attempt, so its common case (nobody waiting, room to spare)
+-- is kept to a few calls: sweeps of expired entries happen only where they could change the
+-- decision (a set that looks full, a line being woken, turns that exist).
 
-local my_turn = redis.call('ZREM', turn, id) == 1
+-- Turns not taken up in time were lost; then, is it this delivery's turn?
+local my_turn = false
+local turns = redis.call('ZCARD', turn)
+if turns > 0 then
+  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+  my_turn = redis.call('ZREM', turn, id) == 1
+  turns = redis.call('ZCARD', turn)
+end
+
+-- Whether an in-flight set holds its limit of live attempts: the slots of holders that died (their
+-- lease expired) are swept only when the set looks full.
+local function full(set, limit)
+  if redis.call('ZCARD', set) < limit then return false end
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
+  return redis.call('ZCARD', set) >= limit
+end
 
 -- Joins the line (at its front if it had the turn, so it keeps its place), and if the wait has a
 -- known end and nobody holds the turn, gives the turn to the head of the line for that moment.
+-- Also leaves the subscription's cap as it is now for the pre-check, which only the deliveries
+-- of a subscription seen waiting go through.
 local function wait(reason, wait_ms)
+  redis.call('SET', cap, max_in_flight, 'PX', 3600000)
   local score = now
   if my_turn then
     local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
@@ -159,9 +178,9 @@ if not my_turn then
   if redis.call('ZSCORE', line, id) then
     -- Its own fallback timer fired: it may go only as the head of a line nobody holds the turn of.
     local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if head ~= id or redis.call('ZCARD', turn) > 0 then return {0, 'in_line'} end
+    if head ~= id or turns > 0 then return {0, 'in_line'} end
     redis.call('ZREM', line, id)
-  elseif redis.call('ZCARD', line) > 0 or redis.call('ZCARD', turn) > 0 then
+  elseif turns > 0 or redis.call('ZCARD', line) > 0 then
     return wait('in_line', nil)
   end
 end
@@ -176,8 +195,8 @@ if circuit_open then
   is_probe = true
 end
 local blocked = nil
-if redis.call('ZCARD', inflight) >= max_in_flight then blocked = 'max_in_flight'
-elseif redis.call('ZCARD', origin) >= origin_max then blocked = 'origin_max_in_flight' end
+if full(inflight, max_in_flight) then blocked = 'max_in_flight'
+elseif full(origin, origin_max) then blocked = 'origin_max_in_flight' end
 local rate_wait = nil
 if not blocked and rate_limit > 0 then
   redis.call('ZREMRANGEBYSCORE', rate, '-inf', now - rate_window)
@@ -200,38 +219,37 @@ end
 -- A probe decides alone whether the rest may follow; otherwise pass the turn on while there is room.
 if is_probe then return {1, '1'} end
 local reply = {1, '0'}
-for _, item in ipairs(wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes)) do
+for _, item in ipairs(wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms)) do
   table.insert(reply, item)
 end
 return reply
 `);
 
-// KEYS: in-flight:S, in-flight:origin, rate:S, line:S, turn:S, origin-line
-// ARGV: id, now, max_in_flight, origin_max, rate_limit, key prefix, lost_turn_ms, rate_window, max_wakes
+// call: id, subscription, origin, now, max_in_flight, origin_max, rate_limit
 const RELEASE_LUA = batched(`
-local inflight, origin, rate, line, turn, origin_line = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local id, now = ARGV[1], tonumber(ARGV[2])
-local max_in_flight, origin_max, rate_limit, prefix, lost_turn_ms, rate_window, max_wakes = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local id, subscription, origin_name, now = call[1], call[2], call[3], call[4]
+local max_in_flight, origin_max, rate_limit = call[5], call[6], call[7]
+local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
+local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
 redis.call('ZREM', inflight, id)
 redis.call('ZREM', origin, id)
+-- The slots of holders that died go too, so that a set never full (and never swept by acquire)
+-- does not keep them.
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
-redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
-local result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes)
+local result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms)
 -- The origin has room again: give a turn to a subscription that waited for it.
-if redis.call('ZCARD', origin) < origin_max then
-  local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
-  if other then
-    redis.call('ZREM', origin_line, other)
-    local other_line, other_turn = prefix .. 'line:' .. other, prefix .. 'turn:' .. other
-    redis.call('ZREMRANGEBYSCORE', other_turn, '-inf', now - lost_turn_ms)
-    if redis.call('ZCARD', other_turn) == 0 then
-      local head = redis.call('ZRANGE', other_line, 0, 0)[1]
-      if head then
-        redis.call('ZREM', other_line, head)
-        redis.call('ZADD', other_turn, now, head)
-        table.insert(result, head); table.insert(result, tostring(now))
-      end
+local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
+if other and redis.call('ZCARD', origin) < origin_max then
+  redis.call('ZREM', origin_line, other)
+  local other_line, other_turn = prefix .. 'line:' .. other, prefix .. 'turn:' .. other
+  redis.call('ZREMRANGEBYSCORE', other_turn, '-inf', now - lost_turn_ms)
+  if redis.call('ZCARD', other_turn) == 0 then
+    local head = redis.call('ZRANGE', other_line, 0, 0)[1]
+    if head then
+      redis.call('ZREM', other_line, head)
+      redis.call('ZADD', other_turn, now, head)
+      table.insert(result, head); table.insert(result, tostring(now))
     end
   end
 end
@@ -289,34 +307,36 @@ return 0
 `;
 
 /**
- * Runs a script's body once per call of a batch, inside one script: KEYS and ARGV hold the calls'
- * keys and arguments one after the other (ARGV[1] and ARGV[2] say how many of each a call has),
- * and the reply is the list of the calls' replies. The calls run in order and atomically, as if
- * made one after another. One round trip and one script run for the attempts a worker starts or
- * ends in the same turn of its event loop, instead of one each.
+ * Runs a script's body once per call of a batch, inside one script, and returns the calls'
+ * replies as one JSON array. The calls run in order and atomically, as if made one after
+ * another: one round trip and one script run for the attempts a worker starts or ends in the same
+ * turn of its event loop, instead of one each.
+ *
+ * The calls travel as one JSON argument (ARGV[5], an array of each call's values) and the body
+ * builds its keys from the prefix: this runs twice per attempt, and a few arguments per batch
+ * cost the worker and Redis much less to encode and parse than some twenty per call. The one key
+ * declared, the set of subscriptions with a line, routes the script on a Redis Cluster, where
+ * every gate key is under the same hash tag and so on the same node (see queue-layout.ts).
+ * ARGV: key prefix, lost_turn_ms, rate_window, max_wakes, the calls.
  */
 function batched(body: string): string {
   return `${SHARED_LUA}
-local function one(KEYS, ARGV)
+local lines = KEYS[1]
+local prefix, lost_turn_ms, rate_window, max_wakes = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local function one(call)
 ${body}
 end
-local keys_per_call, args_per_call = tonumber(ARGV[1]), tonumber(ARGV[2])
 local replies = {}
-for i = 0, (#ARGV - 2) / args_per_call - 1 do
-  local keys, args = {}, {}
-  for j = 1, keys_per_call do keys[j] = KEYS[i * keys_per_call + j] end
-  for j = 1, args_per_call do args[j] = ARGV[2 + i * args_per_call + j] end
-  replies[i + 1] = one(keys, args)
-end
-return replies
+for i, call in ipairs(cjson.decode(ARGV[5])) do replies[i] = one(call) end
+return cjson.encode(replies)
 `;
 }
 
 const MAX_BATCH = 200;
 
 interface GateCommands {
-  gateAcquire(...args: (string | number)[]): Promise<(string | number)[][]>;
-  gateRelease(...args: (string | number)[]): Promise<string[][]>;
+  gateAcquire(...args: (string | number)[]): Promise<string>;
+  gateRelease(...args: (string | number)[]): Promise<string>;
   gateNudge(...args: (string | number)[]): Promise<string | null>;
   gatePace(...args: (string | number)[]): Promise<number>;
   gatePrecheck(...args: (string | number)[]): Promise<number>;
@@ -327,6 +347,8 @@ export class DeliveryGate {
   readonly #prefix: string;
   readonly #acquires: DataLoader<ScriptCall, (string | number)[]>;
   readonly #releases: DataLoader<ScriptCall, (string | number)[]>;
+  /** What every batched call shares (see `batched`): the declared key, then ARGV[1..4]. */
+  readonly #batchArguments: (string | number)[];
 
   /**
    * `redis` should be a connection of its own: the gate's calls are many and small, and pipelined.
@@ -341,63 +363,44 @@ export class DeliveryGate {
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
     redis.defineCommand("gatePrecheck", { numberOfKeys: 5, lua: PRECHECK_LUA });
     this.#redis = redis as RedisConnection & GateCommands;
-    this.#acquires = batchOf((calls) => this.#redis.gateAcquire(...scriptArguments(calls)));
-    this.#releases = batchOf((calls) => this.#redis.gateRelease(...scriptArguments(calls)));
+    this.#batchArguments = [1, `${this.#prefix}lines`, this.#prefix, LOST_TURN_MS, RATE_WINDOW_MS, MAX_WAKES];
+    this.#acquires = batchOf(async (calls) => repliesOf(await this.#redis.gateAcquire(...this.#batchArguments, JSON.stringify(calls)), calls.length));
+    this.#releases = batchOf(async (calls) => repliesOf(await this.#redis.gateRelease(...this.#batchArguments, JSON.stringify(calls)), calls.length));
   }
 
   async acquire(input: GateInput, now = Date.now()): Promise<GateDecision> {
-    const reply = await this.#acquires.load({ keys: this.#acquireKeys(input), args: this.#acquireArgs(input, now) });
-    const wakes = wakesFrom(reply.slice(2));
-    if (Number(reply[0]) === 1) return { go: true, probe: reply[1] === "1", wakes };
-    return { go: false, reason: String(reply[1]) as GateWaitReason, wakes };
-  }
-
-  #acquireKeys(input: GateInput): string[] {
-    return [
-      this.#key("in-flight", input.subscriptionId),
-      this.#originKey(input.origin),
-      this.#key("rate", input.subscriptionId),
-      this.#key("line", input.subscriptionId),
-      this.#key("turn", input.subscriptionId),
-      this.#key("probe", input.subscriptionId),
-      `${this.#prefix}origin-line:${input.origin}`,
-      `${this.#prefix}lines`,
-      this.#key("cap", input.subscriptionId),
-    ];
-  }
-
-  #acquireArgs(input: GateInput, now: number): (string | number)[] {
-    return [
+    // In the order ACQUIRE_LUA reads them.
+    const reply = await this.#acquires.load([
       input.deliveryId,
+      input.subscriptionId,
+      input.origin,
       now,
       input.leaseMs,
       input.maxInFlight,
       input.originMaxInFlight,
       input.rateLimit ?? 0,
       input.heldUntil ?? 0,
-      input.circuitOpen ? "1" : "0",
+      input.circuitOpen ? 1 : 0,
       input.probeIntervalMs,
-      input.subscriptionId,
-      input.disabled ? "1" : "0",
-      LOST_TURN_MS,
-      RATE_WINDOW_MS,
-      MAX_WAKES,
-    ];
+      input.disabled ? 1 : 0,
+    ]);
+    const wakes = wakesFrom(reply.slice(2));
+    if (Number(reply[0]) === 1) return { go: true, probe: reply[1] === "1", wakes };
+    return { go: false, reason: String(reply[1]) as GateWaitReason, wakes };
   }
 
   /** The attempt ended: frees its slots and returns whom to wake. */
   async release(input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit">, now = Date.now()): Promise<Wake[]> {
-    const reply = await this.#releases.load({
-      keys: [
-        this.#key("in-flight", input.subscriptionId),
-        this.#originKey(input.origin),
-        this.#key("rate", input.subscriptionId),
-        this.#key("line", input.subscriptionId),
-        this.#key("turn", input.subscriptionId),
-        `${this.#prefix}origin-line:${input.origin}`,
-      ],
-      args: [input.deliveryId, now, input.maxInFlight, input.originMaxInFlight, input.rateLimit ?? 0, this.#prefix, LOST_TURN_MS, RATE_WINDOW_MS, MAX_WAKES],
-    });
+    // In the order RELEASE_LUA reads them.
+    const reply = await this.#releases.load([
+      input.deliveryId,
+      input.subscriptionId,
+      input.origin,
+      now,
+      input.maxInFlight,
+      input.originMaxInFlight,
+      input.rateLimit ?? 0,
+    ]);
     return wakesFrom(reply);
   }
 
@@ -476,27 +479,21 @@ export class DeliveryGate {
   #key(kind: string, subscriptionId: string): string {
     return `${this.#prefix}${kind}:${subscriptionId}`;
   }
-
-  #originKey(origin: string): string {
-    return `${this.#prefix}in-flight-origin:${origin}`;
-  }
 }
 
-/** One call of a batched script: its keys and its arguments. */
-interface ScriptCall {
-  keys: string[];
-  args: (string | number)[];
-}
+/** One call of a batched script: its values, in the order its Lua body reads them. */
+type ScriptCall = (string | number)[];
 
 /** The calls made in the same turn of the event loop, sent as one script run (see `batched`). */
 function batchOf<T>(run: (calls: readonly ScriptCall[]) => Promise<T[]>): DataLoader<ScriptCall, T> {
   return new DataLoader<ScriptCall, T>(run, { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (flush) => setImmediate(flush) });
 }
 
-/** numkeys, the keys, then how many keys and arguments each call has, then the arguments. */
-function scriptArguments(calls: readonly ScriptCall[]): (string | number)[] {
-  const first = calls[0]!;
-  return [calls.length * first.keys.length, ...calls.flatMap((call) => call.keys), first.keys.length, first.args.length, ...calls.flatMap((call) => call.args)];
+/** A batch's JSON reply, one array per call (Lua's JSON encoder writes an empty array as {}). */
+function repliesOf(json: string, calls: number): (string | number)[][] {
+  const replies = JSON.parse(json) as unknown[];
+  if (!Array.isArray(replies) || replies.length !== calls) throw new Error(`the gate answered ${replies.length} replies for ${calls} calls`);
+  return replies.map((reply) => (Array.isArray(reply) ? (reply as (string | number)[]) : []));
 }
 
 function wakesFrom(flat: (string | number)[]): Wake[] {

@@ -56,6 +56,45 @@ export interface ClaimedDelivery {
 }
 
 /**
+ * The claim (see claimDeliveries). `before` is the row as the statement found it (a self-join
+ * sees the snapshot, not the update), which tells whether an attempt was left open and which
+ * number it had. Exported for the test of its plan (packages/db/test/claim-plan.test.ts).
+ */
+export const CLAIM_SQL = `WITH claimed AS (
+       UPDATE deliveries d
+       SET lease_token = c.lease_token, leased_until = now() + $3::int * interval '1 millisecond',
+           attempts = d.attempts + 1, attempt_open = true
+       FROM unnest($1::text[], $2::text[], $5::text[]) AS c(id, lease_token, attempt_id), deliveries before
+       WHERE d.id = c.id AND before.id = d.id
+         -- Due. The coalesce changes no answer (a finished delivery has no next attempt and is
+         -- never due), but it keeps the due index out of every plan of this statement: that
+         -- index is partial (next_attempt_at IS NOT NULL), and a plain comparison implies its
+         -- predicate. A cached plan that walked it instead of finding the rows by id (chosen
+         -- when statistics were taken while little was due) reads every due delivery on each
+         -- claim: most costly exactly when a backlog makes them many.
+         AND coalesce(d.next_attempt_at, 'infinity') <= now() + $4::int * interval '1 millisecond'
+         AND (d.leased_until IS NULL OR d.leased_until < now())
+       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.event_id,
+                 d.attempts, before.attempt_open AS was_open, c.attempt_id
+     ), closed AS (
+       UPDATE delivery_attempts a SET error = $6
+       FROM claimed c
+       WHERE c.was_open AND a.delivery_id = c.id AND a.number = c.attempts - 1 AND a.duration_ms IS NULL AND a.error IS NULL
+     ), started AS (
+       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at)
+       SELECT c.attempt_id, c.id, c.attempts, c.url, now() FROM claimed c
+     )
+     SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
+            c.url, c.headers, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
+            (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
+            c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt", c.attempts, c.was_open AS "wasOpen",
+            sub.max_in_flight AS "maxInFlight", sub.rate_limit AS "rateLimit", ${healthColumns("sub")}
+     FROM claimed c
+     JOIN events e ON e.id = c.event_id
+     JOIN subscriptions sub ON sub.id = c.subscription_id
+     JOIN signing_secrets s ON s.id = sub.secret_id`;
+
+/**
  * Claims each delivery that is due and not leased, and records its attempt as started, in one
  * statement: a lease on the row, `attempts` + 1, `attempt_open`, and the attempt's row in the log
  * (contract §5: the log counts every request a receiver may have seen, so the start is in it
@@ -92,35 +131,7 @@ export async function claimDeliveries(
     maxInFlight: number;
     rateLimit: number | null;
   } & EndpointHealth>(
-    // `before` is the row as the statement found it (a self-join sees the snapshot, not the
-    // update), which tells whether an attempt was left open and which number it had.
-    `WITH claimed AS (
-       UPDATE deliveries d
-       SET lease_token = c.lease_token, leased_until = now() + $3::int * interval '1 millisecond',
-           attempts = d.attempts + 1, attempt_open = true
-       FROM unnest($1::text[], $2::text[], $5::text[]) AS c(id, lease_token, attempt_id), deliveries before
-       WHERE d.id = c.id AND before.id = d.id
-         AND d.next_attempt_at <= now() + $4::int * interval '1 millisecond'
-         AND (d.leased_until IS NULL OR d.leased_until < now())
-       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.event_id,
-                 d.attempts, before.attempt_open AS was_open, c.attempt_id
-     ), closed AS (
-       UPDATE delivery_attempts a SET error = $6
-       FROM claimed c
-       WHERE c.was_open AND a.delivery_id = c.id AND a.number = c.attempts - 1 AND a.duration_ms IS NULL AND a.error IS NULL
-     ), started AS (
-       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at)
-       SELECT c.attempt_id, c.id, c.attempts, c.url, now() FROM claimed c
-     )
-     SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
-            c.url, c.headers, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
-            (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
-            c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt", c.attempts, c.was_open AS "wasOpen",
-            sub.max_in_flight AS "maxInFlight", sub.rate_limit AS "rateLimit", ${healthColumns("sub")}
-     FROM claimed c
-     JOIN events e ON e.id = c.event_id
-     JOIN subscriptions sub ON sub.id = c.subscription_id
-     JOIN signing_secrets s ON s.id = sub.secret_id`,
+    CLAIM_SQL,
     [
       input.claims.map((c) => c.deliveryId),
       input.claims.map((c) => c.leaseToken),

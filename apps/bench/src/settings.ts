@@ -9,6 +9,8 @@ export const settings = {
   throughput: {
     subscriptions: 10,
     events: 2_000,
+    /** Delivered deliveries already in the log when a run starts (see phases/history-seed.ts). */
+    historyDeliveries: 50_000,
     /** Closed-loop publishers: enough to keep the API busy, few enough not to starve the worker. */
     publishConcurrency: 16,
     /** Configurations tried: worker processes x WORKER_CONCURRENCY. */

@@ -2,6 +2,7 @@ import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
 import { freshDatabase } from "../databases.ts";
+import { seedHistory } from "./history-seed.ts";
 import { startApi, startWorker, type Service } from "../services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 
@@ -126,12 +127,16 @@ export async function measureThroughput(
   options.onStarted?.({ api: api.pid, workers: workers.map((worker) => worker.pid) });
   const client = new ApiClient(api.baseUrl, settings.throughput.publishConcurrency);
   let measured: Omit<ThroughputResult, "database" | "pids">;
+  let databaseBefore: DatabaseWork | undefined;
   try {
     for (let i = 0; i < subscriptions; i++) {
       const path = `/t${run}/s${i}`;
       const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)], subscriptionSettings(setup));
       receiver.useSecret(path, subscription.secret);
     }
+    const { seededBefore } = await seedHistory(databaseUrl, settings.throughput.historyDeliveries);
+    // The run's own work: what PostgreSQL's counters hold past this point.
+    databaseBefore = await databaseWork(databaseUrl);
     receiver.resetCounts();
 
     const cpuTargets: CpuTarget[] = [
@@ -175,7 +180,7 @@ export async function measureThroughput(
     const delivered = timedOut ? receiver.verified : expected;
 
     // The receiver has them all; PostgreSQL must agree (the last records land just after).
-    const { statuses, recordedAt } = await waitForRecorded(databaseUrl, expected);
+    const { statuses, recordedAt } = await waitForRecorded(databaseUrl, expected, seededBefore);
     const queued = await client.request<{ data: unknown[] }>("GET", "/v1/deliveries?status=queued&limit=100");
 
     measured = {
@@ -207,7 +212,7 @@ export async function measureThroughput(
   // Read after the services stopped: their backends flush their statistics when they exit.
   const result: ThroughputResult = {
     ...measured,
-    database: await databaseWork(databaseUrl),
+    database: since(await databaseWork(databaseUrl), databaseBefore),
     pids: { api: api.pid, workers: workers.map((worker) => worker.pid) },
   };
   console.log(
@@ -271,17 +276,38 @@ function watchConnections(databaseUrl: string): { stop(): Promise<number> } {
   };
 }
 
-async function waitForRecorded(databaseUrl: string, expected: number): Promise<{ statuses: Record<string, number>; recordedAt: number | undefined }> {
+/** Waits until PostgreSQL has the run's deliveries (those created after the history) delivered. */
+async function waitForRecorded(
+  databaseUrl: string,
+  expected: number,
+  after: Date,
+): Promise<{ statuses: Record<string, number>; recordedAt: number | undefined }> {
   return withClient(databaseUrl, async (db) => {
     const deadline = performance.now() + 15_000;
     for (;;) {
-      const { rows } = await db.query<{ status: string; count: number }>("SELECT status::text AS status, count(*)::int AS count FROM deliveries GROUP BY status");
+      const { rows } = await db.query<{ status: string; count: number }>(
+        "SELECT status::text AS status, count(*)::int AS count FROM deliveries WHERE created_at > $1 GROUP BY status",
+        [after],
+      );
       const statuses = Object.fromEntries(rows.map((row) => [row.status, row.count]));
       if (statuses.delivered === expected) return { statuses, recordedAt: performance.now() };
       if (performance.now() > deadline) return { statuses, recordedAt: undefined };
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   });
+}
+
+/** The counters' growth since `before` (the history's load is not the run's work). */
+function since(after: DatabaseWork, before: DatabaseWork | undefined): DatabaseWork {
+  if (!before) return after;
+  return {
+    ...after,
+    transactions: after.transactions - before.transactions,
+    rowsInserted: after.rowsInserted - before.rowsInserted,
+    rowsUpdated: after.rowsUpdated - before.rowsUpdated,
+    deliveryUpdates: after.deliveryUpdates - before.deliveryUpdates,
+    deliveryHotUpdates: after.deliveryHotUpdates - before.deliveryHotUpdates,
+  };
 }
 
 async function databaseWork(databaseUrl: string): Promise<DatabaseWork> {

@@ -1,4 +1,4 @@
-import type { HealthRules } from "@webhooks/core";
+import { batchLoader, type HealthRules } from "@webhooks/core";
 import {
   claimDeliveries,
   recordAttempts,
@@ -10,16 +10,22 @@ import {
   type HealthUpdate,
   type SqlClient,
 } from "@webhooks/db";
-import DataLoader from "dataloader";
 
 /**
  * The statements of the jobs a worker runs at the same time, sent to PostgreSQL as one per batch
- * instead of one per delivery: at high throughput this divides the round trips, the commits and
- * the per-query client overhead by the batch size. A batch is whatever arrived during the
- * current turn of the event loop, so a lone delivery waits for nothing.
+ * instead of one per delivery (core's batchLoader): at high throughput this divides the round
+ * trips, the commits and the per-query client overhead by the batch size.
  */
 const MAX_BATCH = 200;
-const schedule = { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (flush: () => void) => setImmediate(flush) };
+
+/**
+ * Claims and records, the two statements of every attempt, also wait while this many batches of
+ * their kind are being written, and go with the next batch when one ends: when deliveries arrive
+ * one by one (each event to one subscription), each turn of the event loop would otherwise send
+ * its own small batch. Measured on W1 (two pairs, same session): 1,243 and 1,303 deliveries/s
+ * without the bound, 1,435 and 1,351 with it; W10 unchanged.
+ */
+const BATCHES_IN_FLIGHT = 2;
 
 export interface AttemptBatches {
   /** The delivery's snapshot with a lease on it and its attempt begun, or null if it could not be claimed. */
@@ -36,22 +42,31 @@ export interface AttemptBatches {
 }
 
 export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRules: HealthRules): AttemptBatches {
-  const claims = new DataLoader<{ deliveryId: string; leaseToken: string }, ClaimedDelivery | null>(async (requests) => {
-    const claimed = await claimDeliveries({ sql }, { claims: [...requests], leaseMs });
-    return requests.map((request) => claimed.get(request.deliveryId) ?? null);
-  }, schedule);
+  const claims = batchLoader<{ deliveryId: string; leaseToken: string }, ClaimedDelivery | null>(
+    async (requests) => {
+      const claimed = await claimDeliveries({ sql }, { claims: [...requests], leaseMs });
+      return requests.map((request) => claimed.get(request.deliveryId) ?? null);
+    },
+    { maxBatchSize: MAX_BATCH, inFlight: BATCHES_IN_FLIGHT },
+  );
 
-  const withdrawals = new DataLoader<{ deliveryId: string; leaseToken: string; attemptNumber: number }, void>(async (leases) => {
-    await withdrawAttempts({ sql }, [...leases]);
-    return leases.map(() => undefined);
-  }, schedule);
+  const withdrawals = batchLoader<{ deliveryId: string; leaseToken: string; attemptNumber: number }, void>(
+    async (leases) => {
+      await withdrawAttempts({ sql }, [...leases]);
+      return leases.map(() => undefined);
+    },
+    { maxBatchSize: MAX_BATCH },
+  );
 
-  const records = new DataLoader<AttemptToRecord, boolean>(async (requests) => {
-    const recorded = await recordAttempts({ sql }, [...requests]);
-    return requests.map((request) => recorded.has(request.deliveryId));
-  }, schedule);
+  const records = batchLoader<AttemptToRecord, boolean>(
+    async (requests) => {
+      const recorded = await recordAttempts({ sql }, [...requests]);
+      return requests.map((request) => recorded.has(request.deliveryId));
+    },
+    { maxBatchSize: MAX_BATCH, inFlight: BATCHES_IN_FLIGHT },
+  );
 
-  const health = new DataLoader<EndpointResult, { update: HealthUpdate | undefined; deliveryIds: string[] }>(async (results) => {
+  const health = batchLoader<EndpointResult, { update: HealthUpdate | undefined; deliveryIds: string[] }>(async (results) => {
     const { updates, deliveryIds } = await recordEndpointResults({ sql }, [...results], healthRules);
     const bySubscription = new Map(updates.map((update) => [update.subscriptionId, update]));
     // Each update, and the operational deliveries, go to one caller only, so that they are
@@ -61,7 +76,7 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
       bySubscription.delete(result.subscriptionId);
       return { update, deliveryIds: index === 0 ? deliveryIds : [] };
     });
-  }, schedule);
+  }, { maxBatchSize: MAX_BATCH });
 
   return {
     claim: (deliveryId, leaseToken) => claims.load({ deliveryId, leaseToken }),

@@ -1,3 +1,4 @@
+export * from "./batch-loader.ts";
 export * from "./config.ts";
 export * from "./custom-headers.ts";
 export * from "./deadline.ts";

@@ -1,4 +1,4 @@
-import DataLoader from "dataloader";
+import { batchLoader, type BatchLoader } from "@webhooks/core";
 import { queueLayout, type QueueLayout } from "./queue-layout.ts";
 import type { RedisConnection } from "./redis.ts";
 
@@ -345,8 +345,8 @@ interface GateCommands {
 export class DeliveryGate {
   readonly #redis: RedisConnection & GateCommands;
   readonly #prefix: string;
-  readonly #acquires: DataLoader<ScriptCall, (string | number)[]>;
-  readonly #releases: DataLoader<ScriptCall, (string | number)[]>;
+  readonly #acquires: BatchLoader<ScriptCall, (string | number)[]>;
+  readonly #releases: BatchLoader<ScriptCall, (string | number)[]>;
   /** What every batched call shares (see `batched`): the declared key, then ARGV[1..4]. */
   readonly #batchArguments: (string | number)[];
 
@@ -485,8 +485,8 @@ export class DeliveryGate {
 type ScriptCall = (string | number)[];
 
 /** The calls made in the same turn of the event loop, sent as one script run (see `batched`). */
-function batchOf<T>(run: (calls: readonly ScriptCall[]) => Promise<T[]>): DataLoader<ScriptCall, T> {
-  return new DataLoader<ScriptCall, T>(run, { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (flush) => setImmediate(flush) });
+function batchOf<T>(run: (calls: readonly ScriptCall[]) => Promise<T[]>): BatchLoader<ScriptCall, T> {
+  return batchLoader(run, { maxBatchSize: MAX_BATCH });
 }
 
 /** A batch's JSON reply, one array per call (Lua's JSON encoder writes an empty array as {}). */

@@ -1,7 +1,6 @@
-import type { Logger } from "@webhooks/core";
+import { batchLoader, type Logger } from "@webhooks/core";
 import { deliveryJobChunks, publishEvents, type PublishInput, type PublishResult, type SqlClient } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
-import DataLoader from "dataloader";
 
 /** Deliveries per enqueue (one MULTI per shard), and the most a batch's result carries. */
 export const ENQUEUE_CHUNK = 1_000;
@@ -77,29 +76,7 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
     return results;
   };
 
-  // Batches waiting for one in flight to end, oldest first; each stays open to new publishes.
-  let inFlight = 0;
-  const waiting: (() => void)[] = [];
-  const loader = new DataLoader<PublishInput, PublishResult>(
-    async (inputs) => {
-      inFlight++;
-      try {
-        return await writeBatch([...inputs]);
-      } finally {
-        inFlight--;
-        waiting.shift()?.();
-      }
-    },
-    {
-      cache: false,
-      maxBatchSize: 100,
-      batchScheduleFn: (flush) =>
-        setImmediate(() => {
-          if (inFlight < BATCHES_IN_FLIGHT) flush();
-          else waiting.push(flush);
-        }),
-    },
-  );
+  const loader = batchLoader<PublishInput, PublishResult>((inputs) => writeBatch([...inputs]), { maxBatchSize: 100, inFlight: BATCHES_IN_FLIGHT });
   return {
     publish: (input) => loader.load(input),
     async idle() {

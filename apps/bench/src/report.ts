@@ -284,7 +284,8 @@ export function renderReport(r: BenchResults): string {
       ],
     ),
     `${round(settings.throughput.events * settings.throughput.subscriptions)} deliveries per run (W10: each event to all ${settings.throughput.subscriptions} subscriptions; W1: to one), ` +
-      `first publish to last verified delivery, setups as worker processes x WORKER_CONCURRENCY; target >= ${round(TARGETS.deliveriesPerSecond)}/s.`,
+      `first publish to last verified delivery, setups as worker processes x WORKER_CONCURRENCY, each run on a database already holding ` +
+      `${round(settings.throughput.historyDeliveries)} delivered deliveries (analyzed, as in service); target >= ${round(TARGETS.deliveriesPerSecond)}/s.`,
   );
 
   add(

@@ -26,10 +26,11 @@ import type { RedisConnection } from "./redis.ts";
  * the reconciler runs for every subscription with a line, and by the parked job's own long
  * fallback timer.
  *
- * The scripts name other subscriptions' keys themselves (the origin's line, and in release the
- * line and turn of another subscription, built inside the script from the key prefix). A Redis
- * Cluster refuses a script whose keys are on different slots, so on a cluster every gate key is
- * under one hash tag (`{<QUEUE_PREFIX>:gate}:`, see queue-layout.ts), and one node serves the gate.
+ * The acquire and release scripts build their keys themselves from the key prefix (their own
+ * subscription's and origin's, and in release the line and turn of another subscription waiting
+ * for the origin). A Redis Cluster refuses a script whose keys are on different slots, so on a
+ * cluster every gate key is under one hash tag (`{<QUEUE_PREFIX>:gate}:`, see queue-layout.ts),
+ * and one node serves the gate.
  */
 
 /**
@@ -491,8 +492,8 @@ function batchOf<T>(run: (calls: readonly ScriptCall[]) => Promise<T[]>): BatchL
 
 /** A batch's JSON reply, one array per call (Lua's JSON encoder writes an empty array as {}). */
 function repliesOf(json: string, calls: number): (string | number)[][] {
-  const replies = JSON.parse(json) as unknown[];
-  if (!Array.isArray(replies) || replies.length !== calls) throw new Error(`the gate answered ${replies.length} replies for ${calls} calls`);
+  const replies: unknown = JSON.parse(json);
+  if (!Array.isArray(replies) || replies.length !== calls) throw new Error(`the gate answered ${json.slice(0, 200)} for ${calls} calls`);
   return replies.map((reply) => (Array.isArray(reply) ? (reply as (string | number)[]) : []));
 }
 

@@ -103,8 +103,10 @@ export interface EventBatch {
  *
  * Event ids are ULIDs, so id order is creation order (contract §1): the walk reads the primary
  * key from the oldest event and stops at the first one newer than the cutoff, without an index on
- * events.created_at (which every publish would pay for). The deliveries check, and the foreign
- * key's own check on delete, use deliveries_event_id_idx.
+ * events.created_at (which every publish would pay for). The deliveries check uses
+ * deliveries_event_id_idx. It is final: deliveries.event_id has no foreign key, but no delivery is
+ * ever added to an event after the statement that inserted it (events.ts), so an event found
+ * without deliveries here keeps none.
  */
 export async function pruneEventsWithoutDeliveries(
   ctx: { sql: SqlClient },

@@ -252,12 +252,15 @@ export function subscriptionRoutes(deps: ApiDeps) {
         { sql: deps.pool },
         { subscriptionId: subscription_id, type: body?.type ?? DEFAULT_TEST_EVENT.type, data: body?.data ?? DEFAULT_TEST_EVENT.data },
       );
+      // Read before it is enqueued: the answer is the delivery as accepted (queued, no attempt
+      // yet), not whatever a worker quick enough to claim it has made of it since.
+      const accepted = await getDelivery(ctx, deliveryId);
       try {
         await deps.queue.enqueue([deliveryId]);
       } catch (error) {
         c.var.logger.warn({ err: error, deliveryId }, "could not enqueue the test delivery; the reconciler will");
       }
-      return c.json(toDeliveryJson(await getDelivery(ctx, deliveryId)), 202);
+      return c.json(toDeliveryJson(accepted), 202);
     })
     .openapi(deleteRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");

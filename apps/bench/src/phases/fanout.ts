@@ -23,7 +23,7 @@ export interface FanOutResult {
   /** From sending the POST until the receiver had verified every delivery, per run. */
   deliveredMs: number[];
   deliveredMedianMs: number;
-  /** Every run's deliveries arrived, each once, signed correctly. */
+  /** Every run's deliveries arrived, each once, signed correctly, and PostgreSQL recorded each delivered after one attempt. */
   allDelivered: boolean;
   duplicates: number;
   invalidSignatures: number;
@@ -42,7 +42,8 @@ const DATABASE_PREFIX = "webhooks_bench_fanout_";
  * own (so the receiver can tell 10,000 deliveries of one event from duplicates). One subscription
  * is created through the API for its secret; the rest are copies of it written in one statement,
  * since 10,000 POSTs would only measure subscription creation. Each run publishes one event and
- * waits for all its deliveries before the next, so the POST is timed on an otherwise idle service.
+ * waits until all its deliveries have arrived and been recorded before the next, so the POST is
+ * timed on an otherwise idle service.
  */
 export async function measureFanOut(receiver: TestReceiver, setup: WorkerSetup): Promise<FanOutResult> {
   const { subscriptions, runs } = fanOutSettings;
@@ -86,6 +87,9 @@ export async function measureFanOut(receiver: TestReceiver, setup: WorkerSetup):
       acceptMs.push(accepted - started);
       deliveredMs.push((finishedAt ?? Number.NaN) - started);
       if (finishedAt === undefined) allDelivered = false;
+      // The service is idle again only once the worker has recorded every attempt: the next run's
+      // POST is timed then, not against the last records and health updates of this one.
+      if (!(await everyDeliveryRecordedOnce(databaseUrl, (run + 1) * subscriptions))) allDelivered = false;
       duplicates += receiver.duplicates;
       invalidSignatures += receiver.invalid;
       console.log(
@@ -115,6 +119,27 @@ export async function measureFanOut(receiver: TestReceiver, setup: WorkerSetup):
     await api.stop();
     reportServiceOutput([api, ...workers]);
   }
+}
+
+/**
+ * Waits (up to 30 s) until PostgreSQL holds `expected` deliveries, each delivered after exactly
+ * one attempt: every delivery was made once and recorded.
+ */
+async function everyDeliveryRecordedOnce(databaseUrl: string, expected: number): Promise<boolean> {
+  return withClient(databaseUrl, async (db) => {
+    const deadline = performance.now() + 30_000;
+    for (;;) {
+      const { rows } = await db.query<{ all: number; once: number }>(
+        `SELECT count(*)::int AS all, (count(*) FILTER (WHERE status = 'delivered' AND attempts = 1))::int AS once FROM deliveries`,
+      );
+      if (rows[0]!.all === expected && rows[0]!.once === expected) return true;
+      if (performance.now() > deadline) {
+        console.log(`  PostgreSQL: ${rows[0]!.once} of ${rows[0]!.all} deliveries delivered after one attempt, ${expected} expected`);
+        return false;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  });
 }
 
 /** Issue 10 item 3: one event to 10,000 matching subscriptions committed (202) in at most this. */

@@ -65,6 +65,14 @@ export type Event = Prisma.EventModel
  * when the delivery was created: every attempt uses them, whatever the subscription says later.
  * secret_id records the secret current at creation; attempts are signed with the subscription's
  * secrets at attempt time, so that a rotation's overlap covers older deliveries too (contract §12).
+ * 
+ * subscription_id, event_id and secret_id carry no foreign keys. A foreign key is checked row by
+ * row, and a fan-out inserts thousands of rows in one statement: the three checks were ~40% of
+ * publishing one event to 10,000 subscriptions (~110 of ~260 ms, measured). The references hold
+ * by construction instead: deliveries are created only by the statement that inserts their event
+ * and reads their subscription (packages/db/src/events.ts), subscriptions are soft-deleted and
+ * secrets never deleted, and the pruner deletes an event only once none of its deliveries remain
+ * (packages/db/src/retention.ts), and no delivery is ever added to an existing event.
  */
 export type Delivery = Prisma.DeliveryModel
 /**

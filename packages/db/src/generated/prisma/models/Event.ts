@@ -194,7 +194,6 @@ export type EventWhereInput = {
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
-  deliveries?: Prisma.DeliveryListRelationFilter
 }
 
 export type EventOrderByWithRelationInput = {
@@ -205,7 +204,6 @@ export type EventOrderByWithRelationInput = {
   requestHash?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
-  deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
 }
 
 export type EventWhereUniqueInput = Prisma.AtLeast<{
@@ -219,7 +217,6 @@ export type EventWhereUniqueInput = Prisma.AtLeast<{
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
-  deliveries?: Prisma.DeliveryListRelationFilter
 }, "id" | "idempotencyKey">
 
 export type EventOrderByWithAggregationInput = {
@@ -256,7 +253,6 @@ export type EventCreateInput = {
   requestHash?: string | null
   tenantId?: string | null
   createdAt?: Date | string
-  deliveries?: Prisma.DeliveryCreateNestedManyWithoutEventInput
 }
 
 export type EventUncheckedCreateInput = {
@@ -267,7 +263,6 @@ export type EventUncheckedCreateInput = {
   requestHash?: string | null
   tenantId?: string | null
   createdAt?: Date | string
-  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutEventInput
 }
 
 export type EventUpdateInput = {
@@ -278,7 +273,6 @@ export type EventUpdateInput = {
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  deliveries?: Prisma.DeliveryUpdateManyWithoutEventNestedInput
 }
 
 export type EventUncheckedUpdateInput = {
@@ -289,7 +283,6 @@ export type EventUncheckedUpdateInput = {
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutEventNestedInput
 }
 
 export type EventCreateManyInput = {
@@ -350,110 +343,6 @@ export type EventMinOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
 }
 
-export type EventScalarRelationFilter = {
-  is?: Prisma.EventWhereInput
-  isNot?: Prisma.EventWhereInput
-}
-
-export type EventCreateNestedOneWithoutDeliveriesInput = {
-  create?: Prisma.XOR<Prisma.EventCreateWithoutDeliveriesInput, Prisma.EventUncheckedCreateWithoutDeliveriesInput>
-  connectOrCreate?: Prisma.EventCreateOrConnectWithoutDeliveriesInput
-  connect?: Prisma.EventWhereUniqueInput
-}
-
-export type EventUpdateOneRequiredWithoutDeliveriesNestedInput = {
-  create?: Prisma.XOR<Prisma.EventCreateWithoutDeliveriesInput, Prisma.EventUncheckedCreateWithoutDeliveriesInput>
-  connectOrCreate?: Prisma.EventCreateOrConnectWithoutDeliveriesInput
-  upsert?: Prisma.EventUpsertWithoutDeliveriesInput
-  connect?: Prisma.EventWhereUniqueInput
-  update?: Prisma.XOR<Prisma.XOR<Prisma.EventUpdateToOneWithWhereWithoutDeliveriesInput, Prisma.EventUpdateWithoutDeliveriesInput>, Prisma.EventUncheckedUpdateWithoutDeliveriesInput>
-}
-
-export type EventCreateWithoutDeliveriesInput = {
-  id: string
-  type: string
-  data: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  idempotencyKey?: string | null
-  requestHash?: string | null
-  tenantId?: string | null
-  createdAt?: Date | string
-}
-
-export type EventUncheckedCreateWithoutDeliveriesInput = {
-  id: string
-  type: string
-  data: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  idempotencyKey?: string | null
-  requestHash?: string | null
-  tenantId?: string | null
-  createdAt?: Date | string
-}
-
-export type EventCreateOrConnectWithoutDeliveriesInput = {
-  where: Prisma.EventWhereUniqueInput
-  create: Prisma.XOR<Prisma.EventCreateWithoutDeliveriesInput, Prisma.EventUncheckedCreateWithoutDeliveriesInput>
-}
-
-export type EventUpsertWithoutDeliveriesInput = {
-  update: Prisma.XOR<Prisma.EventUpdateWithoutDeliveriesInput, Prisma.EventUncheckedUpdateWithoutDeliveriesInput>
-  create: Prisma.XOR<Prisma.EventCreateWithoutDeliveriesInput, Prisma.EventUncheckedCreateWithoutDeliveriesInput>
-  where?: Prisma.EventWhereInput
-}
-
-export type EventUpdateToOneWithWhereWithoutDeliveriesInput = {
-  where?: Prisma.EventWhereInput
-  data: Prisma.XOR<Prisma.EventUpdateWithoutDeliveriesInput, Prisma.EventUncheckedUpdateWithoutDeliveriesInput>
-}
-
-export type EventUpdateWithoutDeliveriesInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  type?: Prisma.StringFieldUpdateOperationsInput | string
-  data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-}
-
-export type EventUncheckedUpdateWithoutDeliveriesInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  type?: Prisma.StringFieldUpdateOperationsInput | string
-  data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-}
-
-
-/**
- * Count Type EventCountOutputType
- */
-
-export type EventCountOutputType = {
-  deliveries: number
-}
-
-export type EventCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  deliveries?: boolean | EventCountOutputTypeCountDeliveriesArgs
-}
-
-/**
- * EventCountOutputType without action
- */
-export type EventCountOutputTypeDefaultArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  /**
-   * Select specific fields to fetch from the EventCountOutputType
-   */
-  select?: Prisma.EventCountOutputTypeSelect<ExtArgs> | null
-}
-
-/**
- * EventCountOutputType without action
- */
-export type EventCountOutputTypeCountDeliveriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  where?: Prisma.DeliveryWhereInput
-}
 
 
 export type EventSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -464,8 +353,6 @@ export type EventSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = 
   requestHash?: boolean
   tenantId?: boolean
   createdAt?: boolean
-  deliveries?: boolean | Prisma.Event$deliveriesArgs<ExtArgs>
-  _count?: boolean | Prisma.EventCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["event"]>
 
 export type EventSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -499,18 +386,10 @@ export type EventSelectScalar = {
 }
 
 export type EventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "type" | "data" | "idempotencyKey" | "requestHash" | "tenantId" | "createdAt", ExtArgs["result"]["event"]>
-export type EventInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  deliveries?: boolean | Prisma.Event$deliveriesArgs<ExtArgs>
-  _count?: boolean | Prisma.EventCountOutputTypeDefaultArgs<ExtArgs>
-}
-export type EventIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
-export type EventIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
 
 export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Event"
-  objects: {
-    deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
-  }
+  objects: {}
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     type: string
@@ -924,7 +803,6 @@ readonly fields: EventFieldRefs;
  */
 export interface Prisma__EventClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
-  deliveries<T extends Prisma.Event$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Event$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -978,10 +856,6 @@ export type EventFindUniqueArgs<ExtArgs extends runtime.Types.Extensions.Interna
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
-  /**
    * Filter, which Event to fetch.
    */
   where: Prisma.EventWhereUniqueInput
@@ -1000,10 +874,6 @@ export type EventFindUniqueOrThrowArgs<ExtArgs extends runtime.Types.Extensions.
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
-  /**
    * Filter, which Event to fetch.
    */
   where: Prisma.EventWhereUniqueInput
@@ -1021,10 +891,6 @@ export type EventFindFirstArgs<ExtArgs extends runtime.Types.Extensions.Internal
    * Omit specific fields from the Event
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
   /**
    * Filter, which Event to fetch.
    */
@@ -1074,10 +940,6 @@ export type EventFindFirstOrThrowArgs<ExtArgs extends runtime.Types.Extensions.I
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
-  /**
    * Filter, which Event to fetch.
    */
   where?: Prisma.EventWhereInput
@@ -1125,10 +987,6 @@ export type EventFindManyArgs<ExtArgs extends runtime.Types.Extensions.InternalA
    * Omit specific fields from the Event
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
   /**
    * Filter, which Events to fetch.
    */
@@ -1178,10 +1036,6 @@ export type EventCreateArgs<ExtArgs extends runtime.Types.Extensions.InternalArg
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
-  /**
    * The data needed to create a Event.
    */
   data: Prisma.XOR<Prisma.EventCreateInput, Prisma.EventUncheckedCreateInput>
@@ -1229,10 +1083,6 @@ export type EventUpdateArgs<ExtArgs extends runtime.Types.Extensions.InternalArg
    * Omit specific fields from the Event
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
   /**
    * The data needed to update a Event.
    */
@@ -1300,10 +1150,6 @@ export type EventUpsertArgs<ExtArgs extends runtime.Types.Extensions.InternalArg
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
-  /**
    * The filter to search for the Event to update in case it exists.
    */
   where: Prisma.EventWhereUniqueInput
@@ -1330,10 +1176,6 @@ export type EventDeleteArgs<ExtArgs extends runtime.Types.Extensions.InternalArg
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
-  /**
    * Filter which Event to delete.
    */
   where: Prisma.EventWhereUniqueInput
@@ -1354,30 +1196,6 @@ export type EventDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.Interna
 }
 
 /**
- * Event.deliveries
- */
-export type Event$deliveriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  /**
-   * Select specific fields to fetch from the Delivery
-   */
-  select?: Prisma.DeliverySelect<ExtArgs> | null
-  /**
-   * Omit specific fields from the Delivery
-   */
-  omit?: Prisma.DeliveryOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  where?: Prisma.DeliveryWhereInput
-  orderBy?: Prisma.DeliveryOrderByWithRelationInput | Prisma.DeliveryOrderByWithRelationInput[]
-  cursor?: Prisma.DeliveryWhereUniqueInput
-  take?: number
-  skip?: number
-  distinct?: Prisma.DeliveryScalarFieldEnum | Prisma.DeliveryScalarFieldEnum[]
-}
-
-/**
  * Event without action
  */
 export type EventDefaultArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -1389,8 +1207,4 @@ export type EventDefaultArgs<ExtArgs extends runtime.Types.Extensions.InternalAr
    * Omit specific fields from the Event
    */
   omit?: Prisma.EventOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.EventInclude<ExtArgs> | null
 }

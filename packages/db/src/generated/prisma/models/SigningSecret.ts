@@ -171,7 +171,6 @@ export type SigningSecretWhereInput = {
   createdAt?: Prisma.DateTimeFilter<"SigningSecret"> | Date | string
   subscriptions?: Prisma.SubscriptionListRelationFilter
   previousSubscriptions?: Prisma.SubscriptionListRelationFilter
-  deliveries?: Prisma.DeliveryListRelationFilter
 }
 
 export type SigningSecretOrderByWithRelationInput = {
@@ -180,7 +179,6 @@ export type SigningSecretOrderByWithRelationInput = {
   createdAt?: Prisma.SortOrder
   subscriptions?: Prisma.SubscriptionOrderByRelationAggregateInput
   previousSubscriptions?: Prisma.SubscriptionOrderByRelationAggregateInput
-  deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
 }
 
 export type SigningSecretWhereUniqueInput = Prisma.AtLeast<{
@@ -192,7 +190,6 @@ export type SigningSecretWhereUniqueInput = Prisma.AtLeast<{
   createdAt?: Prisma.DateTimeFilter<"SigningSecret"> | Date | string
   subscriptions?: Prisma.SubscriptionListRelationFilter
   previousSubscriptions?: Prisma.SubscriptionListRelationFilter
-  deliveries?: Prisma.DeliveryListRelationFilter
 }, "id">
 
 export type SigningSecretOrderByWithAggregationInput = {
@@ -219,7 +216,6 @@ export type SigningSecretCreateInput = {
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionCreateNestedManyWithoutSecretInput
   previousSubscriptions?: Prisma.SubscriptionCreateNestedManyWithoutPreviousSecretInput
-  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSecretInput
 }
 
 export type SigningSecretUncheckedCreateInput = {
@@ -228,7 +224,6 @@ export type SigningSecretUncheckedCreateInput = {
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutSecretInput
   previousSubscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutPreviousSecretInput
-  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSecretInput
 }
 
 export type SigningSecretUpdateInput = {
@@ -237,7 +232,6 @@ export type SigningSecretUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUpdateManyWithoutSecretNestedInput
   previousSubscriptions?: Prisma.SubscriptionUpdateManyWithoutPreviousSecretNestedInput
-  deliveries?: Prisma.DeliveryUpdateManyWithoutSecretNestedInput
 }
 
 export type SigningSecretUncheckedUpdateInput = {
@@ -246,7 +240,6 @@ export type SigningSecretUncheckedUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutSecretNestedInput
   previousSubscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretNestedInput
-  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSecretNestedInput
 }
 
 export type SigningSecretCreateManyInput = {
@@ -337,26 +330,11 @@ export type SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.SigningSecretUpdateToOneWithWhereWithoutPreviousSubscriptionsInput, Prisma.SigningSecretUpdateWithoutPreviousSubscriptionsInput>, Prisma.SigningSecretUncheckedUpdateWithoutPreviousSubscriptionsInput>
 }
 
-export type SigningSecretCreateNestedOneWithoutDeliveriesInput = {
-  create?: Prisma.XOR<Prisma.SigningSecretCreateWithoutDeliveriesInput, Prisma.SigningSecretUncheckedCreateWithoutDeliveriesInput>
-  connectOrCreate?: Prisma.SigningSecretCreateOrConnectWithoutDeliveriesInput
-  connect?: Prisma.SigningSecretWhereUniqueInput
-}
-
-export type SigningSecretUpdateOneRequiredWithoutDeliveriesNestedInput = {
-  create?: Prisma.XOR<Prisma.SigningSecretCreateWithoutDeliveriesInput, Prisma.SigningSecretUncheckedCreateWithoutDeliveriesInput>
-  connectOrCreate?: Prisma.SigningSecretCreateOrConnectWithoutDeliveriesInput
-  upsert?: Prisma.SigningSecretUpsertWithoutDeliveriesInput
-  connect?: Prisma.SigningSecretWhereUniqueInput
-  update?: Prisma.XOR<Prisma.XOR<Prisma.SigningSecretUpdateToOneWithWhereWithoutDeliveriesInput, Prisma.SigningSecretUpdateWithoutDeliveriesInput>, Prisma.SigningSecretUncheckedUpdateWithoutDeliveriesInput>
-}
-
 export type SigningSecretCreateWithoutSubscriptionsInput = {
   id: string
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   previousSubscriptions?: Prisma.SubscriptionCreateNestedManyWithoutPreviousSecretInput
-  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSecretInput
 }
 
 export type SigningSecretUncheckedCreateWithoutSubscriptionsInput = {
@@ -364,7 +342,6 @@ export type SigningSecretUncheckedCreateWithoutSubscriptionsInput = {
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   previousSubscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutPreviousSecretInput
-  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSecretInput
 }
 
 export type SigningSecretCreateOrConnectWithoutSubscriptionsInput = {
@@ -377,7 +354,6 @@ export type SigningSecretCreateWithoutPreviousSubscriptionsInput = {
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionCreateNestedManyWithoutSecretInput
-  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSecretInput
 }
 
 export type SigningSecretUncheckedCreateWithoutPreviousSubscriptionsInput = {
@@ -385,7 +361,6 @@ export type SigningSecretUncheckedCreateWithoutPreviousSubscriptionsInput = {
   ciphertext: runtime.Bytes
   createdAt?: Date | string
   subscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutSecretInput
-  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSecretInput
 }
 
 export type SigningSecretCreateOrConnectWithoutPreviousSubscriptionsInput = {
@@ -409,7 +384,6 @@ export type SigningSecretUpdateWithoutSubscriptionsInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   previousSubscriptions?: Prisma.SubscriptionUpdateManyWithoutPreviousSecretNestedInput
-  deliveries?: Prisma.DeliveryUpdateManyWithoutSecretNestedInput
 }
 
 export type SigningSecretUncheckedUpdateWithoutSubscriptionsInput = {
@@ -417,7 +391,6 @@ export type SigningSecretUncheckedUpdateWithoutSubscriptionsInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   previousSubscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretNestedInput
-  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSecretNestedInput
 }
 
 export type SigningSecretUpsertWithoutPreviousSubscriptionsInput = {
@@ -436,7 +409,6 @@ export type SigningSecretUpdateWithoutPreviousSubscriptionsInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUpdateManyWithoutSecretNestedInput
-  deliveries?: Prisma.DeliveryUpdateManyWithoutSecretNestedInput
 }
 
 export type SigningSecretUncheckedUpdateWithoutPreviousSubscriptionsInput = {
@@ -444,55 +416,6 @@ export type SigningSecretUncheckedUpdateWithoutPreviousSubscriptionsInput = {
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   subscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutSecretNestedInput
-  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSecretNestedInput
-}
-
-export type SigningSecretCreateWithoutDeliveriesInput = {
-  id: string
-  ciphertext: runtime.Bytes
-  createdAt?: Date | string
-  subscriptions?: Prisma.SubscriptionCreateNestedManyWithoutSecretInput
-  previousSubscriptions?: Prisma.SubscriptionCreateNestedManyWithoutPreviousSecretInput
-}
-
-export type SigningSecretUncheckedCreateWithoutDeliveriesInput = {
-  id: string
-  ciphertext: runtime.Bytes
-  createdAt?: Date | string
-  subscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutSecretInput
-  previousSubscriptions?: Prisma.SubscriptionUncheckedCreateNestedManyWithoutPreviousSecretInput
-}
-
-export type SigningSecretCreateOrConnectWithoutDeliveriesInput = {
-  where: Prisma.SigningSecretWhereUniqueInput
-  create: Prisma.XOR<Prisma.SigningSecretCreateWithoutDeliveriesInput, Prisma.SigningSecretUncheckedCreateWithoutDeliveriesInput>
-}
-
-export type SigningSecretUpsertWithoutDeliveriesInput = {
-  update: Prisma.XOR<Prisma.SigningSecretUpdateWithoutDeliveriesInput, Prisma.SigningSecretUncheckedUpdateWithoutDeliveriesInput>
-  create: Prisma.XOR<Prisma.SigningSecretCreateWithoutDeliveriesInput, Prisma.SigningSecretUncheckedCreateWithoutDeliveriesInput>
-  where?: Prisma.SigningSecretWhereInput
-}
-
-export type SigningSecretUpdateToOneWithWhereWithoutDeliveriesInput = {
-  where?: Prisma.SigningSecretWhereInput
-  data: Prisma.XOR<Prisma.SigningSecretUpdateWithoutDeliveriesInput, Prisma.SigningSecretUncheckedUpdateWithoutDeliveriesInput>
-}
-
-export type SigningSecretUpdateWithoutDeliveriesInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  subscriptions?: Prisma.SubscriptionUpdateManyWithoutSecretNestedInput
-  previousSubscriptions?: Prisma.SubscriptionUpdateManyWithoutPreviousSecretNestedInput
-}
-
-export type SigningSecretUncheckedUpdateWithoutDeliveriesInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  subscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutSecretNestedInput
-  previousSubscriptions?: Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretNestedInput
 }
 
 
@@ -503,13 +426,11 @@ export type SigningSecretUncheckedUpdateWithoutDeliveriesInput = {
 export type SigningSecretCountOutputType = {
   subscriptions: number
   previousSubscriptions: number
-  deliveries: number
 }
 
 export type SigningSecretCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   subscriptions?: boolean | SigningSecretCountOutputTypeCountSubscriptionsArgs
   previousSubscriptions?: boolean | SigningSecretCountOutputTypeCountPreviousSubscriptionsArgs
-  deliveries?: boolean | SigningSecretCountOutputTypeCountDeliveriesArgs
 }
 
 /**
@@ -536,13 +457,6 @@ export type SigningSecretCountOutputTypeCountPreviousSubscriptionsArgs<ExtArgs e
   where?: Prisma.SubscriptionWhereInput
 }
 
-/**
- * SigningSecretCountOutputType without action
- */
-export type SigningSecretCountOutputTypeCountDeliveriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  where?: Prisma.DeliveryWhereInput
-}
-
 
 export type SigningSecretSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
@@ -550,7 +464,6 @@ export type SigningSecretSelect<ExtArgs extends runtime.Types.Extensions.Interna
   createdAt?: boolean
   subscriptions?: boolean | Prisma.SigningSecret$subscriptionsArgs<ExtArgs>
   previousSubscriptions?: boolean | Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs>
-  deliveries?: boolean | Prisma.SigningSecret$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.SigningSecretCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["signingSecret"]>
 
@@ -576,7 +489,6 @@ export type SigningSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalA
 export type SigningSecretInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   subscriptions?: boolean | Prisma.SigningSecret$subscriptionsArgs<ExtArgs>
   previousSubscriptions?: boolean | Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs>
-  deliveries?: boolean | Prisma.SigningSecret$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.SigningSecretCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type SigningSecretIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
@@ -587,7 +499,6 @@ export type $SigningSecretPayload<ExtArgs extends runtime.Types.Extensions.Inter
   objects: {
     subscriptions: Prisma.$SubscriptionPayload<ExtArgs>[]
     previousSubscriptions: Prisma.$SubscriptionPayload<ExtArgs>[]
-    deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
@@ -989,7 +900,6 @@ export interface Prisma__SigningSecretClient<T, Null = never, ExtArgs extends ru
   readonly [Symbol.toStringTag]: "PrismaPromise"
   subscriptions<T extends Prisma.SigningSecret$subscriptionsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecret$subscriptionsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$SubscriptionPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   previousSubscriptions<T extends Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecret$previousSubscriptionsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$SubscriptionPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
-  deliveries<T extends Prisma.SigningSecret$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecret$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -1460,30 +1370,6 @@ export type SigningSecret$previousSubscriptionsArgs<ExtArgs extends runtime.Type
   take?: number
   skip?: number
   distinct?: Prisma.SubscriptionScalarFieldEnum | Prisma.SubscriptionScalarFieldEnum[]
-}
-
-/**
- * SigningSecret.deliveries
- */
-export type SigningSecret$deliveriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  /**
-   * Select specific fields to fetch from the Delivery
-   */
-  select?: Prisma.DeliverySelect<ExtArgs> | null
-  /**
-   * Omit specific fields from the Delivery
-   */
-  omit?: Prisma.DeliveryOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  where?: Prisma.DeliveryWhereInput
-  orderBy?: Prisma.DeliveryOrderByWithRelationInput | Prisma.DeliveryOrderByWithRelationInput[]
-  cursor?: Prisma.DeliveryWhereUniqueInput
-  take?: number
-  skip?: number
-  distinct?: Prisma.DeliveryScalarFieldEnum | Prisma.DeliveryScalarFieldEnum[]
 }
 
 /**

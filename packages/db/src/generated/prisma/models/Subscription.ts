@@ -354,7 +354,6 @@ export type SubscriptionWhereInput = {
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
-  deliveries?: Prisma.DeliveryListRelationFilter
 }
 
 export type SubscriptionOrderByWithRelationInput = {
@@ -382,7 +381,6 @@ export type SubscriptionOrderByWithRelationInput = {
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   secret?: Prisma.SigningSecretOrderByWithRelationInput
   previousSecret?: Prisma.SigningSecretOrderByWithRelationInput
-  deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
 }
 
 export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
@@ -413,7 +411,6 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
-  deliveries?: Prisma.DeliveryListRelationFilter
 }, "id">
 
 export type SubscriptionOrderByWithAggregationInput = {
@@ -497,7 +494,6 @@ export type SubscriptionCreateInput = {
   tenantId?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
-  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
 
 export type SubscriptionUncheckedCreateInput = {
@@ -523,7 +519,6 @@ export type SubscriptionUncheckedCreateInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
-  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
 export type SubscriptionUpdateInput = {
@@ -549,7 +544,6 @@ export type SubscriptionUpdateInput = {
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
-  deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
 
 export type SubscriptionUncheckedUpdateInput = {
@@ -575,7 +569,6 @@ export type SubscriptionUncheckedUpdateInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
 export type SubscriptionCreateManyInput = {
@@ -752,11 +745,6 @@ export type SubscriptionSumOrderByAggregateInput = {
   consecutiveFailures?: Prisma.SortOrder
 }
 
-export type SubscriptionScalarRelationFilter = {
-  is?: Prisma.SubscriptionWhereInput
-  isNot?: Prisma.SubscriptionWhereInput
-}
-
 export type SubscriptionCreateNestedManyWithoutSecretInput = {
   create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutSecretInput, Prisma.SubscriptionUncheckedCreateWithoutSecretInput> | Prisma.SubscriptionCreateWithoutSecretInput[] | Prisma.SubscriptionUncheckedCreateWithoutSecretInput[]
   connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutSecretInput | Prisma.SubscriptionCreateOrConnectWithoutSecretInput[]
@@ -878,20 +866,6 @@ export type NullableStringFieldUpdateOperationsInput = {
   set?: string | null
 }
 
-export type SubscriptionCreateNestedOneWithoutDeliveriesInput = {
-  create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutDeliveriesInput, Prisma.SubscriptionUncheckedCreateWithoutDeliveriesInput>
-  connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutDeliveriesInput
-  connect?: Prisma.SubscriptionWhereUniqueInput
-}
-
-export type SubscriptionUpdateOneRequiredWithoutDeliveriesNestedInput = {
-  create?: Prisma.XOR<Prisma.SubscriptionCreateWithoutDeliveriesInput, Prisma.SubscriptionUncheckedCreateWithoutDeliveriesInput>
-  connectOrCreate?: Prisma.SubscriptionCreateOrConnectWithoutDeliveriesInput
-  upsert?: Prisma.SubscriptionUpsertWithoutDeliveriesInput
-  connect?: Prisma.SubscriptionWhereUniqueInput
-  update?: Prisma.XOR<Prisma.XOR<Prisma.SubscriptionUpdateToOneWithWhereWithoutDeliveriesInput, Prisma.SubscriptionUpdateWithoutDeliveriesInput>, Prisma.SubscriptionUncheckedUpdateWithoutDeliveriesInput>
-}
-
 export type SubscriptionCreateWithoutSecretInput = {
   id: string
   url: string
@@ -914,7 +888,6 @@ export type SubscriptionCreateWithoutSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
-  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
 
 export type SubscriptionUncheckedCreateWithoutSecretInput = {
@@ -939,7 +912,6 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
-  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
 export type SubscriptionCreateOrConnectWithoutSecretInput = {
@@ -974,7 +946,6 @@ export type SubscriptionCreateWithoutPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
-  deliveries?: Prisma.DeliveryCreateNestedManyWithoutSubscriptionInput
 }
 
 export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
@@ -999,7 +970,6 @@ export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
-  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutSubscriptionInput
 }
 
 export type SubscriptionCreateOrConnectWithoutPreviousSecretInput = {
@@ -1072,122 +1042,6 @@ export type SubscriptionUpdateManyWithWhereWithoutPreviousSecretInput = {
   data: Prisma.XOR<Prisma.SubscriptionUpdateManyMutationInput, Prisma.SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput>
 }
 
-export type SubscriptionCreateWithoutDeliveriesInput = {
-  id: string
-  url: string
-  events?: Prisma.SubscriptionCreateeventsInput | string[]
-  description?: string
-  active?: boolean
-  createdAt?: Date | string
-  updatedAt?: Date | string
-  deletedAt?: Date | string | null
-  maxInFlight?: number
-  rateLimit?: number | null
-  consecutiveFailures?: number
-  failingSince?: Date | string | null
-  lastSuccessAt?: Date | string | null
-  lastFailureAt?: Date | string | null
-  circuitOpenedAt?: Date | string | null
-  heldUntil?: Date | string | null
-  disabledReason?: string | null
-  previousSecretExpiresAt?: Date | string | null
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  tenantId?: string | null
-  secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
-  previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
-}
-
-export type SubscriptionUncheckedCreateWithoutDeliveriesInput = {
-  id: string
-  url: string
-  events?: Prisma.SubscriptionCreateeventsInput | string[]
-  description?: string
-  active?: boolean
-  secretId: string
-  createdAt?: Date | string
-  updatedAt?: Date | string
-  deletedAt?: Date | string | null
-  maxInFlight?: number
-  rateLimit?: number | null
-  consecutiveFailures?: number
-  failingSince?: Date | string | null
-  lastSuccessAt?: Date | string | null
-  lastFailureAt?: Date | string | null
-  circuitOpenedAt?: Date | string | null
-  heldUntil?: Date | string | null
-  disabledReason?: string | null
-  previousSecretId?: string | null
-  previousSecretExpiresAt?: Date | string | null
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  tenantId?: string | null
-}
-
-export type SubscriptionCreateOrConnectWithoutDeliveriesInput = {
-  where: Prisma.SubscriptionWhereUniqueInput
-  create: Prisma.XOR<Prisma.SubscriptionCreateWithoutDeliveriesInput, Prisma.SubscriptionUncheckedCreateWithoutDeliveriesInput>
-}
-
-export type SubscriptionUpsertWithoutDeliveriesInput = {
-  update: Prisma.XOR<Prisma.SubscriptionUpdateWithoutDeliveriesInput, Prisma.SubscriptionUncheckedUpdateWithoutDeliveriesInput>
-  create: Prisma.XOR<Prisma.SubscriptionCreateWithoutDeliveriesInput, Prisma.SubscriptionUncheckedCreateWithoutDeliveriesInput>
-  where?: Prisma.SubscriptionWhereInput
-}
-
-export type SubscriptionUpdateToOneWithWhereWithoutDeliveriesInput = {
-  where?: Prisma.SubscriptionWhereInput
-  data: Prisma.XOR<Prisma.SubscriptionUpdateWithoutDeliveriesInput, Prisma.SubscriptionUncheckedUpdateWithoutDeliveriesInput>
-}
-
-export type SubscriptionUpdateWithoutDeliveriesInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  url?: Prisma.StringFieldUpdateOperationsInput | string
-  events?: Prisma.SubscriptionUpdateeventsInput | string[]
-  description?: Prisma.StringFieldUpdateOperationsInput | string
-  active?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
-  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
-  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
-  previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
-}
-
-export type SubscriptionUncheckedUpdateWithoutDeliveriesInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  url?: Prisma.StringFieldUpdateOperationsInput | string
-  events?: Prisma.SubscriptionUpdateeventsInput | string[]
-  description?: Prisma.StringFieldUpdateOperationsInput | string
-  active?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  secretId?: Prisma.StringFieldUpdateOperationsInput | string
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  maxInFlight?: Prisma.IntFieldUpdateOperationsInput | number
-  rateLimit?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  consecutiveFailures?: Prisma.IntFieldUpdateOperationsInput | number
-  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-}
-
 export type SubscriptionCreateManySecretInput = {
   id: string
   url: string
@@ -1258,7 +1112,6 @@ export type SubscriptionUpdateWithoutSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
-  deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
 
 export type SubscriptionUncheckedUpdateWithoutSecretInput = {
@@ -1283,7 +1136,6 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
@@ -1332,7 +1184,6 @@ export type SubscriptionUpdateWithoutPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
-  deliveries?: Prisma.DeliveryUpdateManyWithoutSubscriptionNestedInput
 }
 
 export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
@@ -1357,7 +1208,6 @@ export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutSubscriptionNestedInput
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
@@ -1385,35 +1235,6 @@ export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
 }
 
 
-/**
- * Count Type SubscriptionCountOutputType
- */
-
-export type SubscriptionCountOutputType = {
-  deliveries: number
-}
-
-export type SubscriptionCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  deliveries?: boolean | SubscriptionCountOutputTypeCountDeliveriesArgs
-}
-
-/**
- * SubscriptionCountOutputType without action
- */
-export type SubscriptionCountOutputTypeDefaultArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  /**
-   * Select specific fields to fetch from the SubscriptionCountOutputType
-   */
-  select?: Prisma.SubscriptionCountOutputTypeSelect<ExtArgs> | null
-}
-
-/**
- * SubscriptionCountOutputType without action
- */
-export type SubscriptionCountOutputTypeCountDeliveriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  where?: Prisma.DeliveryWhereInput
-}
-
 
 export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
@@ -1440,8 +1261,6 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   tenantId?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
-  deliveries?: boolean | Prisma.Subscription$deliveriesArgs<ExtArgs>
-  _count?: boolean | Prisma.SubscriptionCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
 
 export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -1527,8 +1346,6 @@ export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalAr
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
-  deliveries?: boolean | Prisma.Subscription$deliveriesArgs<ExtArgs>
-  _count?: boolean | Prisma.SubscriptionCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type SubscriptionIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
@@ -1544,7 +1361,6 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
   objects: {
     secret: Prisma.$SigningSecretPayload<ExtArgs>
     previousSecret: Prisma.$SigningSecretPayload<ExtArgs> | null
-    deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
@@ -1997,7 +1813,6 @@ export interface Prisma__SubscriptionClient<T, Null = never, ExtArgs extends run
   readonly [Symbol.toStringTag]: "PrismaPromise"
   secret<T extends Prisma.SigningSecretDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.SigningSecretDefaultArgs<ExtArgs>>): Prisma.Prisma__SigningSecretClient<runtime.Types.Result.GetResult<Prisma.$SigningSecretPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
   previousSecret<T extends Prisma.Subscription$previousSecretArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Subscription$previousSecretArgs<ExtArgs>>): Prisma.Prisma__SigningSecretClient<runtime.Types.Result.GetResult<Prisma.$SigningSecretPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
-  deliveries<T extends Prisma.Subscription$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Subscription$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -2466,30 +2281,6 @@ export type Subscription$previousSecretArgs<ExtArgs extends runtime.Types.Extens
    */
   include?: Prisma.SigningSecretInclude<ExtArgs> | null
   where?: Prisma.SigningSecretWhereInput
-}
-
-/**
- * Subscription.deliveries
- */
-export type Subscription$deliveriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  /**
-   * Select specific fields to fetch from the Delivery
-   */
-  select?: Prisma.DeliverySelect<ExtArgs> | null
-  /**
-   * Omit specific fields from the Delivery
-   */
-  omit?: Prisma.DeliveryOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  where?: Prisma.DeliveryWhereInput
-  orderBy?: Prisma.DeliveryOrderByWithRelationInput | Prisma.DeliveryOrderByWithRelationInput[]
-  cursor?: Prisma.DeliveryWhereUniqueInput
-  take?: number
-  skip?: number
-  distinct?: Prisma.DeliveryScalarFieldEnum | Prisma.DeliveryScalarFieldEnum[]
 }
 
 /**

@@ -46,7 +46,8 @@ export interface DeliveryBatch {
  * again on the locked row: a delivery being resent at this instant (POST .../retry makes it
  * queued) is either skipped or seen queued, never deleted; a delivery whose row another pruner
  * holds is skipped, so two pruners never delete (or count) the same row. Attempts go in the same
- * statement (the foreign key wants them gone first), so a delivery never loses its log and stays.
+ * statement, so a delivery never loses its log and stays, and no attempt outlives its delivery
+ * (delivery_attempts.delivery_id has no foreign key to say so: see prisma/schema.prisma).
  *
  * Both pruning statements commit without waiting for the disk (synchronous_commit off for their
  * own transaction): a delete lost in a database crash is done again by the next pass, and the

@@ -59,8 +59,7 @@ const eventTypeOf: Record<HealthChange, OperationalEventType> = {
  * publishes the operational events their changes call for, in one transaction: the health and
  * the event that announces it are committed together or not at all. The rows are locked in id
  * order, so concurrent workers serialise per subscription without deadlocking, and with FOR NO
- * KEY UPDATE, which does not conflict with the key-share locks that inserting deliveries takes
- * on their subscription (FOR UPDATE would make every publish to it wait, and could deadlock).
+ * KEY UPDATE, the weakest lock that serialises them: the health columns are not a key.
  *
  * Returns the updates and the operational deliveries, which the caller enqueues after commit.
  */

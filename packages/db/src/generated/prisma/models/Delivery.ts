@@ -323,7 +323,6 @@ export type DeliveryWhereInput = {
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
-  attemptLog?: Prisma.DeliveryAttemptListRelationFilter
 }
 
 export type DeliveryOrderByWithRelationInput = {
@@ -344,7 +343,6 @@ export type DeliveryOrderByWithRelationInput = {
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
-  attemptLog?: Prisma.DeliveryAttemptOrderByRelationAggregateInput
 }
 
 export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
@@ -368,7 +366,6 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
-  attemptLog?: Prisma.DeliveryAttemptListRelationFilter
 }, "id">
 
 export type DeliveryOrderByWithAggregationInput = {
@@ -437,7 +434,6 @@ export type DeliveryCreateInput = {
   tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
-  attemptLog?: Prisma.DeliveryAttemptCreateNestedManyWithoutDeliveryInput
 }
 
 export type DeliveryUncheckedCreateInput = {
@@ -458,7 +454,6 @@ export type DeliveryUncheckedCreateInput = {
   tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
-  attemptLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
 }
 
 export type DeliveryUpdateInput = {
@@ -479,7 +474,6 @@ export type DeliveryUpdateInput = {
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  attemptLog?: Prisma.DeliveryAttemptUpdateManyWithoutDeliveryNestedInput
 }
 
 export type DeliveryUncheckedUpdateInput = {
@@ -500,7 +494,6 @@ export type DeliveryUncheckedUpdateInput = {
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  attemptLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
 }
 
 export type DeliveryCreateManyInput = {
@@ -631,154 +624,10 @@ export type DeliverySumOrderByAggregateInput = {
   responseCode?: Prisma.SortOrder
 }
 
-export type DeliveryScalarRelationFilter = {
-  is?: Prisma.DeliveryWhereInput
-  isNot?: Prisma.DeliveryWhereInput
-}
-
 export type EnumDeliveryStatusFieldUpdateOperationsInput = {
   set?: $Enums.DeliveryStatus
 }
 
-export type DeliveryCreateNestedOneWithoutAttemptLogInput = {
-  create?: Prisma.XOR<Prisma.DeliveryCreateWithoutAttemptLogInput, Prisma.DeliveryUncheckedCreateWithoutAttemptLogInput>
-  connectOrCreate?: Prisma.DeliveryCreateOrConnectWithoutAttemptLogInput
-  connect?: Prisma.DeliveryWhereUniqueInput
-}
-
-export type DeliveryUpdateOneRequiredWithoutAttemptLogNestedInput = {
-  create?: Prisma.XOR<Prisma.DeliveryCreateWithoutAttemptLogInput, Prisma.DeliveryUncheckedCreateWithoutAttemptLogInput>
-  connectOrCreate?: Prisma.DeliveryCreateOrConnectWithoutAttemptLogInput
-  upsert?: Prisma.DeliveryUpsertWithoutAttemptLogInput
-  connect?: Prisma.DeliveryWhereUniqueInput
-  update?: Prisma.XOR<Prisma.XOR<Prisma.DeliveryUpdateToOneWithWhereWithoutAttemptLogInput, Prisma.DeliveryUpdateWithoutAttemptLogInput>, Prisma.DeliveryUncheckedUpdateWithoutAttemptLogInput>
-}
-
-export type DeliveryCreateWithoutAttemptLogInput = {
-  id: string
-  subscriptionId: string
-  eventId: string
-  eventType: string
-  url: string
-  secretId: string
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  status?: $Enums.DeliveryStatus
-  attempts?: number
-  responseCode?: number | null
-  nextAttemptAt?: Date | string | null
-  leaseToken?: string | null
-  leasedUntil?: Date | string | null
-  attemptOpen?: boolean
-  tenantId?: string | null
-  createdAt?: Date | string
-  updatedAt?: Date | string
-}
-
-export type DeliveryUncheckedCreateWithoutAttemptLogInput = {
-  id: string
-  subscriptionId: string
-  eventId: string
-  eventType: string
-  url: string
-  secretId: string
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  status?: $Enums.DeliveryStatus
-  attempts?: number
-  responseCode?: number | null
-  nextAttemptAt?: Date | string | null
-  leaseToken?: string | null
-  leasedUntil?: Date | string | null
-  attemptOpen?: boolean
-  tenantId?: string | null
-  createdAt?: Date | string
-  updatedAt?: Date | string
-}
-
-export type DeliveryCreateOrConnectWithoutAttemptLogInput = {
-  where: Prisma.DeliveryWhereUniqueInput
-  create: Prisma.XOR<Prisma.DeliveryCreateWithoutAttemptLogInput, Prisma.DeliveryUncheckedCreateWithoutAttemptLogInput>
-}
-
-export type DeliveryUpsertWithoutAttemptLogInput = {
-  update: Prisma.XOR<Prisma.DeliveryUpdateWithoutAttemptLogInput, Prisma.DeliveryUncheckedUpdateWithoutAttemptLogInput>
-  create: Prisma.XOR<Prisma.DeliveryCreateWithoutAttemptLogInput, Prisma.DeliveryUncheckedCreateWithoutAttemptLogInput>
-  where?: Prisma.DeliveryWhereInput
-}
-
-export type DeliveryUpdateToOneWithWhereWithoutAttemptLogInput = {
-  where?: Prisma.DeliveryWhereInput
-  data: Prisma.XOR<Prisma.DeliveryUpdateWithoutAttemptLogInput, Prisma.DeliveryUncheckedUpdateWithoutAttemptLogInput>
-}
-
-export type DeliveryUpdateWithoutAttemptLogInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  subscriptionId?: Prisma.StringFieldUpdateOperationsInput | string
-  eventId?: Prisma.StringFieldUpdateOperationsInput | string
-  eventType?: Prisma.StringFieldUpdateOperationsInput | string
-  url?: Prisma.StringFieldUpdateOperationsInput | string
-  secretId?: Prisma.StringFieldUpdateOperationsInput | string
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
-  attempts?: Prisma.IntFieldUpdateOperationsInput | number
-  responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-}
-
-export type DeliveryUncheckedUpdateWithoutAttemptLogInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  subscriptionId?: Prisma.StringFieldUpdateOperationsInput | string
-  eventId?: Prisma.StringFieldUpdateOperationsInput | string
-  eventType?: Prisma.StringFieldUpdateOperationsInput | string
-  url?: Prisma.StringFieldUpdateOperationsInput | string
-  secretId?: Prisma.StringFieldUpdateOperationsInput | string
-  headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
-  status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
-  attempts?: Prisma.IntFieldUpdateOperationsInput | number
-  responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-}
-
-
-/**
- * Count Type DeliveryCountOutputType
- */
-
-export type DeliveryCountOutputType = {
-  attemptLog: number
-}
-
-export type DeliveryCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  attemptLog?: boolean | DeliveryCountOutputTypeCountAttemptLogArgs
-}
-
-/**
- * DeliveryCountOutputType without action
- */
-export type DeliveryCountOutputTypeDefaultArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  /**
-   * Select specific fields to fetch from the DeliveryCountOutputType
-   */
-  select?: Prisma.DeliveryCountOutputTypeSelect<ExtArgs> | null
-}
-
-/**
- * DeliveryCountOutputType without action
- */
-export type DeliveryCountOutputTypeCountAttemptLogArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  where?: Prisma.DeliveryAttemptWhereInput
-}
 
 
 export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -799,8 +648,6 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
-  attemptLog?: boolean | Prisma.Delivery$attemptLogArgs<ExtArgs>
-  _count?: boolean | Prisma.DeliveryCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["delivery"]>
 
 export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -864,18 +711,10 @@ export type DeliverySelectScalar = {
 }
 
 export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "attemptOpen" | "tenantId" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
-export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  attemptLog?: boolean | Prisma.Delivery$attemptLogArgs<ExtArgs>
-  _count?: boolean | Prisma.DeliveryCountOutputTypeDefaultArgs<ExtArgs>
-}
-export type DeliveryIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
-export type DeliveryIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
 
 export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Delivery"
-  objects: {
-    attemptLog: Prisma.$DeliveryAttemptPayload<ExtArgs>[]
-  }
+  objects: {}
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     subscriptionId: string
@@ -1307,7 +1146,6 @@ readonly fields: DeliveryFieldRefs;
  */
 export interface Prisma__DeliveryClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
-  attemptLog<T extends Prisma.Delivery$attemptLogArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Delivery$attemptLogArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryAttemptPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -1371,10 +1209,6 @@ export type DeliveryFindUniqueArgs<ExtArgs extends runtime.Types.Extensions.Inte
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  /**
    * Filter, which Delivery to fetch.
    */
   where: Prisma.DeliveryWhereUniqueInput
@@ -1393,10 +1227,6 @@ export type DeliveryFindUniqueOrThrowArgs<ExtArgs extends runtime.Types.Extensio
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  /**
    * Filter, which Delivery to fetch.
    */
   where: Prisma.DeliveryWhereUniqueInput
@@ -1414,10 +1244,6 @@ export type DeliveryFindFirstArgs<ExtArgs extends runtime.Types.Extensions.Inter
    * Omit specific fields from the Delivery
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
   /**
    * Filter, which Delivery to fetch.
    */
@@ -1467,10 +1293,6 @@ export type DeliveryFindFirstOrThrowArgs<ExtArgs extends runtime.Types.Extension
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  /**
    * Filter, which Delivery to fetch.
    */
   where?: Prisma.DeliveryWhereInput
@@ -1518,10 +1340,6 @@ export type DeliveryFindManyArgs<ExtArgs extends runtime.Types.Extensions.Intern
    * Omit specific fields from the Delivery
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
   /**
    * Filter, which Deliveries to fetch.
    */
@@ -1571,10 +1389,6 @@ export type DeliveryCreateArgs<ExtArgs extends runtime.Types.Extensions.Internal
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  /**
    * The data needed to create a Delivery.
    */
   data: Prisma.XOR<Prisma.DeliveryCreateInput, Prisma.DeliveryUncheckedCreateInput>
@@ -1622,10 +1436,6 @@ export type DeliveryUpdateArgs<ExtArgs extends runtime.Types.Extensions.Internal
    * Omit specific fields from the Delivery
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
   /**
    * The data needed to update a Delivery.
    */
@@ -1693,10 +1503,6 @@ export type DeliveryUpsertArgs<ExtArgs extends runtime.Types.Extensions.Internal
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  /**
    * The filter to search for the Delivery to update in case it exists.
    */
   where: Prisma.DeliveryWhereUniqueInput
@@ -1723,10 +1529,6 @@ export type DeliveryDeleteArgs<ExtArgs extends runtime.Types.Extensions.Internal
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
-  /**
    * Filter which Delivery to delete.
    */
   where: Prisma.DeliveryWhereUniqueInput
@@ -1747,30 +1549,6 @@ export type DeliveryDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.Inte
 }
 
 /**
- * Delivery.attemptLog
- */
-export type Delivery$attemptLogArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  /**
-   * Select specific fields to fetch from the DeliveryAttempt
-   */
-  select?: Prisma.DeliveryAttemptSelect<ExtArgs> | null
-  /**
-   * Omit specific fields from the DeliveryAttempt
-   */
-  omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
-  where?: Prisma.DeliveryAttemptWhereInput
-  orderBy?: Prisma.DeliveryAttemptOrderByWithRelationInput | Prisma.DeliveryAttemptOrderByWithRelationInput[]
-  cursor?: Prisma.DeliveryAttemptWhereUniqueInput
-  take?: number
-  skip?: number
-  distinct?: Prisma.DeliveryAttemptScalarFieldEnum | Prisma.DeliveryAttemptScalarFieldEnum[]
-}
-
-/**
  * Delivery without action
  */
 export type DeliveryDefaultArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -1782,8 +1560,4 @@ export type DeliveryDefaultArgs<ExtArgs extends runtime.Types.Extensions.Interna
    * Omit specific fields from the Delivery
    */
   omit?: Prisma.DeliveryOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryInclude<ExtArgs> | null
 }

@@ -14,7 +14,11 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
 
 /**
  * Model DeliveryAttempt
- * 
+ * One request of a delivery (its log, contract §5). delivery_id has no foreign key, for the reasons
+ * the Delivery model gives: the check cost every claim a lookup and a lock on the delivery row it
+ * had just updated, and the pruner a lookup per delivery deleted. It holds by construction: the
+ * claim inserts an attempt in the statement that updates its delivery (delivery-leases.ts), and
+ * the pruner deletes a delivery's attempts in the statement that deletes it (retention.ts).
  */
 export type DeliveryAttemptModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryAttemptPayload>
 
@@ -256,7 +260,6 @@ export type DeliveryAttemptWhereInput = {
   responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
-  delivery?: Prisma.XOR<Prisma.DeliveryScalarRelationFilter, Prisma.DeliveryWhereInput>
 }
 
 export type DeliveryAttemptOrderByWithRelationInput = {
@@ -269,7 +272,6 @@ export type DeliveryAttemptOrderByWithRelationInput = {
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
   responseBody?: Prisma.SortOrderInput | Prisma.SortOrder
   error?: Prisma.SortOrderInput | Prisma.SortOrder
-  delivery?: Prisma.DeliveryOrderByWithRelationInput
 }
 
 export type DeliveryAttemptWhereUniqueInput = Prisma.AtLeast<{
@@ -286,7 +288,6 @@ export type DeliveryAttemptWhereUniqueInput = Prisma.AtLeast<{
   responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
-  delivery?: Prisma.XOR<Prisma.DeliveryScalarRelationFilter, Prisma.DeliveryWhereInput>
 }, "id" | "deliveryId_number">
 
 export type DeliveryAttemptOrderByWithAggregationInput = {
@@ -323,6 +324,7 @@ export type DeliveryAttemptScalarWhereWithAggregatesInput = {
 
 export type DeliveryAttemptCreateInput = {
   id: string
+  deliveryId: string
   number: number
   url: string
   startedAt: Date | string
@@ -330,7 +332,6 @@ export type DeliveryAttemptCreateInput = {
   responseCode?: number | null
   responseBody?: string | null
   error?: string | null
-  delivery: Prisma.DeliveryCreateNestedOneWithoutAttemptLogInput
 }
 
 export type DeliveryAttemptUncheckedCreateInput = {
@@ -347,6 +348,7 @@ export type DeliveryAttemptUncheckedCreateInput = {
 
 export type DeliveryAttemptUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
+  deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -354,7 +356,6 @@ export type DeliveryAttemptUpdateInput = {
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  delivery?: Prisma.DeliveryUpdateOneRequiredWithoutAttemptLogNestedInput
 }
 
 export type DeliveryAttemptUncheckedUpdateInput = {
@@ -383,6 +384,7 @@ export type DeliveryAttemptCreateManyInput = {
 
 export type DeliveryAttemptUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
+  deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -402,16 +404,6 @@ export type DeliveryAttemptUncheckedUpdateManyInput = {
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-}
-
-export type DeliveryAttemptListRelationFilter = {
-  every?: Prisma.DeliveryAttemptWhereInput
-  some?: Prisma.DeliveryAttemptWhereInput
-  none?: Prisma.DeliveryAttemptWhereInput
-}
-
-export type DeliveryAttemptOrderByRelationAggregateInput = {
-  _count?: Prisma.SortOrder
 }
 
 export type DeliveryAttemptDeliveryIdNumberCompoundUniqueInput = {
@@ -467,155 +459,6 @@ export type DeliveryAttemptSumOrderByAggregateInput = {
   responseCode?: Prisma.SortOrder
 }
 
-export type DeliveryAttemptCreateNestedManyWithoutDeliveryInput = {
-  create?: Prisma.XOR<Prisma.DeliveryAttemptCreateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput> | Prisma.DeliveryAttemptCreateWithoutDeliveryInput[] | Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput[]
-  connectOrCreate?: Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput | Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput[]
-  createMany?: Prisma.DeliveryAttemptCreateManyDeliveryInputEnvelope
-  connect?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-}
-
-export type DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput = {
-  create?: Prisma.XOR<Prisma.DeliveryAttemptCreateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput> | Prisma.DeliveryAttemptCreateWithoutDeliveryInput[] | Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput[]
-  connectOrCreate?: Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput | Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput[]
-  createMany?: Prisma.DeliveryAttemptCreateManyDeliveryInputEnvelope
-  connect?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-}
-
-export type DeliveryAttemptUpdateManyWithoutDeliveryNestedInput = {
-  create?: Prisma.XOR<Prisma.DeliveryAttemptCreateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput> | Prisma.DeliveryAttemptCreateWithoutDeliveryInput[] | Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput[]
-  connectOrCreate?: Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput | Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput[]
-  upsert?: Prisma.DeliveryAttemptUpsertWithWhereUniqueWithoutDeliveryInput | Prisma.DeliveryAttemptUpsertWithWhereUniqueWithoutDeliveryInput[]
-  createMany?: Prisma.DeliveryAttemptCreateManyDeliveryInputEnvelope
-  set?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  disconnect?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  delete?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  connect?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  update?: Prisma.DeliveryAttemptUpdateWithWhereUniqueWithoutDeliveryInput | Prisma.DeliveryAttemptUpdateWithWhereUniqueWithoutDeliveryInput[]
-  updateMany?: Prisma.DeliveryAttemptUpdateManyWithWhereWithoutDeliveryInput | Prisma.DeliveryAttemptUpdateManyWithWhereWithoutDeliveryInput[]
-  deleteMany?: Prisma.DeliveryAttemptScalarWhereInput | Prisma.DeliveryAttemptScalarWhereInput[]
-}
-
-export type DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput = {
-  create?: Prisma.XOR<Prisma.DeliveryAttemptCreateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput> | Prisma.DeliveryAttemptCreateWithoutDeliveryInput[] | Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput[]
-  connectOrCreate?: Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput | Prisma.DeliveryAttemptCreateOrConnectWithoutDeliveryInput[]
-  upsert?: Prisma.DeliveryAttemptUpsertWithWhereUniqueWithoutDeliveryInput | Prisma.DeliveryAttemptUpsertWithWhereUniqueWithoutDeliveryInput[]
-  createMany?: Prisma.DeliveryAttemptCreateManyDeliveryInputEnvelope
-  set?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  disconnect?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  delete?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  connect?: Prisma.DeliveryAttemptWhereUniqueInput | Prisma.DeliveryAttemptWhereUniqueInput[]
-  update?: Prisma.DeliveryAttemptUpdateWithWhereUniqueWithoutDeliveryInput | Prisma.DeliveryAttemptUpdateWithWhereUniqueWithoutDeliveryInput[]
-  updateMany?: Prisma.DeliveryAttemptUpdateManyWithWhereWithoutDeliveryInput | Prisma.DeliveryAttemptUpdateManyWithWhereWithoutDeliveryInput[]
-  deleteMany?: Prisma.DeliveryAttemptScalarWhereInput | Prisma.DeliveryAttemptScalarWhereInput[]
-}
-
-export type DeliveryAttemptCreateWithoutDeliveryInput = {
-  id: string
-  number: number
-  url: string
-  startedAt: Date | string
-  durationMs?: number | null
-  responseCode?: number | null
-  responseBody?: string | null
-  error?: string | null
-}
-
-export type DeliveryAttemptUncheckedCreateWithoutDeliveryInput = {
-  id: string
-  number: number
-  url: string
-  startedAt: Date | string
-  durationMs?: number | null
-  responseCode?: number | null
-  responseBody?: string | null
-  error?: string | null
-}
-
-export type DeliveryAttemptCreateOrConnectWithoutDeliveryInput = {
-  where: Prisma.DeliveryAttemptWhereUniqueInput
-  create: Prisma.XOR<Prisma.DeliveryAttemptCreateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput>
-}
-
-export type DeliveryAttemptCreateManyDeliveryInputEnvelope = {
-  data: Prisma.DeliveryAttemptCreateManyDeliveryInput | Prisma.DeliveryAttemptCreateManyDeliveryInput[]
-  skipDuplicates?: boolean
-}
-
-export type DeliveryAttemptUpsertWithWhereUniqueWithoutDeliveryInput = {
-  where: Prisma.DeliveryAttemptWhereUniqueInput
-  update: Prisma.XOR<Prisma.DeliveryAttemptUpdateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedUpdateWithoutDeliveryInput>
-  create: Prisma.XOR<Prisma.DeliveryAttemptCreateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedCreateWithoutDeliveryInput>
-}
-
-export type DeliveryAttemptUpdateWithWhereUniqueWithoutDeliveryInput = {
-  where: Prisma.DeliveryAttemptWhereUniqueInput
-  data: Prisma.XOR<Prisma.DeliveryAttemptUpdateWithoutDeliveryInput, Prisma.DeliveryAttemptUncheckedUpdateWithoutDeliveryInput>
-}
-
-export type DeliveryAttemptUpdateManyWithWhereWithoutDeliveryInput = {
-  where: Prisma.DeliveryAttemptScalarWhereInput
-  data: Prisma.XOR<Prisma.DeliveryAttemptUpdateManyMutationInput, Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryInput>
-}
-
-export type DeliveryAttemptScalarWhereInput = {
-  AND?: Prisma.DeliveryAttemptScalarWhereInput | Prisma.DeliveryAttemptScalarWhereInput[]
-  OR?: Prisma.DeliveryAttemptScalarWhereInput[]
-  NOT?: Prisma.DeliveryAttemptScalarWhereInput | Prisma.DeliveryAttemptScalarWhereInput[]
-  id?: Prisma.StringFilter<"DeliveryAttempt"> | string
-  deliveryId?: Prisma.StringFilter<"DeliveryAttempt"> | string
-  number?: Prisma.IntFilter<"DeliveryAttempt"> | number
-  url?: Prisma.StringFilter<"DeliveryAttempt"> | string
-  startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
-  durationMs?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
-  responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
-  responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
-  error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
-}
-
-export type DeliveryAttemptCreateManyDeliveryInput = {
-  id: string
-  number: number
-  url: string
-  startedAt: Date | string
-  durationMs?: number | null
-  responseCode?: number | null
-  responseBody?: string | null
-  error?: string | null
-}
-
-export type DeliveryAttemptUpdateWithoutDeliveryInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  number?: Prisma.IntFieldUpdateOperationsInput | number
-  url?: Prisma.StringFieldUpdateOperationsInput | string
-  startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-}
-
-export type DeliveryAttemptUncheckedUpdateWithoutDeliveryInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  number?: Prisma.IntFieldUpdateOperationsInput | number
-  url?: Prisma.StringFieldUpdateOperationsInput | string
-  startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-}
-
-export type DeliveryAttemptUncheckedUpdateManyWithoutDeliveryInput = {
-  id?: Prisma.StringFieldUpdateOperationsInput | string
-  number?: Prisma.IntFieldUpdateOperationsInput | number
-  url?: Prisma.StringFieldUpdateOperationsInput | string
-  startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
-  durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
-  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-}
-
 
 
 export type DeliveryAttemptSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -628,7 +471,6 @@ export type DeliveryAttemptSelect<ExtArgs extends runtime.Types.Extensions.Inter
   responseCode?: boolean
   responseBody?: boolean
   error?: boolean
-  delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["deliveryAttempt"]>
 
 export type DeliveryAttemptSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -641,7 +483,6 @@ export type DeliveryAttemptSelectCreateManyAndReturn<ExtArgs extends runtime.Typ
   responseCode?: boolean
   responseBody?: boolean
   error?: boolean
-  delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["deliveryAttempt"]>
 
 export type DeliveryAttemptSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -654,7 +495,6 @@ export type DeliveryAttemptSelectUpdateManyAndReturn<ExtArgs extends runtime.Typ
   responseCode?: boolean
   responseBody?: boolean
   error?: boolean
-  delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["deliveryAttempt"]>
 
 export type DeliveryAttemptSelectScalar = {
@@ -670,21 +510,10 @@ export type DeliveryAttemptSelectScalar = {
 }
 
 export type DeliveryAttemptOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "deliveryId" | "number" | "url" | "startedAt" | "durationMs" | "responseCode" | "responseBody" | "error", ExtArgs["result"]["deliveryAttempt"]>
-export type DeliveryAttemptInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
-}
-export type DeliveryAttemptIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
-}
-export type DeliveryAttemptIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
-  delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
-}
 
 export type $DeliveryAttemptPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "DeliveryAttempt"
-  objects: {
-    delivery: Prisma.$DeliveryPayload<ExtArgs>
-  }
+  objects: {}
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     deliveryId: string
@@ -1095,7 +924,6 @@ readonly fields: DeliveryAttemptFieldRefs;
  */
 export interface Prisma__DeliveryAttemptClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
-  delivery<T extends Prisma.DeliveryDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.DeliveryDefaultArgs<ExtArgs>>): Prisma.Prisma__DeliveryClient<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -1151,10 +979,6 @@ export type DeliveryAttemptFindUniqueArgs<ExtArgs extends runtime.Types.Extensio
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
-  /**
    * Filter, which DeliveryAttempt to fetch.
    */
   where: Prisma.DeliveryAttemptWhereUniqueInput
@@ -1173,10 +997,6 @@ export type DeliveryAttemptFindUniqueOrThrowArgs<ExtArgs extends runtime.Types.E
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
-  /**
    * Filter, which DeliveryAttempt to fetch.
    */
   where: Prisma.DeliveryAttemptWhereUniqueInput
@@ -1194,10 +1014,6 @@ export type DeliveryAttemptFindFirstArgs<ExtArgs extends runtime.Types.Extension
    * Omit specific fields from the DeliveryAttempt
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
   /**
    * Filter, which DeliveryAttempt to fetch.
    */
@@ -1247,10 +1063,6 @@ export type DeliveryAttemptFindFirstOrThrowArgs<ExtArgs extends runtime.Types.Ex
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
-  /**
    * Filter, which DeliveryAttempt to fetch.
    */
   where?: Prisma.DeliveryAttemptWhereInput
@@ -1298,10 +1110,6 @@ export type DeliveryAttemptFindManyArgs<ExtArgs extends runtime.Types.Extensions
    * Omit specific fields from the DeliveryAttempt
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
   /**
    * Filter, which DeliveryAttempts to fetch.
    */
@@ -1351,10 +1159,6 @@ export type DeliveryAttemptCreateArgs<ExtArgs extends runtime.Types.Extensions.I
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
   /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
-  /**
    * The data needed to create a DeliveryAttempt.
    */
   data: Prisma.XOR<Prisma.DeliveryAttemptCreateInput, Prisma.DeliveryAttemptUncheckedCreateInput>
@@ -1388,10 +1192,6 @@ export type DeliveryAttemptCreateManyAndReturnArgs<ExtArgs extends runtime.Types
    */
   data: Prisma.DeliveryAttemptCreateManyInput | Prisma.DeliveryAttemptCreateManyInput[]
   skipDuplicates?: boolean
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptIncludeCreateManyAndReturn<ExtArgs> | null
 }
 
 /**
@@ -1406,10 +1206,6 @@ export type DeliveryAttemptUpdateArgs<ExtArgs extends runtime.Types.Extensions.I
    * Omit specific fields from the DeliveryAttempt
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
   /**
    * The data needed to update a DeliveryAttempt.
    */
@@ -1462,10 +1258,6 @@ export type DeliveryAttemptUpdateManyAndReturnArgs<ExtArgs extends runtime.Types
    * Limit how many DeliveryAttempts to update.
    */
   limit?: number
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptIncludeUpdateManyAndReturn<ExtArgs> | null
 }
 
 /**
@@ -1480,10 +1272,6 @@ export type DeliveryAttemptUpsertArgs<ExtArgs extends runtime.Types.Extensions.I
    * Omit specific fields from the DeliveryAttempt
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
   /**
    * The filter to search for the DeliveryAttempt to update in case it exists.
    */
@@ -1510,10 +1298,6 @@ export type DeliveryAttemptDeleteArgs<ExtArgs extends runtime.Types.Extensions.I
    * Omit specific fields from the DeliveryAttempt
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
   /**
    * Filter which DeliveryAttempt to delete.
    */
@@ -1546,8 +1330,4 @@ export type DeliveryAttemptDefaultArgs<ExtArgs extends runtime.Types.Extensions.
    * Omit specific fields from the DeliveryAttempt
    */
   omit?: Prisma.DeliveryAttemptOmit<ExtArgs> | null
-  /**
-   * Choose, which related nodes to fetch as well
-   */
-  include?: Prisma.DeliveryAttemptInclude<ExtArgs> | null
 }

@@ -72,7 +72,7 @@ export type Event = Prisma.EventModel
  * by construction instead: deliveries are created only by the statement that inserts their event
  * and reads their subscription (packages/db/src/events.ts), subscriptions are soft-deleted and
  * secrets never deleted, and the pruner deletes an event only once none of its deliveries remain
- * (packages/db/src/retention.ts), and no delivery is ever added to an existing event.
+ * (packages/db/src/retention.ts): no delivery is ever added to an existing event.
  */
 export type Delivery = Prisma.DeliveryModel
 /**

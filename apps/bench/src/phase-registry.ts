@@ -8,7 +8,8 @@ import { measureRetention } from "./phases/retention-load.ts";
 import { measureThroughput } from "./phases/throughput.ts";
 import type { Machine } from "./machine.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
-import { cpuPerItem, noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
+import { profileThroughput, type Profiles } from "./profiling/profiling.ts";
+import { cpuPerItem, hottestTable, layersTable, noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
 
 export interface RunContext {
   receiver: TestReceiver;
@@ -37,8 +38,10 @@ export const ALONE_PHASES = {
   throughput: {
     title: "1. end-to-end throughput",
     usesFixedDatabases: true,
-    async run({ receiver }) {
+    async run({ receiver, profile }) {
       const setup = { workers: 1, concurrency: 100 };
+      // W1 is the headline, and its API does per request what W10's does per ten deliveries.
+      if (profile) printProfiles(await profileThroughput(receiver, setup, "W1"));
       const w10 = await measureThroughput(receiver, setup, { workload: "W10" });
       const w1 = await measureThroughput(receiver, setup, { workload: "W1" });
       const ceiling = await measureCeiling(receiver, setup);
@@ -90,4 +93,11 @@ export type AlonePhaseName = keyof typeof ALONE_PHASES;
 
 export function isAlonePhase(name: string): name is AlonePhaseName {
   return Object.hasOwn(ALONE_PHASES, name);
+}
+
+function printProfiles(profiles: Profiles): void {
+  console.log(`  profiled W1 run (${profiles.method}; its rate is not a result): ${Math.round(profiles.run.perSecond)}/s`);
+  for (const [name, summary] of [["API", profiles.api], ["worker", profiles.worker]] as const) {
+    console.log(`\n  ${name}\n\n${layersTable(summary)}\n\n${hottestTable(summary, profiles.method, 25)}`);
+  }
 }

@@ -168,7 +168,7 @@ function othersCell(cpu: CpuUsage): string {
 const layerShare = (profile: ProfileSummary | undefined, name: RegExp) =>
   profile?.byLayer.filter((l) => name.test(l.layer)).reduce((sum, l) => sum + l.share, 0);
 
-function layersTable(profile: ProfileSummary | undefined): string {
+export function layersTable(profile: ProfileSummary | undefined): string {
   if (!profile) return "_(no profile was written)_";
   const shown = profile.byLayer.filter((layer) => layer.share >= 0.005);
   const rest = profile.byLayer.filter((layer) => layer.share < 0.005).reduce((sum, layer) => sum + layer.share, 0);
@@ -177,9 +177,9 @@ function layersTable(profile: ProfileSummary | undefined): string {
   return table(["layer (each CPU sample charged to the nearest package, or our code, on its stack)", "share of samples"], rows);
 }
 
-function hottestTable(profile: ProfileSummary | undefined, method: "perf" | "v8"): string {
+export function hottestTable(profile: ProfileSummary | undefined, method: "perf" | "v8", count = 8): string {
   if (!profile) return "";
-  const rows = profile.topFunctions.slice(0, 8).map((f) => [`\`${f.name.replace(/\|/g, "\\|")}\``, f.owner, pct(f.share)]);
+  const rows = profile.topFunctions.slice(0, count).map((f) => [`\`${f.name.replace(/\|/g, "\\|")}\``, f.owner, pct(f.share)]);
   // perf: a sample in native code or in the kernel counts for the nearest JS frame above it.
   return table([method === "perf" ? "hottest JS functions (nearest JS frame)" : "hottest functions (self time)", "package", "share of samples"], rows);
 }

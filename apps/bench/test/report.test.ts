@@ -76,7 +76,7 @@ function results(withProfiles: boolean): BenchResults {
     deleted: { deliveries: pruning ? 9_000_000 : 0, attempts: pruning ? 9_500_000 : 0, events: pruning ? 900_000 : 0 },
     workerSeconds: 60,
   });
-  const run = (p50: number) => ({ sent: 500, rejected: 0, delivered: 500, latency: summary(p50), slowestDelivered: p50 * 4, cpu: cpu() });
+  const run = (p50: number) => ({ sent: 500, rejected: 0, delivered: 500, latency: summary(p50), slowestDelivered: p50 * 4, slowestSentAt: [1, 2, 3], cpu: cpu() });
   return {
     startedAt: new Date("2026-11-23T12:00:00Z"),
     finishedAt: new Date("2026-11-23T12:14:00Z"),

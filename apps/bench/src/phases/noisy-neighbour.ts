@@ -14,6 +14,8 @@ import { reportServiceOutput } from "./throughput.ts";
 export const HEALTHY_TYPE = "noisy.healthy";
 export const NOISE_TYPE = "noisy.noise";
 export const HANDOFF_TYPE = "noisy.handoff";
+/** The p99 of a part's 1,000 webhooks is the 10th slowest: these are the ones it is made of. */
+const SLOWEST_SHOWN = 10;
 
 /**
  * How soon a waiting delivery starts once it may: a subscription with max_in_flight 1 gets a
@@ -42,6 +44,11 @@ export interface HealthyRun {
   latency: Summary;
   /** The slowest of the webhooks that did arrive. */
   slowestDelivered: number;
+  /**
+   * When the SLOWEST_SHOWN slowest (those at and above the p99 of 1,000) were sent, in seconds
+   * into the part, in order of sending: whether one burst made the p99, or it is spread out.
+   */
+  slowestSentAt: number[];
   cpu: CpuUsage;
 }
 
@@ -243,6 +250,12 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
         delivered: delivered.length,
         latency: summarize(latencies),
         slowestDelivered: delivered.length ? Math.max(...delivered) : Number.NaN,
+        slowestSentAt: latencies
+          .map((latency, seq) => ({ latency, seq }))
+          .sort((a, b) => b.latency - a.latency)
+          .slice(0, SLOWEST_SHOWN)
+          .map(({ seq }) => seq / s.healthyRatePerSecond)
+          .sort((a, b) => a - b),
         cpu,
       };
     };
@@ -272,7 +285,8 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
     };
     const show = (run: HealthyRun) =>
       `p50 ${fmt(run.latency.p50)}, p99 ${fmt(run.latency.p99)}, max ${fmt(run.latency.max)}; delivered ${run.delivered} of ${run.sent}` +
-      (run.rejected ? ` (${run.rejected} rejected)` : "");
+      (run.rejected ? ` (${run.rejected} rejected)` : "") +
+      `; the ${SLOWEST_SHOWN} slowest sent at ${run.slowestSentAt.map((at) => at.toFixed(2)).join(", ")} s into the part`;
     console.log(`  healthy alone, ${s.healthyRatePerSecond} events/s for ${s.aloneMs / 1000} s: ${show(alone)}`);
     console.log(`  healthy beside ${s.noiseRatePerSecond} noise events/s x 10 bad subscriptions for ${s.besideMs / 1000} s: ${show(beside)}`);
     console.log(

@@ -6,7 +6,7 @@ import { PERF_NODE_FLAGS, perfAvailable, postgresBreakdown, removePerfMaps, star
 import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "./profile.ts";
 import { measureQueryOverhead, type QueryOverhead } from "./query-overhead.ts";
 import { DATABASES, settings } from "../settings.ts";
-import { measureThroughput, type ThroughputResult, type WorkerSetup } from "../phases/throughput.ts";
+import { measureThroughput, type ThroughputResult, type WorkerSetup, type Workload } from "../phases/throughput.ts";
 
 export interface Profiles {
   /** perf: sampled by Linux perf while on a CPU; v8: node --cpu-prof (when perf is unavailable). */
@@ -26,7 +26,7 @@ export interface Profiles {
  * their JS frames for it), which also breaks PostgreSQL's time down; without it, the two node
  * processes run under `node --cpu-prof`. Its throughput is not a result: profiling costs CPU.
  */
-export async function profileThroughput(receiver: TestReceiver, setup: WorkerSetup): Promise<Profiles> {
+export async function profileThroughput(receiver: TestReceiver, setup: WorkerSetup, workload: Workload = "W10"): Promise<Profiles> {
   const dir = profileDirectory();
   const withPerf = perfAvailable();
   const nodeArgs = withPerf
@@ -37,6 +37,7 @@ export async function profileThroughput(receiver: TestReceiver, setup: WorkerSet
   let perfTimer: NodeJS.Timeout | undefined;
   let perfFile: string | undefined;
   const run = await measureThroughput(receiver, setup, {
+    workload,
     deliveries: settings.profile.events * settings.throughput.subscriptions,
     timeoutMs: settings.profile.timeoutMs,
     nodeArgs,

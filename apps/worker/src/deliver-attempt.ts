@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { changesHealth, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type IsolationConfig, type Logger } from "@webhooks/core";
+import { changesHealth, heldUntil, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type EndpointHealth, type IsolationConfig, type Logger } from "@webhooks/core";
 import { whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
@@ -43,7 +43,9 @@ export type NextStep =
  *    send to the delivery's own snapshot of url and custom headers (contract §8);
  * 4. decide the delivery's next state (core's lifecycle);
  * 5. record the outcome, and the endpoint's health (which may open or close its circuit);
- * 6. release the gate's slot, waking whoever may go next, and schedule what comes next.
+ * 6. release the gate's slot, waking whoever may go next (nobody, if the health just written
+ *    holds the subscription: they would be claimed only to be taken back), and schedule what
+ *    comes next.
  */
 export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subscriptionId?: string): Promise<NextStep> {
   // 0. Pre-check, for subscriptions this worker saw waiting lately (others have no line to join).
@@ -84,6 +86,8 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
   }
   await wake(deps, decision.wakes);
 
+  // What this attempt's health write says holds the subscription, for the release (undefined: not written).
+  let holdUntil: number | null | undefined;
   try {
     // 3. Sign and send (paced, for a rate-limited subscription).
     const rateLimit = delivery.subscription.rateLimit;
@@ -120,13 +124,14 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
     }
     deps.metrics.attempts.inc({ outcome: next.status === "delivered" ? "delivered" : next.nextAttemptInMs === null ? "failed" : "retry_scheduled" });
     deps.logger.debug({ deliveryId, attempt: attemptNumber, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
-    await recordHealth(deps, delivery, result);
+    const health = await recordHealth(deps, delivery, result);
+    if (health) holdUntil = heldUntil(health, new Date())?.getTime() ?? null;
 
     // 6. Schedule (the slot is released below).
     return next.nextAttemptInMs === null ? { kind: "done" } : { kind: "wait", delayMs: next.nextAttemptInMs };
   } finally {
     // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
-    const wakes = await deps.gate.release(gateInput).catch((error: unknown) => {
+    const wakes = await deps.gate.release({ ...gateInput, holdUntil }).catch((error: unknown) => {
       deps.logger.warn({ err: error, deliveryId }, "could not release the gate slot; it expires with the lease");
       return [] as Wake[];
     });
@@ -192,13 +197,16 @@ function originOf(url: string): string {
  */
 const successWritten = new Map<string, Date>();
 
-/** The endpoint's health: written only when this attempt changes it (see core's changesHealth). */
-async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result: SendResult): Promise<void> {
+/**
+ * The endpoint's health: written only when this attempt changes it (see core's changesHealth).
+ * Returns the health as written, when this attempt's write is the one that reports it.
+ */
+async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result: SendResult): Promise<EndpointHealth | undefined> {
   const finishedAt = new Date();
   const snapshot = delivery.subscription.health;
   const written = successWritten.get(delivery.subscriptionId);
   const health = written && (snapshot.lastSuccessAt === null || written > snapshot.lastSuccessAt) ? { ...snapshot, lastSuccessAt: written } : snapshot;
-  if (!changesHealth(health, result, finishedAt)) return;
+  if (!changesHealth(health, result, finishedAt)) return undefined;
   try {
     const { update, deliveryIds } = await deps.batches.recordHealth({ subscriptionId: delivery.subscriptionId, result, finishedAt });
     if (isSuccess(result)) {
@@ -211,10 +219,12 @@ async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result
       deps.logger[level]({ subscriptionId: delivery.subscriptionId, change, responseCode: result.responseCode, error: result.error }, `subscription ${change.replace("_", " ")}`);
     }
     if (deliveryIds.length > 0) await deps.queue.enqueue(deliveryIds);
+    return update?.health;
   } catch (error) {
     // The attempt itself is recorded; health is advisory and the next attempt updates it again.
     // Operational deliveries already committed are enqueued by the reconciler.
     deps.logger.warn({ err: error, subscriptionId: delivery.subscriptionId }, "could not record the endpoint's health");
+    return undefined;
   }
 }
 

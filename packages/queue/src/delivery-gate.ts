@@ -14,7 +14,11 @@ import type { RedisConnection } from "./redis.ts";
  * - probe:S          the one probe an open circuit lets through per interval;
  * - line:S           deliveries waiting, in the order they began to wait;
  * - turn:S           the deliveries whose turn it is (taken out of the line and woken, now
- *                    or at a known time); they count as taking room until they start.
+ *                    or at a known time); they count as taking room until they start;
+ * - hold:S           until when S is held (an open circuit's next probe, a Retry-After), as
+ *                    the last attempt or claim to see its health left it: while it lasts, an
+ *                    attempt that ends wakes nobody of S's line (each would be claimed only to
+ *                    be taken back); the head has the turn for its end.
  *
  * A delivery that must wait joins the line and its job leaves the worker slot (the worker parks
  * it as a delayed job). Deliveries are woken from the head of the line, as many as there is room
@@ -86,11 +90,18 @@ const MAX_WAKES = 50;
 const SHARED_LUA = `
 -- Gives turns to the head of the line, as many as the subscription, its origin and its rate
 -- window have room for now (pending turns count as taken); when only the rate window is full,
--- gives the head one turn for the moment it frees. Returns {id, at, id, at, ...}.
-local function wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms)
+-- gives the head one turn for the moment it frees. Nobody while the subscription is held, unless
+-- the caller knows from the database that it is not (known_free), when the hold is forgotten.
+-- Returns {id, at, id, at, ...}.
+local function wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, known_free)
   local woken = {}
   local waiting = redis.call('ZCARD', line)
   if waiting == 0 then return woken end
+  if known_free then
+    redis.call('DEL', hold)
+  elseif tonumber(redis.call('GET', hold) or '0') > now then
+    return woken
+  end
   -- Room is counted without the slots of holders that died and the turns that were lost.
   redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
   redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
@@ -128,7 +139,7 @@ local max_in_flight, origin_max, rate_limit, held_until = call[6], call[7], call
 local circuit_open, probe_ms, disabled = call[10] == 1, call[11], call[12] == 1
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
 local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
-local probe, cap = prefix .. 'probe:' .. subscription, prefix .. 'cap:' .. subscription
+local probe, cap, hold = prefix .. 'probe:' .. subscription, prefix .. 'cap:' .. subscription, prefix .. 'hold:' .. subscription
 
 -- This script runs before every attempt, so its common case (nobody waiting, room to spare)
 -- is kept to a few calls: sweeps of expired entries happen only where they could change the
@@ -187,7 +198,11 @@ if not my_turn then
 end
 
 if disabled then return wait('disabled', nil) end
-if held_until > now then return wait(circuit_open and 'circuit_open' or 'retry_after', held_until - now) end
+if held_until > now then
+  -- So that the attempts of S that end meanwhile wake nobody (see wake_room).
+  redis.call('SET', hold, held_until, 'PX', held_until - now)
+  return wait(circuit_open and 'circuit_open' or 'retry_after', held_until - now)
+end
 local is_probe = false
 if circuit_open then
   if not redis.call('SET', probe, id, 'NX', 'PX', probe_ms) then
@@ -220,25 +235,45 @@ end
 -- A probe decides alone whether the rest may follow; otherwise pass the turn on while there is room.
 if is_probe then return {1, '1'} end
 local reply = {1, '0'}
-for _, item in ipairs(wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms)) do
+-- The claim read S's health just now, and nothing holds it: a hold left in Redis is over.
+for _, item in ipairs(wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, true)) do
   table.insert(reply, item)
 end
 return reply
 `);
 
-// call: id, subscription, origin, now, max_in_flight, origin_max, rate_limit
+// call: id, subscription, origin, now, max_in_flight, origin_max, rate_limit, hold_at (see release())
 const RELEASE_LUA = batched(`
 local id, subscription, origin_name, now = call[1], call[2], call[3], call[4]
-local max_in_flight, origin_max, rate_limit = call[5], call[6], call[7]
+local max_in_flight, origin_max, rate_limit, hold_at = call[5], call[6], call[7], call[8]
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
-local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
+local rate, line, turn, hold = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription, prefix .. 'hold:' .. subscription
 redis.call('ZREM', inflight, id)
 redis.call('ZREM', origin, id)
 -- The slots of holders that died go too, so that a set never full (and never swept by acquire)
 -- does not keep them.
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
-local result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms)
+local result
+if hold_at > now then
+  -- This attempt's own health write held S (its circuit opened, or the receiver sent Retry-After):
+  -- the slot it freed wakes nobody, and the head of the line gets the turn for the hold's end.
+  redis.call('SET', hold, hold_at, 'PX', hold_at - now)
+  result = {}
+  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+  if redis.call('ZCARD', turn) == 0 then
+    local head = redis.call('ZRANGE', line, 0, 0)[1]
+    if head then
+      redis.call('ZREM', line, head)
+      redis.call('ZADD', turn, hold_at, head)
+      result = {head, tostring(hold_at)}
+    end
+  end
+else
+  -- 0 (or a time past): its health write says nothing holds S now, e.g. a probe closed the circuit.
+  if hold_at >= 0 then redis.call('DEL', hold) end
+  result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, false)
+end
 -- The origin has room again: give a turn to a subscription that waited for it.
 local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
 if other and redis.call('ZCARD', origin) < origin_max then
@@ -390,8 +425,16 @@ export class DeliveryGate {
     return { go: false, reason: String(reply[1]) as GateWaitReason, wakes };
   }
 
-  /** The attempt ended: frees its slots and returns whom to wake. */
-  async release(input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit">, now = Date.now()): Promise<Wake[]> {
+  /**
+   * The attempt ended: frees its slots and returns whom to wake. `holdUntil` is what the
+   * attempt's own health write left: until when the subscription is held (epoch ms), or null
+   * when nothing holds it; undefined when this attempt did not write it (the gate then goes by
+   * the hold it knows). The claim's snapshot must not be passed: it predates the attempt.
+   */
+  async release(
+    input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit"> & { holdUntil?: number | null },
+    now = Date.now(),
+  ): Promise<Wake[]> {
     // In the order RELEASE_LUA reads them.
     const reply = await this.#releases.load([
       input.deliveryId,
@@ -401,6 +444,7 @@ export class DeliveryGate {
       input.maxInFlight,
       input.originMaxInFlight,
       input.rateLimit ?? 0,
+      input.holdUntil === undefined ? -1 : (input.holdUntil ?? 0),
     ]);
     return wakesFrom(reply);
   }

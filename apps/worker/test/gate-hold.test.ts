@@ -1,0 +1,102 @@
+import { randomBytes } from "node:crypto";
+import { createRedisConnection, DeliveryGate, type GateInput } from "@webhooks/queue";
+import { REDIS_URL } from "@webhooks/testing";
+import { afterAll, describe, expect, it } from "vitest";
+
+/**
+ * The gate while a subscription is held (an open circuit waiting for its next probe, or a
+ * Retry-After): an attempt that ends must not wake the deliveries in line, since each would be
+ * claimed only to be taken back; the head's turn is for the hold's end. Measured before this
+ * rule, bench phase 5 made ~1,000 such claims in its 20 s beside the failing endpoints.
+ *
+ * Real Redis, the gate alone, with explicit clocks: `now` is passed to every call.
+ */
+const redis = createRedisConnection(REDIS_URL, "gate");
+const prefixes: string[] = [];
+
+afterAll(async () => {
+  for (const prefix of prefixes) {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+  }
+  redis.disconnect();
+});
+
+function newGate(): DeliveryGate {
+  const prefix = `test-${randomBytes(5).toString("hex")}`;
+  prefixes.push(prefix);
+  return new DeliveryGate(redis, prefix);
+}
+
+/** A delivery of the one subscription these tests use, two attempts in flight at most. */
+function attempt(deliveryId: string, overrides: Partial<GateInput> = {}): GateInput {
+  return {
+    deliveryId,
+    subscriptionId: "sub_held",
+    origin: "http://127.0.0.1:1",
+    maxInFlight: 2,
+    originMaxInFlight: 50,
+    rateLimit: null,
+    heldUntil: null,
+    circuitOpen: false,
+    probeIntervalMs: 30_000,
+    disabled: false,
+    leaseMs: 60_000,
+    ...overrides,
+  };
+}
+
+/** Two attempts under way (d1, d2) and three deliveries waiting in line for a slot (d3, d4, d5). */
+async function fullWithLine(gate: DeliveryGate, now: number): Promise<void> {
+  for (const id of ["d1", "d2"]) expect(await gate.acquire(attempt(id), now)).toMatchObject({ go: true });
+  for (const id of ["d3", "d4", "d5"]) expect(await gate.acquire(attempt(id), now)).toMatchObject({ go: false });
+  expect(await gate.lineLength("sub_held")).toBe(3);
+}
+
+describe("the gate while a subscription is held", () => {
+  it("wakes nobody when an attempt's own health write holds it, and gives the head the turn for the hold's end", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    await fullWithLine(gate, now);
+
+    // d1 failed and opened the circuit: the next probe is due in 5 s.
+    const holdEnd = now + 5_000;
+    expect(await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d3", at: holdEnd }]);
+    // d2 ends too; its health write did not report (another attempt's did): the gate keeps to the hold.
+    expect(await gate.release({ ...attempt("d2") }, now + 20)).toEqual([]);
+    expect(await gate.lineLength("sub_held")).toBe(2);
+    expect(await gate.turnOf("sub_held", "d3")).toBe(holdEnd);
+  });
+
+  it("wakes the line at once when an attempt's health write says nothing holds it any more", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    await fullWithLine(gate, now);
+    const holdEnd = now + 5_000;
+    await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10);
+
+    // d2 was the probe, and it succeeded: the circuit closed. One slot is free beside d3's turn.
+    expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20)).toEqual([{ deliveryId: "d4", at: now + 20 }]);
+    expect(await gate.lineLength("sub_held")).toBe(1);
+  });
+
+  it("remembers a hold that a claim found, and forgets it when a fresh claim finds none", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+    // Another worker opened the circuit meanwhile: d2's claim read it.
+    const holdEnd = now + 5_000;
+    const held = await gate.acquire(attempt("d2", { heldUntil: holdEnd, circuitOpen: true }), now + 10);
+    expect(held).toEqual({ go: false, reason: "circuit_open", wakes: [{ deliveryId: "d2", at: holdEnd }] });
+    expect(await gate.acquire(attempt("d3"), now + 20)).toMatchObject({ go: false, reason: "in_line" });
+
+    // d1 ends without having written the health: d3 stays in line (without the hold, the free slot would wake it).
+    expect(await gate.release(attempt("d1"), now + 30)).toEqual([]);
+    expect(await gate.lineLength("sub_held")).toBe(1);
+
+    // d2's turn comes and its claim finds the subscription no longer held (the probe time has
+    // come, the circuit closed): it starts, and the line moves again.
+    expect(await gate.acquire(attempt("d2"), holdEnd)).toEqual({ go: true, probe: false, wakes: [{ deliveryId: "d3", at: holdEnd }] });
+    expect(await gate.lineLength("sub_held")).toBe(0);
+  });
+});

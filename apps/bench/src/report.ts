@@ -6,7 +6,7 @@ import type { ListResult } from "./phases/list-latency.ts";
 import type { Machine } from "./machine.ts";
 import type { BacklogResult } from "./phases/backlog.ts";
 import { fanOutSection, fanOutVerdicts, type FanOutResult } from "./phases/fanout.ts";
-import { fmt, type HealthyRun, type NoisyNeighbourResult } from "./phases/noisy-neighbour.ts";
+import { fmt, WAIT_REASONS, type HealthyRun, type NoisyNeighbourResult } from "./phases/noisy-neighbour.ts";
 import type { ProfileSummary } from "./profiling/profile.ts";
 import type { Profiles } from "./profiling/profiling.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
@@ -223,6 +223,11 @@ export function noisySection(n: NoisyNeighbourResult, cores: number): string[] {
       ],
     ),
     `${round(n.noiseSent)} B events published${n.noiseRejected ? ` (${n.noiseRejected} not accepted)` : ""}, each one delivery per failing endpoint; invalid signatures ${n.invalidSignatures}.`,
+    table(
+      ["waits at the gate in part 2, by reason", "deliveries", "claimed first"],
+      WAIT_REASONS.map((reason) => [`\`${reason}\``, round(n.besideWaits[reason] ?? 0), reason === "in_line" ? "no" : "yes, then taken back"]),
+    ),
+    "The worker's webhook_delivery_waits_total over part 2. A held subscription (`circuit_open`, `retry_after`) wakes nobody early, so few claims should find it held.",
     table(
       ["hand-off (max_in_flight 1)", "deliveries", "p50", "p99", "max", "most requests at once"],
       [[`receiver answers after ${s.handoff.serviceMs} ms`, round(n.handoff.deliveries), fmt(n.handoff.gap.p50), fmt(n.handoff.gap.p99), fmt(n.handoff.gap.max), String(n.handoff.peakOpen)]],

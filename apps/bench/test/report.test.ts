@@ -123,6 +123,7 @@ function results(withProfiles: boolean): BenchResults {
       erroringRequests: [80, 80, 80, 80, 80],
       invalidSignatures: 0,
       handoff: { deliveries: 200, gap: summary(1.5), peakOpen: 1 },
+      besideWaits: { in_line: 2062, circuit_open: 5 },
     },
     fanOut: { subscriptions: 10_000, acceptMs: [300, 280, 290], acceptMedianMs: 290, deliveredMs: [9_000, 8_800, Number.POSITIVE_INFINITY], deliveredMedianMs: 9_000, allDelivered: false, duplicates: 0, invalidSignatures: 0 },
     backlog: {

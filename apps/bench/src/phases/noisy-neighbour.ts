@@ -5,7 +5,8 @@ import { ApiClient } from "../api-client.ts";
 import { onCleanup } from "../cleanup.ts";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
 import { freshDatabase } from "../databases.ts";
-import { sleep, startApi, startWorker } from "../services.ts";
+import { sleep, startApi } from "../services.ts";
+import { startWatchedWorker, type WatchedWorker } from "../worker-process.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 import { summarize, type Summary } from "../stats.ts";
 import { reportServiceOutput } from "./throughput.ts";
@@ -67,7 +68,16 @@ export interface NoisyNeighbourResult {
   erroringRequests: number[];
   invalidSignatures: number;
   handoff: HandoffResult;
+  /**
+   * Deliveries that waited at the gate during part 2, by reason (the worker's
+   * webhook_delivery_waits_total). `in_line` joined a line before any claim; the others were
+   * claimed, then taken back: `circuit_open` and `retry_after` ones found their subscription held.
+   */
+  besideWaits: Record<string, number>;
 }
+
+/** The reasons webhook_delivery_waits_total counts, in the order the report lists them. */
+export const WAIT_REASONS = ["in_line", "max_in_flight", "origin_max_in_flight", "rate_limit", "retry_after", "circuit_open", "disabled"] as const;
 
 /**
  * A loopback endpoint that misbehaves: "hang" accepts the connection and reads the request but
@@ -206,7 +216,7 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
   const databaseUrl = await freshDatabase(DATABASES.main);
   const prefix = `${RUN_PREFIX}-noisy`;
   const api = await startApi(databaseUrl, prefix);
-  const worker = await startWorker("worker-1", databaseUrl, prefix, {});
+  const worker = await startWatchedWorker("worker-1", databaseUrl, prefix, {});
   const client = new ApiClient(api.baseUrl, s.connections);
   try {
     const path = "/noisy/healthy";
@@ -265,11 +275,14 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
     const handoff = await measureHandoff(client);
     let noiseSent = 0;
     let noiseRejected = 0;
+    const waitsBefore = await gateWaits(worker);
     const beside = await healthyRun("beside", s.besideMs, async () => {
       noiseSent = Math.round((s.besideMs / 1000) * s.noiseRatePerSecond);
       ({ rejected: noiseRejected } = await publishOpenLoop(client, NOISE_TYPE, s.noiseRatePerSecond, noiseSent, performance.now() + 20, (seq) => ({ seq })));
     });
     receiver.onVerified = undefined;
+    const waitsAfter = await gateWaits(worker);
+    const besideWaits = Object.fromEntries(WAIT_REASONS.map((reason) => [reason, (waitsAfter[reason] ?? 0) - (waitsBefore[reason] ?? 0)]));
 
     const result: NoisyNeighbourResult = {
       alone,
@@ -282,6 +295,7 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
       erroringRequests: erroring.map((r) => r.requests),
       invalidSignatures: receiver.invalid,
       handoff,
+      besideWaits,
     };
     const show = (run: HealthyRun) =>
       `p50 ${fmt(run.latency.p50)}, p99 ${fmt(run.latency.p99)}, max ${fmt(run.latency.max)}; delivered ${run.delivered} of ${run.sent}` +
@@ -295,6 +309,7 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
         `${sum(result.hangingRequests)} requests; erroring receivers: ${sum(result.erroringRequests)} requests (${result.erroringRequests.join(", ")}); ` +
         `invalid signatures ${result.invalidSignatures}`,
     );
+    console.log(`  waits at the gate in part 2: ${describeWaits(besideWaits)}`);
     return result;
   } finally {
     receiver.onVerified = undefined;
@@ -305,6 +320,17 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
     await api.stop();
     reportServiceOutput([api, worker]);
   }
+}
+
+/** "in_line 2,062, circuit_open 5, ...": the reasons with any wait. */
+export function describeWaits(waits: Record<string, number>): string {
+  const counted = WAIT_REASONS.filter((reason) => (waits[reason] ?? 0) > 0).map((reason) => `${reason} ${(waits[reason] ?? 0).toLocaleString("en-US")}`);
+  return counted.length ? counted.join(", ") : "none";
+}
+
+async function gateWaits(worker: WatchedWorker): Promise<Record<string, number>> {
+  const counts = await Promise.all(WAIT_REASONS.map((reason) => worker.counter("webhook_delivery_waits_total", { name: "reason", value: reason })));
+  return Object.fromEntries(WAIT_REASONS.map((reason, i) => [reason, counts[i]!]));
 }
 
 const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);

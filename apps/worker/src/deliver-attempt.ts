@@ -86,7 +86,9 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
   }
   await wake(deps, decision.wakes);
 
-  // What this attempt's health write says holds the subscription, for the release (undefined: not written).
+  // For the release: until when the subscription is held as this attempt's outcome tells
+  // (null: not held; undefined: it cannot tell). A success clears the gate's hold even when its
+  // health write was skipped: a hold the gate keeps wrongly would slow the line down.
   let holdUntil: number | null | undefined;
   try {
     // 3. Sign and send (paced, for a rate-limited subscription).
@@ -126,6 +128,7 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
     deps.logger.debug({ deliveryId, attempt: attemptNumber, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
     const health = await recordHealth(deps, delivery, result);
     if (health) holdUntil = heldUntil(health, new Date())?.getTime() ?? null;
+    else if (isSuccess(result)) holdUntil = null;
 
     // 6. Schedule (the slot is released below).
     return next.nextAttemptInMs === null ? { kind: "done" } : { kind: "wait", delayMs: next.nextAttemptInMs };

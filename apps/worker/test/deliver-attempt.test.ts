@@ -52,3 +52,41 @@ describe("an attempt the gate does not let start", () => {
     expect(await stored()).toEqual({ attempts: 1, attemptOpen: false, leaseToken: null, logged: 1 });
   });
 });
+
+/**
+ * `endedWith(response)`: one queued delivery sent to a receiver that answers `response`, through
+ * a gate that lets it start and records what the release is told.
+ */
+const itEnds = workerTest.extend("endedWith", async ({ queuedAttempt }) => async (response: { responseCode: number; retryAfter?: string; succeededJustBefore?: boolean }) => {
+  const releases: { holdUntil?: number | null }[] = [];
+  const { db, deps, deliveryId } = await queuedAttempt({
+    gate: { acquire: async () => ({ go: true, probe: false, wakes: [] }), release: async (input) => (releases.push(input), []) },
+    sender: { send: async () => ({ durationMs: 1, responseCode: response.responseCode, responseBody: "", retryAfter: response.retryAfter ?? null, error: null }) },
+  });
+  // A success recorded a moment ago: this attempt's success changes no health, and writes none.
+  if (response.succeededJustBefore) await db.sql.query("UPDATE subscriptions SET last_success_at = now()", []);
+  await deliverAttempt(deps, deliveryId);
+  expect(releases).toHaveLength(1);
+  return releases[0]!;
+});
+
+describe("what an ended attempt tells the gate of its subscription's hold", () => {
+  itEnds("a success: nothing holds it", async ({ endedWith }) => {
+    expect((await endedWith({ responseCode: 200 })).holdUntil).toBeNull();
+  });
+
+  itEnds("a success that writes no health (one was written within the second): nothing holds it either", async ({ endedWith }) => {
+    expect((await endedWith({ responseCode: 200, succeededJustBefore: true })).holdUntil).toBeNull();
+  });
+
+  itEnds("a 429 with Retry-After: held until then, from the health it wrote", async ({ endedWith }) => {
+    const before = Date.now();
+    const { holdUntil } = await endedWith({ responseCode: 429, retryAfter: "30" });
+    expect(holdUntil).toBeGreaterThanOrEqual(before + 29_000);
+    expect(holdUntil).toBeLessThanOrEqual(Date.now() + 30_000);
+  });
+
+  itEnds("a 500 below the circuit's threshold: its health write says nothing holds it", async ({ endedWith }) => {
+    expect((await endedWith({ responseCode: 500 })).holdUntil).toBeNull();
+  });
+});

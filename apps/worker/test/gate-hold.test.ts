@@ -80,6 +80,21 @@ describe("the gate while a subscription is held", () => {
     expect(await gate.lineLength("sub_held")).toBe(1);
   });
 
+  it("keeps the hold at most a lease long: a hint outliving a lifted hold only slows the line that long", async () => {
+    const gate = newGate();
+    const short = (id: string) => attempt(id, { leaseMs: 300 });
+    const now = Date.now();
+    for (const id of ["d1", "d2"]) expect(await gate.acquire(short(id), now)).toMatchObject({ go: true });
+    for (const id of ["d3", "d4"]) expect(await gate.acquire(short(id), now)).toMatchObject({ go: false });
+    const holdEnd = now + 5_000;
+    expect(await gate.release({ ...short("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d3", at: holdEnd }]);
+
+    // Past the lease, the gate has forgotten the hold: a slot freed wakes the line again.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const later = Date.now();
+    expect(await gate.release(short("d2"), later)).toEqual([{ deliveryId: "d4", at: later }]);
+  });
+
   it("remembers a hold that a claim found, and forgets it when a fresh claim finds none", async () => {
     const gate = newGate();
     const now = Date.now();

@@ -18,7 +18,10 @@ import type { RedisConnection } from "./redis.ts";
  * - hold:S           until when S is held (an open circuit's next probe, a Retry-After), as
  *                    the last attempt or claim to see its health left it: while it lasts, an
  *                    attempt that ends wakes nobody of S's line (each would be claimed only to
- *                    be taken back); the head has the turn for its end.
+ *                    be taken back); the head has the turn for its end. It is a hint, kept at
+ *                    most a lease long: what it saves is the claims of the attempts in flight
+ *                    when the hold began, which all end within a lease, and a hint that
+ *                    outlived a hold PostgreSQL has already lifted only slows the line.
  *
  * A delivery that must wait joins the line and its job leaves the worker slot (the worker parks
  * it as a delayed job). Deliveries are woken from the head of the line, as many as there is room
@@ -200,7 +203,7 @@ end
 if disabled then return wait('disabled', nil) end
 if held_until > now then
   -- So that the attempts of S that end meanwhile wake nobody (see wake_room).
-  redis.call('SET', hold, held_until, 'PX', held_until - now)
+  redis.call('SET', hold, held_until, 'PX', math.min(held_until - now, lease))
   return wait(circuit_open and 'circuit_open' or 'retry_after', held_until - now)
 end
 local is_probe = false
@@ -242,10 +245,10 @@ end
 return reply
 `);
 
-// call: id, subscription, origin, now, max_in_flight, origin_max, rate_limit, hold_at (see release())
+// call: id, subscription, origin, now, max_in_flight, origin_max, rate_limit, hold_at (see release()), lease
 const RELEASE_LUA = batched(`
 local id, subscription, origin_name, now = call[1], call[2], call[3], call[4]
-local max_in_flight, origin_max, rate_limit, hold_at = call[5], call[6], call[7], call[8]
+local max_in_flight, origin_max, rate_limit, hold_at, lease = call[5], call[6], call[7], call[8], call[9]
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
 local rate, line, turn, hold = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription, prefix .. 'hold:' .. subscription
 redis.call('ZREM', inflight, id)
@@ -258,7 +261,7 @@ local result
 if hold_at > now then
   -- This attempt's own health write held S (its circuit opened, or the receiver sent Retry-After):
   -- the slot it freed wakes nobody, and the head of the line gets the turn for the hold's end.
-  redis.call('SET', hold, hold_at, 'PX', hold_at - now)
+  redis.call('SET', hold, hold_at, 'PX', math.min(hold_at - now, lease))
   result = {}
   redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
   if redis.call('ZCARD', turn) == 0 then
@@ -270,9 +273,9 @@ if hold_at > now then
     end
   end
 else
-  -- 0 (or a time past): its health write says nothing holds S now, e.g. a probe closed the circuit.
-  if hold_at >= 0 then redis.call('DEL', hold) end
-  result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, false)
+  -- 0 (or a time past): its outcome says nothing holds S now (it succeeded, or a probe closed the
+  -- circuit), and a hold the gate kept is forgotten; -1: it cannot tell, the kept hold stands.
+  result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, hold_at >= 0)
 end
 -- The origin has room again: give a turn to a subscription that waited for it.
 local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
@@ -427,12 +430,13 @@ export class DeliveryGate {
 
   /**
    * The attempt ended: frees its slots and returns whom to wake. `holdUntil` is what the
-   * attempt's own health write left: until when the subscription is held (epoch ms), or null
-   * when nothing holds it; undefined when this attempt did not write it (the gate then goes by
-   * the hold it knows). The claim's snapshot must not be passed: it predates the attempt.
+   * attempt's outcome says of the subscription now: until when its own health write held it
+   * (epoch ms), or null when nothing holds it (its health write said so, or it succeeded);
+   * undefined when it cannot tell (the gate then goes by the hold it knows). The claim's
+   * snapshot must not be passed: it predates the attempt.
    */
   async release(
-    input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit"> & { holdUntil?: number | null },
+    input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit" | "leaseMs"> & { holdUntil?: number | null },
     now = Date.now(),
   ): Promise<Wake[]> {
     // In the order RELEASE_LUA reads them.
@@ -445,6 +449,7 @@ export class DeliveryGate {
       input.originMaxInFlight,
       input.rateLimit ?? 0,
       input.holdUntil === undefined ? -1 : (input.holdUntil ?? 0),
+      input.leaseMs,
     ]);
     return wakesFrom(reply);
   }

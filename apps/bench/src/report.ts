@@ -224,8 +224,12 @@ export function noisySection(n: NoisyNeighbourResult, cores: number): string[] {
     ),
     `${round(n.noiseSent)} B events published${n.noiseRejected ? ` (${n.noiseRejected} not accepted)` : ""}, each one delivery per failing endpoint; invalid signatures ${n.invalidSignatures}.`,
     table(
-      ["waits at the gate in part 2, by reason", "deliveries", "claimed first"],
-      WAIT_REASONS.map((reason) => [`\`${reason}\``, round(n.besideWaits[reason] ?? 0), reason === "in_line" ? "no" : "yes, then taken back"]),
+      ["waits at the gate in part 2, by reason", "deliveries", "what each cost"],
+      WAIT_REASONS.map((reason) => [
+        `\`${reason}\``,
+        round(n.besideWaits[reason] ?? 0),
+        reason === "in_line" ? "a pre-check; a claim, taken back, where the worker did not know of the line" : "a claim, taken back",
+      ]),
     ),
     "The worker's webhook_delivery_waits_total over part 2. A held subscription (`circuit_open`, `retry_after`) wakes nobody early, so few claims should find it held.",
     table(

@@ -70,8 +70,9 @@ export interface NoisyNeighbourResult {
   handoff: HandoffResult;
   /**
    * Deliveries that waited at the gate during part 2, by reason (the worker's
-   * webhook_delivery_waits_total). `in_line` joined a line before any claim; the others were
-   * claimed, then taken back: `circuit_open` and `retry_after` ones found their subscription held.
+   * webhook_delivery_waits_total). `in_line` joined a line, mostly at the pre-check, before any
+   * claim; the others were claimed, then taken back: `circuit_open` and `retry_after` ones found
+   * their subscription held.
    */
   besideWaits: Record<string, number>;
 }

@@ -91,6 +91,19 @@ export type GateDecision =
 const MAX_WAKES = 50;
 
 const SHARED_LUA = `
+-- Gives the head of the line the turn for the time at, unless a turn of the line is pending (turns
+-- lost are dropped first). Returns the head, or nil when nobody got it.
+local function give_turn(line, turn, at, now, lost_turn_ms)
+  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+  if redis.call('ZCARD', turn) > 0 then return nil end
+  local head = redis.call('ZRANGE', line, 0, 0)[1]
+  if head then
+    redis.call('ZREM', line, head)
+    redis.call('ZADD', turn, at, head)
+  end
+  return head
+end
+
 -- Gives turns to the head of the line, as many as the subscription, its origin and its rate
 -- window have room for now (pending turns count as taken); when only the rate window is full,
 -- gives the head one turn for the moment it frees. Nobody while the subscription is held, unless
@@ -179,12 +192,10 @@ local function wait(reason, wait_ms)
   redis.call('ZADD', line, 'NX', score, id)
   redis.call('SADD', lines, subscription)
   if reason == 'origin_max_in_flight' then redis.call('ZADD', origin_line, 'NX', now, subscription) end
-  if wait_ms ~= nil and redis.call('ZCARD', turn) == 0 then
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
+  if wait_ms ~= nil then
     local at = now + math.max(0, wait_ms)
-    redis.call('ZREM', line, head)
-    redis.call('ZADD', turn, at, head)
-    return {0, reason, head, tostring(at)}
+    local head = give_turn(line, turn, at, now, lost_turn_ms)
+    if head then return {0, reason, head, tostring(at)} end
   end
   return {0, reason}
 end
@@ -262,16 +273,8 @@ if hold_at > now then
   -- This attempt's own health write held S (its circuit opened, or the receiver sent Retry-After):
   -- the slot it freed wakes nobody, and the head of the line gets the turn for the hold's end.
   redis.call('SET', hold, hold_at, 'PX', math.min(hold_at - now, lease))
-  result = {}
-  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
-  if redis.call('ZCARD', turn) == 0 then
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if head then
-      redis.call('ZREM', line, head)
-      redis.call('ZADD', turn, hold_at, head)
-      result = {head, tostring(hold_at)}
-    end
-  end
+  local head = give_turn(line, turn, hold_at, now, lost_turn_ms)
+  result = head and {head, tostring(hold_at)} or {}
 else
   -- 0 (or a time past): its outcome says nothing holds S now (it succeeded, or a probe closed the
   -- circuit), and a hold the gate kept is forgotten; -1: it cannot tell, the kept hold stands.
@@ -281,16 +284,8 @@ end
 local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
 if other and redis.call('ZCARD', origin) < origin_max then
   redis.call('ZREM', origin_line, other)
-  local other_line, other_turn = prefix .. 'line:' .. other, prefix .. 'turn:' .. other
-  redis.call('ZREMRANGEBYSCORE', other_turn, '-inf', now - lost_turn_ms)
-  if redis.call('ZCARD', other_turn) == 0 then
-    local head = redis.call('ZRANGE', other_line, 0, 0)[1]
-    if head then
-      redis.call('ZREM', other_line, head)
-      redis.call('ZADD', other_turn, now, head)
-      table.insert(result, head); table.insert(result, tostring(now))
-    end
-  end
+  local head = give_turn(prefix .. 'line:' .. other, prefix .. 'turn:' .. other, now, now, lost_turn_ms)
+  if head then table.insert(result, head); table.insert(result, tostring(now)) end
 end
 return result
 `);

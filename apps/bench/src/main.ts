@@ -8,7 +8,9 @@
 // phase 8, for development (phase-registry.ts): they print their figures and leave BENCHMARKS.md as it is.
 // `--profile` adds the CPU profiles (profiling/: a shorter, profiled run of phase 1, and the API serving
 // phase 3's requests) and the report's sections on where the time goes; without it they are skipped,
-// as profiling takes minutes and its figures are not results.
+// as profiling takes minutes and its figures are not results. `--only throughput --baseline <dir>`
+// runs phase 1 alternately with this checkout's services and with those of <dir>, a checkout of the
+// code from before endpoint isolation (phases/isolation-cost.ts).
 import { parseArgs } from "node:util";
 import { checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
@@ -23,10 +25,15 @@ import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, REDIS_URL, RUN_PREFIX } from "./settings.ts";
 
 async function main(): Promise<void> {
-  const { values: args } = parseArgs({ options: { only: { type: "string" }, profile: { type: "boolean", default: false } } });
+  const { values: args } = parseArgs({
+    options: { only: { type: "string" }, profile: { type: "boolean", default: false }, baseline: { type: "string" } },
+  });
   const only = args.only;
   if (only !== undefined && !isAlonePhase(only)) {
     throw new Error(`--only ${only}: the phases that run alone are ${Object.keys(ALONE_PHASES).join(", ")}`);
+  }
+  if (args.baseline !== undefined && (only !== "throughput" || args.profile)) {
+    throw new Error("--baseline goes with --only throughput, without --profile");
   }
   const alone = only === undefined ? undefined : ALONE_PHASES[only];
   const startedAt = new Date();
@@ -48,7 +55,7 @@ async function main(): Promise<void> {
   // a real receiver behind a load balancer would.
   const receiver = await startReceiver(undefined, { verifyWith: "core", record: false, keepAliveTimeoutMs: 60_000 });
   onCleanup("close the receiver", () => receiver.close());
-  const context = { receiver, host, profile: args.profile };
+  const context = { receiver, host, profile: args.profile, baseline: args.baseline };
   if (alone) {
     console.log(`${alone.title} (alone, for development; BENCHMARKS.md is not written)`);
     await alone.run(context);

@@ -3,6 +3,7 @@ import { measureBacklog } from "./phases/backlog.ts";
 import { measureCeiling } from "./phases/ceiling.ts";
 import { fanOutVerdicts, measureFanOut } from "./phases/fanout.ts";
 import { measureListLatency } from "./phases/list-latency.ts";
+import { compareWithBaseline } from "./phases/isolation-cost.ts";
 import { measureNoisyNeighbour } from "./phases/noisy-neighbour.ts";
 import { measureRetention } from "./phases/retention-load.ts";
 import { measureThroughput } from "./phases/throughput.ts";
@@ -15,6 +16,8 @@ export interface RunContext {
   receiver: TestReceiver;
   host: Machine;
   profile: boolean;
+  /** A checkout of the code from before endpoint isolation, to compare with (`--baseline`). */
+  baseline?: string | undefined;
 }
 
 /** A phase that runs alone (`--only <name>`), for development: it prints its figures; BENCHMARKS.md is left as it is. */
@@ -38,8 +41,9 @@ export const ALONE_PHASES = {
   throughput: {
     title: "1. end-to-end throughput",
     usesFixedDatabases: true,
-    async run({ receiver, profile }) {
+    async run({ receiver, profile, baseline }) {
       const setup = { workers: 1, concurrency: 100 };
+      if (baseline !== undefined) return compareWithBaseline(receiver, baseline, setup);
       // W1 is the headline, and its API does per request what W10's does per ten deliveries.
       if (profile) printProfiles(await profileThroughput(receiver, setup, "W1"));
       const w10 = await measureThroughput(receiver, setup, { workload: "W10" });

@@ -106,11 +106,21 @@ export interface Api extends Service {
   baseUrl: string;
 }
 
-export async function startApi(databaseUrl: string, queuePrefix: string, extra: Record<string, string> = {}, nodeArgs?: string[]): Promise<Api> {
+/**
+ * `root` is the checkout whose services run: this one, or another one that `--baseline` names (its
+ * dependencies installed), to measure two versions of the code on the same machine.
+ */
+export async function startApi(
+  databaseUrl: string,
+  queuePrefix: string,
+  extra: Record<string, string> = {},
+  nodeArgs?: string[],
+  root: string = ROOT,
+): Promise<Api> {
   const port = await freePort();
   const env = serviceEnv(databaseUrl, queuePrefix, { PORT: String(port), ...extra });
   const baseUrl = `http://127.0.0.1:${port}`;
-  const service = await startProcess("api", `${ROOT}apps/api/src/main.ts`, env, `${baseUrl}/healthz`, nodeArgs ? { nodeArgs } : {});
+  const service = await startProcess("api", `${root}apps/api/src/main.ts`, env, `${baseUrl}/healthz`, nodeArgs ? { nodeArgs } : {});
   return { ...service, baseUrl };
 }
 
@@ -120,10 +130,11 @@ export async function startWorker(
   queuePrefix: string,
   extra: Record<string, string>,
   nodeArgs?: string[],
+  root: string = ROOT,
 ): Promise<Service> {
   const port = await freePort();
   const env = serviceEnv(databaseUrl, queuePrefix, { WORKER_METRICS_PORT: String(port), ...extra });
-  return startProcess(name, `${ROOT}apps/worker/src/main.ts`, env, `http://127.0.0.1:${port}/healthz`, nodeArgs ? { nodeArgs } : {});
+  return startProcess(name, `${root}apps/worker/src/main.ts`, env, `http://127.0.0.1:${port}/healthz`, nodeArgs ? { nodeArgs } : {});
 }
 
 export function sleep(ms: number): Promise<void> {

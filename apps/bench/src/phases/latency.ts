@@ -37,18 +37,27 @@ export interface LatencyResult extends WorkerSetup {
  * us. The scheduled time travels in the event's data; publisher and receiver share this process
  * and its clock. The first `warmupMs` are sent at the same rate but not counted.
  */
-export async function measureLatency(receiver: TestReceiver, setup: WorkerSetup, ratePerSecond: number): Promise<LatencyResult> {
+export async function measureLatency(
+  receiver: TestReceiver,
+  setup: WorkerSetup,
+  ratePerSecond: number,
+  /** As measureThroughput's: the services of the code from before endpoint isolation instead. */
+  options: { baseline?: string } = {},
+): Promise<LatencyResult> {
   const { durationMs, warmupMs, connections, drainTimeoutMs } = settings.latency;
   const databaseUrl = await freshDatabase(DATABASES.main);
   const prefix = `${RUN_PREFIX}-latency-${ratePerSecond}`;
-  const api = await startApi(databaseUrl, prefix);
+  const api = await startApi(databaseUrl, prefix, {}, undefined, options.baseline);
   const workers = await Promise.all(
-    Array.from({ length: setup.workers }, (_, i) => startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup))),
+    Array.from({ length: setup.workers }, (_, i) =>
+      startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup), undefined, options.baseline),
+    ),
   );
   const client = new ApiClient(api.baseUrl, connections);
   try {
     const path = "/latency";
-    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], subscriptionSettings(setup));
+    const settingsOfCode = options.baseline === undefined ? subscriptionSettings(setup) : {};
+    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], settingsOfCode);
     receiver.useSecret(path, subscription.secret);
     receiver.resetCounts();
 

@@ -97,7 +97,7 @@ export async function measureListLatency(options: { profile: boolean }): Promise
   };
 }
 
-async function requestRounds(client: ApiClient, cases: ListCase[], rounds: number): Promise<{ samples: number[][]; rows: number[] }> {
+export async function requestRounds(client: ApiClient, cases: ListCase[], rounds: number): Promise<{ samples: number[][]; rows: number[] }> {
   const samples = cases.map(() => [] as number[]);
   const rows = cases.map(() => 0);
   for (let i = 0; i < rounds; i++) {
@@ -144,7 +144,7 @@ function pageSql(filters: DeliveryFilters, startingAfter?: string): { sql: strin
   return { sql: statement.text, params: statement.values.map((value) => (value instanceof Date ? value.toISOString() : value)) };
 }
 
-async function buildCases(db: pg.Client): Promise<ListCase[]> {
+export async function buildCases(db: pg.Client): Promise<ListCase[]> {
   const one = async <T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T> => {
     const { rows } = await db.query<T>(sql, params);
     if (!rows[0]) throw new Error(`no row for ${sql}`);

@@ -107,6 +107,12 @@ export async function measureThroughput(
     /** Called at the first publish and at the end of the measured window (the profiling run records between). */
     onMeasuring?: () => void;
     onMeasured?: () => Promise<void>;
+    /**
+     * Runs the services of this checkout of the code from before endpoint isolation instead of
+     * this one's (`--baseline`); its API knows no `max_in_flight`, so the subscriptions are created
+     * without it (it has no caps to lift).
+     */
+    baseline?: string;
   } = {},
 ): Promise<ThroughputResult> {
   const run = ++runNumber;
@@ -118,10 +124,10 @@ export async function measureThroughput(
   const typeOf = (i: number) => (workload === "W10" ? EVENT_TYPE : `${EVENT_TYPE}.s${i}`);
   const databaseUrl = await freshDatabase(DATABASES.main);
   const prefix = `${RUN_PREFIX}-t${run}`;
-  const api = await startApi(databaseUrl, prefix, {}, options.nodeArgs?.api);
+  const api = await startApi(databaseUrl, prefix, {}, options.nodeArgs?.api, options.baseline);
   const workers = await Promise.all(
     Array.from({ length: setup.workers }, (_, i) =>
-      startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup), options.nodeArgs?.worker(i)),
+      startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup), options.nodeArgs?.worker(i), options.baseline),
     ),
   );
   options.onStarted?.({ api: api.pid, workers: workers.map((worker) => worker.pid) });
@@ -129,9 +135,10 @@ export async function measureThroughput(
   let measured: Omit<ThroughputResult, "database" | "pids">;
   let databaseBefore: DatabaseWork | undefined;
   try {
+    const settingsOfCode = options.baseline === undefined ? subscriptionSettings(setup) : {};
     for (let i = 0; i < subscriptions; i++) {
       const path = `/t${run}/s${i}`;
-      const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)], subscriptionSettings(setup));
+      const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)], settingsOfCode);
       receiver.useSecret(path, subscription.secret);
     }
     const { seededBefore } = await seedHistory(databaseUrl, settings.throughput.historyDeliveries);

@@ -9,7 +9,7 @@ import { connectApiDeps } from "./deps.ts";
 import { createApiServer } from "./http/server.ts";
 import { createLogger, type Config } from "@webhooks/core";
 import type { PrismaClient } from "@webhooks/db";
-import type { DeliveryQueue } from "@webhooks/queue";
+import { deleteKeysOfPrefix, type DeliveryQueue } from "@webhooks/queue";
 import { request as httpRequest } from "undici";
 import { TEST_API_KEY } from "@webhooks/testing";
 import { createdSubscriptionSchema, type CreatedSubscriptionResponse, type CreateSubscriptionRequest } from "./subscriptions/schemas.ts";
@@ -108,8 +108,13 @@ export async function startTestApi(config: Config, options: { clock?: () => numb
     delete: (path, status, options) => expectCall("DELETE", path, undefined, status, options),
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      // The queue prefix is this test's own: leave nothing behind in the shared Redis.
-      if (deps.redis.status === "ready") await Promise.all(deps.queue.queues.map((queue) => queue.obliterate({ force: true }).catch(() => {})));
+      // The queue prefix is this test's own: leave nothing behind in the shared Redis, neither the
+      // queues nor what the workers kept under the same prefix (the gate's lines and slots, the
+      // reconciler's watermark).
+      if (deps.redis.status === "ready") {
+        await Promise.all(deps.queue.queues.map((queue) => queue.obliterate({ force: true }).catch(() => {})));
+        await deleteKeysOfPrefix(deps.redis, config.queuePrefix).catch(() => {});
+      }
       await deps.close();
     },
   };

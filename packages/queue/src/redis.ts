@@ -102,3 +102,20 @@ export async function waitUntilConnected(redis: RedisConnection, timeoutMs = 5_0
     redis.once("ready", onReady);
   });
 }
+
+/**
+ * Deletes every key under a queue prefix, in either layout (`prefix:...`, or hash-tagged
+ * `{prefix...}`): for tests, whose prefix is their own. On a cluster it does nothing; the tests
+ * that use one start it and remove it.
+ */
+export async function deleteKeysOfPrefix(redis: RedisConnection, prefix: string): Promise<void> {
+  if (redis instanceof Cluster) return;
+  for (const pattern of [`${prefix}:*`, `{${prefix}*`]) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.unlink(...keys);
+    } while (cursor !== "0");
+  }
+}

@@ -97,7 +97,7 @@ export async function measureListLatency(options: { profile: boolean }): Promise
   };
 }
 
-export async function requestRounds(client: ApiClient, cases: ListCase[], rounds: number): Promise<{ samples: number[][]; rows: number[] }> {
+async function requestRounds(client: ApiClient, cases: ListCase[], rounds: number): Promise<{ samples: number[][]; rows: number[] }> {
   const samples = cases.map(() => [] as number[]);
   const rows = cases.map(() => 0);
   for (let i = 0; i < rounds; i++) {

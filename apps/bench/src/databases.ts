@@ -1,4 +1,5 @@
 import { applyMigrations } from "@webhooks/db";
+import { deleteKeysMatching } from "@webhooks/queue";
 import { withClient } from "@webhooks/testing";
 import { Redis } from "ioredis";
 import { onCleanup } from "./cleanup.ts";
@@ -61,14 +62,7 @@ export async function deleteRunKeys(prefix: string = RUN_PREFIX): Promise<number
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
   redis.on("error", () => {}); // failures surface through the commands' own errors
   try {
-    let cursor = "0";
-    let deleted = 0;
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
-      cursor = next;
-      if (keys.length > 0) deleted += await redis.unlink(...keys);
-    } while (cursor !== "0");
-    return deleted;
+    return await deleteKeysMatching(redis, `${prefix}*`);
   } finally {
     redis.disconnect();
   }

@@ -10,7 +10,7 @@ import { measureThroughput } from "./phases/throughput.ts";
 import type { Machine } from "./machine.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
 import { profileThroughput, type Profiles } from "./profiling/profiling.ts";
-import { cpuPerItem, hottestTable, layersTable, noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
+import { cpuPerItemText, hottestTable, layersTable, noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
 
 export interface RunContext {
   receiver: TestReceiver;
@@ -51,11 +51,9 @@ export const ALONE_PHASES = {
       const ceiling = await measureCeiling(receiver, setup);
       console.log(`  W10 ${Math.round(w10.perSecond)}/s, W1 ${Math.round(w1.perSecond)}/s, bare ceiling ${Math.round(ceiling.perSecond)}/s`);
       // CPU per delivery compares across runs on a machine whose speed varies; rates alone do not.
-      const perDelivery = (cpu: Parameters<typeof cpuPerItem>[0], items: number) =>
-        [...cpuPerItem(cpu, items)].map(([label, ms]) => `${label} ${ms.toFixed(3)}`).join(", ");
-      console.log(`  CPU ms per delivery, W10: ${perDelivery(w10.cpu, w10.deliveries)}`);
-      console.log(`  CPU ms per delivery, W1: ${perDelivery(w1.cpu, w1.deliveries)}`);
-      console.log(`  CPU ms per job, bare ceiling: ${perDelivery(ceiling.cpu, ceiling.jobs)}`);
+      console.log(`  CPU ms per delivery, W10: ${cpuPerItemText(w10.cpu, w10.deliveries)}`);
+      console.log(`  CPU ms per delivery, W1: ${cpuPerItemText(w1.cpu, w1.deliveries)}`);
+      console.log(`  CPU ms per job, bare ceiling: ${cpuPerItemText(ceiling.cpu, ceiling.jobs)}`);
     },
   },
   list: {

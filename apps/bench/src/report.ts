@@ -155,6 +155,11 @@ export function cpuPerItem(cpu: CpuUsage, items: number): Map<string, number> {
   return perItem;
 }
 
+/** "api 0.152, worker process(es) 0.469, ...": CPU milliseconds per item, by process. */
+export function cpuPerItemText(cpu: CpuUsage, items: number): string {
+  return [...cpuPerItem(cpu, items)].map(([label, ms]) => `${label} ${ms.toFixed(3)}`).join(", ");
+}
+
 function cpuCell(cpu: CpuUsage): string {
   return cpu.cores.map((c) => `${c.label} ${c.cores.toFixed(2)}`).join(", ") + `; machine ${cpu.machineCores.toFixed(2)}`;
 }

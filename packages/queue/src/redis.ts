@@ -110,12 +110,18 @@ export async function waitUntilConnected(redis: RedisConnection, timeoutMs = 5_0
  */
 export async function deleteKeysOfPrefix(redis: RedisConnection, prefix: string): Promise<void> {
   if (redis instanceof Cluster) return;
-  for (const pattern of [`${prefix}:*`, `{${prefix}*`]) {
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.unlink(...keys);
-    } while (cursor !== "0");
-  }
+  await deleteKeysMatching(redis, `${prefix}:*`);
+  await deleteKeysMatching(redis, `{${prefix}*`);
+}
+
+/** Deletes the keys of one Redis node that match a SCAN pattern, a page at a time; returns how many. */
+export async function deleteKeysMatching(redis: Redis, pattern: string): Promise<number> {
+  let cursor = "0";
+  let deleted = 0;
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+    cursor = next;
+    if (keys.length > 0) deleted += await redis.unlink(...keys);
+  } while (cursor !== "0");
+  return deleted;
 }

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { withClient, type TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { freshDatabase } from "../databases.ts";
-import { cpuPerItem } from "../report.ts";
+import { cpuPerItem, cpuPerItemText } from "../report.ts";
 import { startApi } from "../services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 import { summarize } from "../stats.ts";
@@ -54,8 +54,10 @@ async function compareThroughput(receiver: TestReceiver, baseline: string, setup
   console.log("\n| round | workload | code | deliveries/s | CPU ms per delivery (API + worker + PostgreSQL + Redis) | by process |");
   console.log("|---|---|---|---|---|---|");
   runs.forEach(({ code, result }, i) => {
-    const byProcess = [...cpuPerItem(result.cpu, result.deliveries)].map(([label, ms]) => `${label} ${ms.toFixed(3)}`).join(", ");
-    console.log(`| ${Math.floor(i / 4) + 1} | ${result.workload} | ${code} | ${Math.round(result.perSecond)} | ${totalPerDelivery(result).toFixed(3)} | ${byProcess} |`);
+    console.log(
+      `| ${Math.floor(i / 4) + 1} | ${result.workload} | ${code} | ${Math.round(result.perSecond)} | ${totalPerDelivery(result).toFixed(3)} | ` +
+        `${cpuPerItemText(result.cpu, result.deliveries)} |`,
+    );
   });
   console.log("\ncurrent / baseline, pair by pair (CPU per delivery; deliveries/s):");
   for (const workload of ["W10", "W1"] as Workload[]) {

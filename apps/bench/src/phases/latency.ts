@@ -56,8 +56,7 @@ export async function measureLatency(
   const client = new ApiClient(api.baseUrl, connections);
   try {
     const path = "/latency";
-    const settingsOfCode = options.baseline === undefined ? subscriptionSettings(setup) : {};
-    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], settingsOfCode);
+    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], subscriptionSettings(setup, options.baseline));
     receiver.useSecret(path, subscription.secret);
     receiver.resetCounts();
 

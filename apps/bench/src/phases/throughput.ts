@@ -27,7 +27,9 @@ export function workerEnv(setup: WorkerSetup): Record<string, string> {
  * a customer sending hundreds of webhooks a second to one endpoint would set `max_in_flight`:
  * these phases measure how fast the pipeline is, not the default cap (phase 5 measures that).
  */
-export function subscriptionSettings(setup: WorkerSetup): Record<string, unknown> {
+export function subscriptionSettings(setup: WorkerSetup, baseline?: string): Record<string, unknown> {
+  // The code from before endpoint isolation (`--baseline`) knows no max_in_flight, and has no caps to lift.
+  if (baseline !== undefined) return {};
   return { max_in_flight: Math.min(1_000, setup.concurrency * setup.workers) };
 }
 
@@ -109,8 +111,7 @@ export async function measureThroughput(
     onMeasured?: () => Promise<void>;
     /**
      * Runs the services of this checkout of the code from before endpoint isolation instead of
-     * this one's (`--baseline`); its API knows no `max_in_flight`, so the subscriptions are created
-     * without it (it has no caps to lift).
+     * this one's (`--baseline`), its subscriptions created without the settings it does not know.
      */
     baseline?: string;
   } = {},
@@ -135,10 +136,9 @@ export async function measureThroughput(
   let measured: Omit<ThroughputResult, "database" | "pids">;
   let databaseBefore: DatabaseWork | undefined;
   try {
-    const settingsOfCode = options.baseline === undefined ? subscriptionSettings(setup) : {};
     for (let i = 0; i < subscriptions; i++) {
       const path = `/t${run}/s${i}`;
-      const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)], settingsOfCode);
+      const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)], subscriptionSettings(setup, options.baseline));
       receiver.useSecret(path, subscription.secret);
     }
     const { seededBefore } = await seedHistory(databaseUrl, settings.throughput.historyDeliveries);

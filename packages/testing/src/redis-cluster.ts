@@ -19,7 +19,12 @@ export interface PrivateRedisCluster {
   stop(): Promise<void>;
 }
 
-/** A port free on loopback whose cluster bus port (+10000) is free too. */
+/**
+ * A port free on loopback whose cluster bus port (+10000) is free too, both below Linux's
+ * ephemeral range (from 32768): ports in that range are handed out to the outgoing connections
+ * of every test running in parallel, and one took a bus port between this check and the node's
+ * bind (seen in CI: "bind: Address already in use" on the bus port).
+ */
 async function freeClusterPort(taken: Set<number>): Promise<number> {
   const listens = (port: number) =>
     new Promise<boolean>((resolve) => {
@@ -28,7 +33,7 @@ async function freeClusterPort(taken: Set<number>): Promise<number> {
       server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
     });
   for (let tries = 0; tries < 200; tries++) {
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const port = 10_000 + Math.floor(Math.random() * 12_000);
     if (taken.has(port) || taken.has(port + 10_000)) continue;
     if ((await listens(port)) && (await listens(port + 10_000))) return port;
   }
@@ -81,10 +86,18 @@ export async function startPrivateRedisCluster(masters = 3, options: { readyTime
   try {
     const taken = new Set<number>();
     for (let i = 0; i < masters; i++) {
-      const port = await freeClusterPort(taken);
-      taken.add(port).add(port + 10_000);
-      ports.push(port);
-      children.push(await startNode(port, dir));
+      // A port found free can still be taken before the node binds it: try another pair then.
+      for (let attempt = 1; ; attempt++) {
+        const port = await freeClusterPort(taken);
+        taken.add(port).add(port + 10_000);
+        try {
+          children.push(await startNode(port, dir));
+          ports.push(port);
+          break;
+        } catch (error) {
+          if (attempt >= 3 || !String(error).includes("Address already in use")) throw error;
+        }
+      }
     }
     await run("redis-cli", ["--cluster", "create", ...ports.map((port) => `127.0.0.1:${port}`), "--cluster-replicas", "0", "--cluster-yes"], { timeout: 30_000 });
     const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);

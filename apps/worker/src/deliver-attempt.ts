@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { changesHealth, heldUntil, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type EndpointHealth, type IsolationConfig, type Logger } from "@webhooks/core";
+import { changesHealth, heldUntil, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type DeliveryJob, type EndpointHealth, type IsolationConfig, type Logger } from "@webhooks/core";
 import { whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
@@ -47,7 +47,8 @@ export type NextStep =
  *    holds the subscription: they would be claimed only to be taken back), and schedule what
  *    comes next.
  */
-export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subscriptionId?: string): Promise<NextStep> {
+export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promise<NextStep> {
+  const { deliveryId, subscriptionId, waited = false } = job;
   // 0. Pre-check, for subscriptions this worker saw waiting lately (others have no line to join).
   if (subscriptionId !== undefined && recentlyWaiting(subscriptionId) && (await deps.gate.precheck(subscriptionId, deliveryId))) {
     noteWaiting(subscriptionId);
@@ -70,7 +71,7 @@ export async function deliverAttempt(deps: AttemptDeps, deliveryId: string, subs
   const { attemptNumber } = delivery;
 
   // 2. Gate.
-  const gateInput = toGateInput(delivery, deps);
+  const gateInput = toGateInput(delivery, waited, deps);
   const decision = await deps.gate.acquire(gateInput).catch(async (error: unknown) => {
     // Redis failed us: nothing was sent, so the attempt must not count (the job is tried again).
     await deps.batches.withdraw({ deliveryId, leaseToken, attemptNumber }).catch(() => {});
@@ -167,7 +168,7 @@ function recentlyWaiting(subscriptionId: string): boolean {
   return (waitingSeen.get(subscriptionId) ?? 0) > Date.now();
 }
 
-function toGateInput(delivery: ClaimedDelivery, deps: AttemptDeps): GateInput {
+function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDeps): GateInput {
   const { health, maxInFlight, rateLimit } = delivery.subscription;
   return {
     deliveryId: delivery.deliveryId,
@@ -181,6 +182,7 @@ function toGateInput(delivery: ClaimedDelivery, deps: AttemptDeps): GateInput {
     probeIntervalMs: deps.isolation.circuitProbeIntervalMs,
     disabled: health.disabledReason !== null,
     leaseMs: deps.leaseMs,
+    waited,
   };
 }
 

@@ -43,7 +43,7 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
       const payload = catalog.payload.safeParse(job.data);
       if (!payload.success) throw new UnrecoverableError(`invalid job payload: ${payload.error.message}`);
       const deliveryId = payload.data.deliveryId;
-      const next = await deliverAttempt(deps, deliveryId, payload.data.subscriptionId);
+      const next = await deliverAttempt(deps, payload.data);
       if (next.kind === "wait") {
         await job.moveToDelayed(Date.now() + next.delayMs, token);
         throw new DelayedError();
@@ -51,6 +51,7 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
       if (next.kind === "parked") {
         // Out of the worker slot until its turn (contract §11: a waiting delivery holds no slot).
         const parkedUntil = next.turnAt ?? Date.now() + PARKED_FALLBACK_MS;
+        if (payload.data.waited !== true) await job.updateData({ ...payload.data, waited: true });
         await job.moveToDelayed(parkedUntil, token);
         // Its turn may have come while this job was still active, when the waker could not move
         // it: look once it is parked, and wake it if so.

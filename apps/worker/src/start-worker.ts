@@ -14,6 +14,12 @@ import { SecretKeys } from "./secret-keys.ts";
 const FORCED_CLOSE_MS = 2_000;
 /** A delivery's lease outlives the attempt's timeout by this much, to cover the database writes. */
 const LEASE_MARGIN_MS = 5_000;
+/**
+ * How long the process holds room at the gate for a busy subscription (see the gate's "Held
+ * room"): long enough that a busy subscription's attempts rarely call Redis, short enough that
+ * another process finding it full waits little.
+ */
+const GATE_HOLD_ROOM_MS = 200;
 
 export interface RunningWorker {
   /** The metrics server's port (0 when it is off). */
@@ -35,7 +41,11 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const producerRedis = connectRedis(config, "producer");
   const gateRedis = connectRedis(config, "gate");
   const queue = new DeliveryQueue(producerRedis, layout, logger);
-  const gate = new DeliveryGate(gateRedis, layout);
+  const gate = new DeliveryGate(gateRedis, layout, {
+    holdRoomMs: GATE_HOLD_ROOM_MS,
+    wake: (wakes) => queue.wake(wakes).catch((error: unknown) => logger.warn({ err: error, wakes: wakes.length }, "could not wake waiting deliveries")),
+    logger,
+  });
   const leaseMs = config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS;
   const metrics = createWorkerMetrics(queue);
   const sender = new HttpSender({
@@ -98,6 +108,8 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       // Closing the connection pool waits for requests in flight; after the deadline, do not.
       if (drained) await sender.close().catch(() => {});
       else void sender.close().catch(() => {});
+      // Room the gate still holds goes back now, not when its lease expires.
+      await gate.close();
       await queue.close().catch(() => {});
       workerRedis.disconnect();
       producerRedis.disconnect();

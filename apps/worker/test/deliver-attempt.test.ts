@@ -29,7 +29,7 @@ const it = workerTest.extend("setUp", async ({ queuedAttempt }) => async (acquir
 describe("an attempt the gate does not let start", () => {
   it("is taken back when the destination makes it wait", async ({ setUp }) => {
     const { deps, deliveryId, sent, stored } = await setUp(async () => ({ go: false, reason: "max_in_flight", wakes: [] }));
-    const next = await deliverAttempt(deps, deliveryId);
+    const next = await deliverAttempt(deps, { deliveryId });
     expect(next.kind).toBe("parked");
     expect(sent).toEqual([]);
     expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });
@@ -39,14 +39,14 @@ describe("an attempt the gate does not let start", () => {
     const { deps, deliveryId, sent, stored } = await setUp(async () => {
       throw new Error("Connection is closed.");
     });
-    await expect(deliverAttempt(deps, deliveryId)).rejects.toThrow("Connection is closed.");
+    await expect(deliverAttempt(deps, { deliveryId })).rejects.toThrow("Connection is closed.");
     expect(sent).toEqual([]);
     expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });
   });
 
   it("is sent and recorded once when the gate lets it start (the same set-up, for contrast)", async ({ setUp }) => {
     const { deps, deliveryId, sent, stored } = await setUp(async () => ({ go: true, probe: false, wakes: [] }));
-    const next = await deliverAttempt(deps, deliveryId);
+    const next = await deliverAttempt(deps, { deliveryId });
     expect(next.kind).toBe("done");
     expect(sent).toEqual(["http://127.0.0.1:9/never"]);
     expect(await stored()).toEqual({ attempts: 1, attemptOpen: false, leaseToken: null, logged: 1 });
@@ -65,7 +65,7 @@ const itEnds = workerTest.extend("endedWith", async ({ queuedAttempt }) => async
   });
   // A success recorded a moment ago: this attempt's success changes no health, and writes none.
   if (response.succeededJustBefore) await db.sql.query("UPDATE subscriptions SET last_success_at = now()", []);
-  await deliverAttempt(deps, deliveryId);
+  await deliverAttempt(deps, { deliveryId });
   expect(releases).toHaveLength(1);
   return releases[0]!;
 });

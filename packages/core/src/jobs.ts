@@ -15,6 +15,11 @@ export const deliveryJobSchema = z.strictObject({
    * line in Redis before touching the database (a delivery that would only wait costs nothing).
    */
   subscriptionId: z.string().optional(),
+  /**
+   * The delivery waited at the gate (its job was parked): when it comes back, its turn is taken
+   * out of Redis, so it does not start on room a worker process holds (see the gate).
+   */
+  waited: z.boolean().optional(),
 });
 export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
 

@@ -126,7 +126,7 @@ export class DeliveryQueue {
     const queue = this.queueOf(deliveryId);
     const job = await queue.getJob(deliveryId);
     if (!job) {
-      await queue.add(catalog.jobName, { deliveryId }, { jobId: deliveryId, delay });
+      await queue.add(catalog.jobName, { deliveryId, waited: true }, { jobId: deliveryId, delay });
       return;
     }
     try {

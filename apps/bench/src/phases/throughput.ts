@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
@@ -28,8 +29,8 @@ export function workerEnv(setup: WorkerSetup): Record<string, string> {
  * these phases measure how fast the pipeline is, not the default cap (phase 5 measures that).
  */
 export function subscriptionSettings(setup: WorkerSetup, baseline?: string): Record<string, unknown> {
-  // The code from before endpoint isolation (`--baseline`) knows no max_in_flight, and has no caps to lift.
-  if (baseline !== undefined) return {};
+  // A `--baseline` checkout from before endpoint isolation (no gate) knows no max_in_flight, and has no caps to lift.
+  if (baseline !== undefined && !existsSync(`${baseline}packages/queue/src/delivery-gate.ts`)) return {};
   return { max_in_flight: Math.min(1_000, setup.concurrency * setup.workers) };
 }
 

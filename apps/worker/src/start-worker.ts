@@ -15,11 +15,11 @@ const FORCED_CLOSE_MS = 2_000;
 /** A delivery's lease outlives the attempt's timeout by this much, to cover the database writes. */
 const LEASE_MARGIN_MS = 5_000;
 /**
- * How long the process holds room at the gate for a busy subscription (see the gate's "Held
- * room"): long enough that a busy subscription's attempts rarely call Redis, short enough that
- * another process finding it full waits little.
+ * How long the process may keep a slot at the gate for its next attempts of the same
+ * subscription (the gate's "Held slots"): long enough that a busy subscription's attempts
+ * rarely call Redis, short enough that another process finding it full waits little.
  */
-const GATE_HOLD_ROOM_MS = 200;
+const GATE_HOLD_SLOTS_MS = 200;
 
 export interface RunningWorker {
   /** The metrics server's port (0 when it is off). */
@@ -42,7 +42,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const gateRedis = connectRedis(config, "gate");
   const queue = new DeliveryQueue(producerRedis, layout, logger);
   const gate = new DeliveryGate(gateRedis, layout, {
-    holdRoomMs: GATE_HOLD_ROOM_MS,
+    holdSlotsMs: GATE_HOLD_SLOTS_MS,
     wake: (wakes) => queue.wake(wakes).catch((error: unknown) => logger.warn({ err: error, wakes: wakes.length }, "could not wake waiting deliveries")),
     logger,
   });
@@ -108,7 +108,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       // Closing the connection pool waits for requests in flight; after the deadline, do not.
       if (drained) await sender.close().catch(() => {});
       else void sender.close().catch(() => {});
-      // Room the gate still holds goes back now, not when its lease expires.
+      // Slots the gate keeps go back now, not when their lease expires.
       await gate.close();
       await queue.close().catch(() => {});
       workerRedis.disconnect();

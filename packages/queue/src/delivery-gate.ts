@@ -1,5 +1,5 @@
 import { batchLoader, type BatchLoader, type Logger } from "@webhooks/core";
-import { HeldRooms, type HeldRoom } from "./held-room.ts";
+import { HeldSlots, mayKeepSlots, type HeldSlot } from "./held-slots.ts";
 import { queueLayout, type QueueLayout } from "./queue-layout.ts";
 import type { RedisConnection } from "./redis.ts";
 
@@ -34,18 +34,19 @@ import type { RedisConnection } from "./redis.ts";
  * the reconciler runs for every subscription with a line, and by the parked job's own long
  * fallback timer.
  *
- * Held room. Asking Redis twice per attempt is most of what the gate costs when nobody waits
- * (measured: ~10% of the CPU per delivery of a fan-out workload). So a worker process that is
- * busy with a subscription holds a few of its slots for a short while (`holdRoomMs`, 200 ms in
- * the worker): an acquire that may go at once also takes, while nobody waits for S, up to as many
- * slots as the process has attempts of S going, and at most half the room left. The attempts the
- * process starts on those slots, and ends, until the time is up, tell Redis nothing; then the
- * slots still free are released like any attempt's, waking the line. The slots are in-flight
- * entries like any other, so the caps hold exactly, and a process that dies leaves them to expire
- * with their lease, like the slots of its attempts. What it costs: another process that finds S
- * full while one holds free slots waits for them at most `holdRoomMs`; and only attempts that
- * would go at once on the counts alone use held room (no rate limit, hold, open circuit or
- * disabled subscription, and not a delivery with a turn to take up, see held-room.ts).
+ * Held slots. Asking Redis before and after every attempt was most of what the gate cost when
+ * nobody waits (~10% of the CPU per delivery of a fan-out workload, measured). So in a worker
+ * process, an attempt that got its slot while nobody waited for S leaves it, when it ends, to the
+ * process's next attempt of S, for `holdSlotsMs` (200 ms in the worker) from when the slot was
+ * taken; that attempt starts and ends without calling Redis. A slot kept free past that time is
+ * released like any attempt's, by a timer, waking the line. Kept slots are in-flight entries like
+ * any other, so the caps hold exactly, and their entries outlive the last attempt that may start
+ * on them by a lease, so a process that dies leaves them to expire as it does the slots of its
+ * attempts. The process releases the slots it keeps for S at once when S must wait, or an
+ * attempt's outcome holds it. What it costs: another process that finds S full while a process
+ * keeps a free slot of it waits for that slot at most `holdSlotsMs`; and only attempts that would
+ * go at once on the counts alone use kept slots (no rate limit, hold, open circuit or disabled
+ * subscription, and not a delivery with a turn to take up, see held-slots.ts).
  *
  * The acquire and release scripts build their keys themselves from the key prefix (their own
  * subscription's and origin's, and in release the line and turn of another subscription waiting
@@ -91,9 +92,9 @@ export interface GateInput {
   waited?: boolean;
 }
 
-/** Held room (see above): how long a process holds slots, and how it wakes deliveries when it gives them back. */
-export interface HeldRoomOptions {
-  holdRoomMs: number;
+/** Held slots (see above): how long a process may keep a slot, and how it wakes deliveries when it releases kept ones. */
+export interface HeldSlotsOptions {
+  holdSlotsMs: number;
   wake(wakes: Wake[]): Promise<void>;
   logger: Logger;
 }
@@ -172,13 +173,13 @@ end
 `;
 
 // call: id, subscription, origin, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open (0/1), probe_ms, disabled (0/1),
-//       room to hold for the process (slots, at most), the held slots' names' base, how long it holds them (ms)
-// Replies {0, reason, wakes...} or {1, probe (0/1), slots held, wakes...}.
+//       the slot's name in the in-flight sets, how long the process may keep the slot (ms, 0: not at all)
+// Replies {0, reason, wakes...} or {1, probe (0/1), keep (0/1), wakes...}.
 const ACQUIRE_LUA = batched(`
 local id, subscription, origin_name, now, lease = call[1], call[2], call[3], call[4], call[5]
 local max_in_flight, origin_max, rate_limit, held_until = call[6], call[7], call[8], call[9]
 local circuit_open, probe_ms, disabled = call[10] == 1, call[11], call[12] == 1
-local hold_wanted, hold_base, hold_ms = call[13], call[14], call[15]
+local slot, keep_ms = call[13], call[14]
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
 local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
 local probe, cap, hold = prefix .. 'probe:' .. subscription, prefix .. 'cap:' .. subscription, prefix .. 'hold:' .. subscription
@@ -266,8 +267,10 @@ if blocked then
   return wait(blocked, rate_wait)
 end
 
-redis.call('ZADD', inflight, now + lease, id)
-redis.call('ZADD', origin, now + lease, id)
+-- A slot the process may keep is used for keep_ms more (see "Held slots"): its entry outlives the
+-- last attempt that may start on it by a lease.
+redis.call('ZADD', inflight, now + keep_ms + lease, slot)
+redis.call('ZADD', origin, now + keep_ms + lease, slot)
 if rate_limit > 0 then
   redis.call('ZADD', rate, now, id .. '@' .. now)
   redis.call('PEXPIRE', rate, rate_window * 2)
@@ -278,18 +281,8 @@ local reply = {1, '0', 0}
 -- The claim read S's health just now, and nothing holds it: a hold left in Redis is over.
 local woken = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, true)
 for _, item in ipairs(woken) do table.insert(reply, item) end
--- Room for the process to hold (see "Held room"): only while nobody waits for S, and at most half
--- of what is left, so that other processes find room too. Each slot outlives the holding time by
--- a lease, which covers the last attempt the process may start on it.
-if hold_wanted > 0 and #woken == 0 and redis.call('ZCARD', line) == 0 and redis.call('ZCARD', turn) == 0 then
-  local room = math.min(max_in_flight - redis.call('ZCARD', inflight), origin_max - redis.call('ZCARD', origin))
-  local held = math.min(hold_wanted, math.floor(room / 2))
-  for i = 1, held do
-    redis.call('ZADD', inflight, now + hold_ms + lease, hold_base .. i)
-    redis.call('ZADD', origin, now + hold_ms + lease, hold_base .. i)
-  end
-  if held > 0 then reply[3] = held end
-end
+-- The process may keep the slot for its next attempts only while nobody waits for S.
+if keep_ms > 0 and #woken == 0 and redis.call('ZCARD', line) == 0 and redis.call('ZCARD', turn) == 0 then reply[3] = 1 end
 return reply
 `);
 
@@ -420,17 +413,17 @@ export class DeliveryGate {
   readonly #releases: BatchLoader<ScriptCall, (string | number)[]>;
   /** What every batched call shares (see `batched`): the declared key, then ARGV[1..4]. */
   readonly #batchArguments: (string | number)[];
-  /** Held room, when the process holds any (see above); without options, every call goes to Redis. */
-  readonly #held: (HeldRoomOptions & { rooms: HeldRooms }) | undefined;
-  #retireTimer: NodeJS.Timeout | undefined;
+  /** Held slots, in a worker process (see above); without them, every call goes to Redis. */
+  readonly #held: (HeldSlotsOptions & { slots: HeldSlots }) | undefined;
+  #giveBackTimer: NodeJS.Timeout | undefined;
 
   /**
    * `redis` should be a connection of its own: the gate's calls are many and small, and pipelined.
-   * `layout` as a plain prefix: the single-node layout. `heldRoom`: a worker process's gate holds
-   * room (call `close` at shutdown, to give it back).
+   * `layout` as a plain prefix: the single-node layout. `heldSlots`: a worker process's gate keeps
+   * slots for its next attempts (call `close` at shutdown, to release them).
    */
-  constructor(redis: RedisConnection, layout: QueueLayout | string, heldRoom?: HeldRoomOptions) {
-    this.#held = heldRoom && { ...heldRoom, rooms: new HeldRooms() };
+  constructor(redis: RedisConnection, layout: QueueLayout | string, heldSlots?: HeldSlotsOptions) {
+    this.#held = heldSlots && { ...heldSlots, slots: new HeldSlots() };
     this.#prefix = (typeof layout === "string" ? queueLayout(layout) : layout).gatePrefix;
     // Batched scripts: the first argument is the number of keys.
     redis.defineCommand("gateAcquire", { lua: ACQUIRE_LUA });
@@ -446,67 +439,94 @@ export class DeliveryGate {
 
   async acquire(input: GateInput, now = Date.now()): Promise<GateDecision> {
     const held = this.#held;
-    if (held?.rooms.take(input, now)) return { go: true, probe: false, wakes: [] };
-    const holdWanted = held?.rooms.wanted(input, now) ?? 0;
-    const holdBase = holdWanted > 0 ? held!.rooms.nextBase() : "";
-    held?.rooms.arrived(input.subscriptionId);
-    let reply: (string | number)[];
-    try {
-      // In the order ACQUIRE_LUA reads them.
-      reply = await this.#acquires.load([
-        input.deliveryId,
-        input.subscriptionId,
-        input.origin,
-        now,
-        input.leaseMs,
-        input.maxInFlight,
-        input.originMaxInFlight,
-        input.rateLimit ?? 0,
-        input.heldUntil ?? 0,
-        input.circuitOpen ? 1 : 0,
-        input.probeIntervalMs,
-        input.disabled ? 1 : 0,
-        holdWanted,
-        holdBase,
-        held?.holdRoomMs ?? 0,
-      ]);
-    } catch (error) {
-      held?.rooms.left(input.subscriptionId);
-      throw error;
-    } finally {
-      if (holdWanted > 0) held!.rooms.answered(input.subscriptionId);
-    }
+    if (held?.slots.take(input, now)) return { go: true, probe: false, wakes: [] };
+    const keepMs = held && mayKeepSlots(input, now) ? held.holdSlotsMs : 0;
+    const member = held ? held.slots.nextMember() : input.deliveryId;
+    // In the order ACQUIRE_LUA reads them.
+    const reply = await this.#acquires.load([
+      input.deliveryId,
+      input.subscriptionId,
+      input.origin,
+      now,
+      input.leaseMs,
+      input.maxInFlight,
+      input.originMaxInFlight,
+      input.rateLimit ?? 0,
+      input.heldUntil ?? 0,
+      input.circuitOpen ? 1 : 0,
+      input.probeIntervalMs,
+      input.disabled ? 1 : 0,
+      member,
+      keepMs,
+    ]);
     if (Number(reply[0]) === 1) {
-      const slots = Number(reply[2]);
-      if (held && slots > 0) this.#holdRoom(input, now + held.holdRoomMs, Array.from({ length: slots }, (_, i) => `${holdBase}${i + 1}`));
+      held?.slots.started(input, member, Number(reply[2]) === 1 ? now + keepMs : null);
       return { go: true, probe: reply[1] === "1", wakes: wakesFrom(reply.slice(3)) };
     }
-    // S is busy (or held, or waits in line): room this process holds goes back to it.
-    held?.rooms.left(input.subscriptionId);
-    void this.#giveBack(held?.rooms.retire(input.subscriptionId));
+    // S must wait: slots this process keeps for it go back, to whoever is first in line.
+    void this.#giveBack(held?.slots.giveUp(input.subscriptionId));
     return { go: false, reason: String(reply[1]) as GateWaitReason, wakes: wakesFrom(reply.slice(2)) };
   }
 
   /**
-   * The attempt ended: frees its slots and returns whom to wake. `holdUntil` is what the
-   * attempt's outcome says of the subscription now: until when its own health write held it
-   * (epoch ms), or null when nothing holds it (its health write said so, or it succeeded);
-   * undefined when it cannot tell (the gate then goes by the hold it knows). The claim's
-   * snapshot must not be passed: it predates the attempt.
+   * The attempt ended: frees its slot (or keeps it for the process's next attempt, see "Held
+   * slots") and returns whom to wake. `holdUntil` is what the attempt's outcome says of the
+   * subscription now: until when its own health write held it (epoch ms), or null when nothing
+   * holds it (its health write said so, or it succeeded); undefined when it cannot tell (the
+   * gate then goes by the hold it knows). The claim's snapshot must not be passed: it predates
+   * the attempt.
    */
   async release(
     input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit" | "leaseMs"> & { holdUntil?: number | null },
     now = Date.now(),
   ): Promise<Wake[]> {
     const holds = input.holdUntil != null && input.holdUntil > now;
-    const exit = this.#held?.rooms.end(input.deliveryId, input.subscriptionId, !holds, now);
-    if (exit?.kept) return [];
-    // Its outcome holds S: the room this process holds goes back (it would only let attempts be claimed and taken back).
-    if (holds) void this.#giveBack(this.#held?.rooms.retire(input.subscriptionId));
-    return this.#releaseSlot(exit?.member ?? input.deliveryId, input, input.holdUntil, now);
+    const exit = this.#held?.slots.end(input.deliveryId, !holds, now) ?? { kept: false, member: input.deliveryId };
+    if (exit.kept) {
+      this.#startGivingBack();
+      return [];
+    }
+    // Its outcome holds S: the slots the process keeps for S go back (they would only let attempts be claimed and taken back).
+    if (holds) void this.#giveBack(this.#held?.slots.giveUp(input.subscriptionId));
+    return this.#releaseSlot(exit.member, input, input.holdUntil, now);
   }
 
-  /** Releases one in-flight entry (an attempt's, or a held slot) in Redis; returns whom to wake. */
+  /** Releases every slot the process keeps (at shutdown: another process may need them). */
+  async close(): Promise<void> {
+    clearInterval(this.#giveBackTimer);
+    this.#giveBackTimer = undefined;
+    await this.#giveBack(this.#held?.slots.giveUpExpired(Number.POSITIVE_INFINITY));
+  }
+
+  /** A timer releases kept slots past their time, so that a process that goes idle does not keep them. */
+  #startGivingBack(): void {
+    const held = this.#held!;
+    this.#giveBackTimer ??= setInterval(() => {
+      void this.#giveBack(held.slots.giveUpExpired(Date.now()));
+      if (!held.slots.holding) {
+        clearInterval(this.#giveBackTimer);
+        this.#giveBackTimer = undefined;
+      }
+    }, held.holdSlotsMs / 2).unref();
+  }
+
+  /**
+   * Releases kept slots like attempts that ended (their outcome unknown: a hold the gate knows
+   * stands), and wakes whom they make room for.
+   */
+  async #giveBack(slots: HeldSlot[] | undefined): Promise<void> {
+    const held = this.#held;
+    if (!held || !slots || slots.length === 0) return;
+    const now = Date.now();
+    try {
+      const wakes = await Promise.all(slots.map((slot) => this.#releaseSlot(slot.member, { ...slot, rateLimit: null }, undefined, now)));
+      await held.wake(wakes.flat());
+    } catch (error) {
+      held.logger.warn({ err: error, slots: slots.length }, "could not release the slots kept at the gate; they expire with their lease");
+    }
+  }
+
+  /** Releases one in-flight entry in Redis; returns whom to wake. */
   async #releaseSlot(member: string, limits: Pick<GateInput, "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit" | "leaseMs">, holdUntil: number | null | undefined, now: number): Promise<Wake[]> {
     // In the order RELEASE_LUA reads them.
     const reply = await this.#releases.load([
@@ -521,48 +541,6 @@ export class DeliveryGate {
       limits.leaseMs,
     ]);
     return wakesFrom(reply);
-  }
-
-  /** Gives back every room the process holds (at shutdown: another process may need it). */
-  async close(): Promise<void> {
-    clearInterval(this.#retireTimer);
-    this.#retireTimer = undefined;
-    const held = this.#held;
-    if (!held) return;
-    await Promise.all(held.rooms.retireExpired(Number.POSITIVE_INFINITY).map((room) => this.#giveBack(room)));
-  }
-
-  #holdRoom(input: GateInput, until: number, slots: string[]): void {
-    const held = this.#held!;
-    const room: HeldRoom = { subscriptionId: input.subscriptionId, origin: input.origin, maxInFlight: input.maxInFlight, originMaxInFlight: input.originMaxInFlight, leaseMs: input.leaseMs, until, free: slots };
-    void this.#giveBack(held.rooms.add(room));
-    // Rooms past their time are given back by a timer, so that a process that goes idle does not keep them.
-    this.#retireTimer ??= setInterval(() => {
-      for (const expired of held.rooms.retireExpired(Date.now())) void this.#giveBack(expired);
-      if (held.rooms.size === 0) {
-        clearInterval(this.#retireTimer);
-        this.#retireTimer = undefined;
-      }
-    }, held.holdRoomMs / 2).unref();
-  }
-
-  /**
-   * Releases the free slots of a room no longer held, like attempts that ended (their outcome
-   * unknown: a hold the gate knows stands), and wakes whom they make room for. The slots that
-   * attempts still run on are released as those end.
-   */
-  async #giveBack(room: HeldRoom | undefined): Promise<void> {
-    const held = this.#held;
-    if (!room || !held) return;
-    const { free } = room;
-    room.free = [];
-    const now = Date.now();
-    try {
-      const wakes = await Promise.all(free.map((member) => this.#releaseSlot(member, { ...room, rateLimit: null }, undefined, now)));
-      await held.wake(wakes.flat());
-    } catch (error) {
-      held.logger.warn({ err: error, subscriptionId: room.subscriptionId }, "could not give back held room at the gate; it expires with the lease");
-    }
   }
 
   /**

@@ -1,0 +1,125 @@
+import { randomBytes } from "node:crypto";
+import type { GateInput } from "./delivery-gate.ts";
+
+/**
+ * The slots at the gate that a worker process keeps for its next attempts (see "Held slots" in
+ * delivery-gate.ts). Each is an entry of the subscription's (and its origin's) in-flight sets in
+ * Redis, taken by an attempt through Redis as usual and kept, when that attempt ends, for the
+ * next attempt of the same subscription in this process, for a short while. Every other process
+ * counts it as taken all along: keeping a slot never lets more than the caps run. This class is
+ * the process's own bookkeeping of them.
+ */
+export interface HeldSlot {
+  /** The in-flight entry's name in Redis. */
+  member: string;
+  subscriptionId: string;
+  /** The limits the slot was taken under: an attempt under other limits goes to Redis. */
+  origin: string;
+  maxInFlight: number;
+  originMaxInFlight: number;
+  leaseMs: number;
+  /**
+   * No attempt starts on the slot after this (epoch ms): the entry outlives it by a lease, which
+   * covers the last attempt started on it. Set only when the slot may be kept (nobody waited
+   * for the subscription when it was taken).
+   */
+  keptUntil: number | null;
+}
+
+/** How an attempt that ended leaves the gate. */
+export type SlotExit =
+  /** Its slot stays with the process for the next attempt: nothing to tell Redis. */
+  | { kept: true }
+  /** Release this in-flight entry in Redis. */
+  | { kept: false; member: string };
+
+/**
+ * Whether an attempt may run on a kept slot: only one the gate would let through at once on the
+ * in-flight counts alone. A rate limit counts every start in Redis; a held, disabled or
+ * open-circuit subscription waits or probes there; a delivery that waited in line has its turn
+ * to take out of Redis.
+ */
+export function mayKeepSlots(input: GateInput, now: number): boolean {
+  return input.rateLimit === null && !input.circuitOpen && !input.disabled && (input.heldUntil ?? 0) <= now && input.waited !== true;
+}
+
+export class HeldSlots {
+  /** Slots no attempt runs on now, per subscription. */
+  readonly #free = new Map<string, HeldSlot[]>();
+  /** The slot each attempt under way runs on, by delivery id. */
+  readonly #inUse = new Map<string, HeldSlot>();
+  /** Makes the names of slots unique: a delivery's next attempt must not reuse its entry while this one is kept. */
+  readonly #token = randomBytes(6).toString("hex");
+  #taken = 0;
+
+  /** Starts the attempt on a kept slot of its subscription, when there is one it may use. */
+  take(input: GateInput, now: number): boolean {
+    const free = this.#free.get(input.subscriptionId);
+    if (!free || !mayKeepSlots(input, now)) return false;
+    const index = free.findIndex((slot) => slot.keptUntil !== null && slot.keptUntil > now && sameLimits(slot, input));
+    if (index < 0) return false;
+    const [slot] = free.splice(index, 1);
+    if (free.length === 0) this.#free.delete(input.subscriptionId);
+    this.#inUse.set(input.deliveryId, slot!);
+    return true;
+  }
+
+  /** A name for the in-flight entry of an attempt about to go through Redis. */
+  nextMember(): string {
+    return `${this.#token}:${++this.#taken}`;
+  }
+
+  /** The attempt got its slot through Redis; `keptUntil` is null when it may not be kept. */
+  started(input: GateInput, member: string, keptUntil: number | null): void {
+    const { subscriptionId, origin, maxInFlight, originMaxInFlight, leaseMs } = input;
+    this.#inUse.set(input.deliveryId, { member, subscriptionId, origin, maxInFlight, originMaxInFlight, leaseMs, keptUntil });
+  }
+
+  /**
+   * The attempt ended. Its slot stays with the process when it may be kept, `keep` allows (the
+   * attempt's outcome does not hold the subscription) and it is not past its time; otherwise
+   * the entry to release in Redis.
+   */
+  end(deliveryId: string, keep: boolean, now: number): SlotExit {
+    const slot = this.#inUse.get(deliveryId);
+    if (!slot) return { kept: false, member: deliveryId };
+    this.#inUse.delete(deliveryId);
+    if (!keep || slot.keptUntil === null || slot.keptUntil <= now) return { kept: false, member: slot.member };
+    const free = this.#free.get(slot.subscriptionId);
+    if (free) free.push(slot);
+    else this.#free.set(slot.subscriptionId, [slot]);
+    return { kept: true };
+  }
+
+  /**
+   * Stops keeping the subscription's slots (it must wait): the free ones, which the caller
+   * releases in Redis, and those in use, released when their attempts end.
+   */
+  giveUp(subscriptionId: string): HeldSlot[] {
+    const free = this.#free.get(subscriptionId) ?? [];
+    this.#free.delete(subscriptionId);
+    for (const slot of this.#inUse.values()) if (slot.subscriptionId === subscriptionId) slot.keptUntil = null;
+    return free;
+  }
+
+  /** The free slots past their time (every free slot, with `now` infinite): the caller releases them. */
+  giveUpExpired(now: number): HeldSlot[] {
+    const expired: HeldSlot[] = [];
+    for (const [subscriptionId, free] of this.#free) {
+      const keep = free.filter((slot) => slot.keptUntil !== null && slot.keptUntil > now);
+      expired.push(...free.filter((slot) => !keep.includes(slot)));
+      if (keep.length > 0) this.#free.set(subscriptionId, keep);
+      else this.#free.delete(subscriptionId);
+    }
+    return expired;
+  }
+
+  /** Whether any slot is kept free. */
+  get holding(): boolean {
+    return this.#free.size > 0;
+  }
+}
+
+function sameLimits(slot: HeldSlot, input: GateInput): boolean {
+  return slot.origin === input.origin && slot.maxInFlight === input.maxInFlight && slot.originMaxInFlight === input.originMaxInFlight && slot.leaseMs === input.leaseMs;
+}

@@ -189,6 +189,37 @@ describe("slots a worker process keeps at the gate", () => {
     await gate.close();
   });
 
+  it("keeps no slot taken when the subscription had less than a quarter of its cap to spare", async () => {
+    const prefix = newPrefix();
+    const { gate } = processOn(prefix);
+    const four = { maxInFlight: 4 };
+    for (const id of ["a1", "a2", "a3", "a4"]) await start(gate, attempt(id, four));
+    for (const id of ["a1", "a2", "a3", "a4"]) await gate.release(attempt(id, four));
+    // a4 took the fourth of four slots: it is released; the other three are kept.
+    expect(await inFlight(prefix)).toBe(3);
+    await gate.close();
+    expect(await inFlight(prefix)).toBe(0);
+  });
+
+  it("releases the free slots it keeps on an origin when an attempt finds the origin full, and the one who waits gets one", async () => {
+    const prefix = newPrefix();
+    // Kept for a minute: only giving them up can release them within the test.
+    const { gate, woken } = processOn(prefix, { holdSlotsMs: 60_000 });
+    const origin = { originMaxInFlight: 4 };
+    const ofA = (id: string) => attempt(id, { ...origin, subscriptionId: "sub_a" });
+    const ofB = (id: string) => attempt(id, { ...origin, subscriptionId: "sub_b" });
+    await start(gate, ofA("a1"));
+    await gate.release(ofA("a1"));
+    const originSet = `${queueLayout(prefix).gatePrefix}in-flight-origin:${ofA("a1").origin}`;
+    expect(await redis.zcard(originSet)).toBe(1);
+    for (const id of ["b1", "b2", "b3"]) await start(gate, ofB(id));
+    expect(await gate.acquire(ofB("b4"))).toMatchObject({ go: false, reason: "origin_max_in_flight" });
+    // sub_a's kept slot is released, and b4, first in the origin's line, gets the turn.
+    await waitFor(() => woken.some((wake) => wake.deliveryId === "b4"), { timeoutMs: 5_000 });
+    expect(await redis.zcard(originSet)).toBe(3);
+    await gate.close();
+  });
+
   it("keeps no slot for attempts that must go through Redis: rate-limited, open circuit, or a delivery that waited in line", async () => {
     const prefix = newPrefix();
     const { gate } = processOn(prefix);

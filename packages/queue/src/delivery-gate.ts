@@ -38,7 +38,8 @@ import type { RedisConnection } from "./redis.ts";
  * nobody waits (~10% of the CPU per delivery of a fan-out workload, measured). So in a worker
  * process, an attempt that got its slot while nobody waited for S leaves it, when it ends, to the
  * process's next attempt of S, for `holdSlotsMs` (200 ms in the worker) from when the slot was
- * taken; that attempt starts and ends without calling Redis. A slot kept free past that time is
+ * taken, if S and its origin had a quarter of their caps to spare then; that attempt starts and
+ * ends without calling Redis. A slot kept free past that time is
  * released like any attempt's, by a timer, waking the line. Kept slots are in-flight entries like
  * any other, so the caps hold exactly, and their entries outlive the last attempt that may start
  * on them by a lease, so a process that dies leaves them to expire as it does the slots of its
@@ -281,8 +282,13 @@ local reply = {1, '0', 0}
 -- The claim read S's health just now, and nothing holds it: a hold left in Redis is over.
 local woken = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, true)
 for _, item in ipairs(woken) do table.insert(reply, item) end
--- The process may keep the slot for its next attempts only while nobody waits for S.
-if keep_ms > 0 and #woken == 0 and redis.call('ZCARD', line) == 0 and redis.call('ZCARD', turn) == 0 then reply[3] = 1 end
+-- The process may keep the slot for its next attempts only while nobody waits for S, and while S
+-- and its origin have a quarter of their caps to spare: a kept slot sits free between two
+-- attempts, and near a cap that would make others wait.
+local function roomy(set, limit) return redis.call('ZCARD', set) * 4 <= limit * 3 end
+if keep_ms > 0 and #woken == 0 and redis.call('ZCARD', line) == 0 and redis.call('ZCARD', turn) == 0 and roomy(inflight, max_in_flight) and roomy(origin, origin_max) then
+  reply[3] = 1
+end
 return reply
 `);
 
@@ -463,8 +469,10 @@ export class DeliveryGate {
       held?.slots.started(input, member, Number(reply[2]) === 1 ? now + keepMs : null);
       return { go: true, probe: reply[1] === "1", wakes: wakesFrom(reply.slice(3)) };
     }
-    // S must wait: slots this process keeps for it go back, to whoever is first in line.
+    // S must wait: slots this process keeps for it go back, to whoever is first in line (for
+    // every subscription of the origin, when the origin is full).
     void this.#giveBack(held?.slots.giveUp(input.subscriptionId));
+    if (reply[1] === "origin_max_in_flight") void this.#giveBack(held?.slots.giveUpOrigin(input.origin));
     return { go: false, reason: String(reply[1]) as GateWaitReason, wakes: wakesFrom(reply.slice(2)) };
   }
 

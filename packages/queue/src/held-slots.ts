@@ -102,6 +102,19 @@ export class HeldSlots {
     return free;
   }
 
+  /** Stops keeping the free slots of every subscription of the origin (it is full): the caller releases them. */
+  giveUpOrigin(origin: string): HeldSlot[] {
+    const given: HeldSlot[] = [];
+    for (const [subscriptionId, free] of this.#free) {
+      if (!free.some((slot) => slot.origin === origin)) continue;
+      given.push(...free.filter((slot) => slot.origin === origin));
+      const rest = free.filter((slot) => slot.origin !== origin);
+      if (rest.length > 0) this.#free.set(subscriptionId, rest);
+      else this.#free.delete(subscriptionId);
+    }
+    return given;
+  }
+
   /** The free slots past their time (every free slot, with `now` infinite): the caller releases them. */
   giveUpExpired(now: number): HeldSlot[] {
     const expired: HeldSlot[] = [];

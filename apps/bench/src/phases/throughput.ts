@@ -16,11 +16,12 @@ export interface WorkerSetup {
  * A worker's settings for the throughput and latency phases. Their subscriptions all point at
  * one loopback receiver, which stands in for as many customers' hosts; being one origin here, it
  * would be held to ORIGIN_MAX_IN_FLIGHT, which protects everyone from one bad host and is not what
- * these phases measure. So the origin may have every worker slot; each subscription keeps its
- * default max_in_flight.
+ * these phases measure. So the origin's cap is twice the worker slots: out of reach, as the
+ * caps of many hosts would be (a worker keeps the gate's slots of a busy subscription for its
+ * next attempts only while the origin has a quarter of its cap to spare, see the gate).
  */
 export function workerEnv(setup: WorkerSetup): Record<string, string> {
-  return { WORKER_CONCURRENCY: String(setup.concurrency), ORIGIN_MAX_IN_FLIGHT: String(setup.concurrency * setup.workers) };
+  return { WORKER_CONCURRENCY: String(setup.concurrency), ORIGIN_MAX_IN_FLIGHT: String(2 * setup.concurrency * setup.workers) };
 }
 
 /**

@@ -191,14 +191,32 @@ describe("slots a worker process keeps at the gate", () => {
 
   it("keeps no slot taken when the subscription had less than a quarter of its cap to spare", async () => {
     const prefix = newPrefix();
+    const [one, other] = [processOn(prefix), processOn(prefix)];
+    const four = { maxInFlight: 4 };
+    for (const id of ["b1", "b2"]) await start(other.gate, attempt(id, four));
+    // a1 takes the third of four slots (a quarter to spare: it may be kept), a2 the fourth (it may not).
+    await start(one.gate, attempt("a1", four));
+    await start(one.gate, attempt("a2", four));
+    await one.gate.release(attempt("a2", four));
+    expect(await inFlight(prefix)).toBe(3);
+    await one.gate.release(attempt("a1", four));
+    expect(await inFlight(prefix)).toBe(3);
+    await Promise.all([one.gate.close(), other.gate.close()]);
+  });
+
+  it("keeps no slot while the process itself has more than three quarters of the cap: its own next attempt would wait", async () => {
+    const prefix = newPrefix();
     const { gate } = processOn(prefix);
     const four = { maxInFlight: 4 };
     for (const id of ["a1", "a2", "a3", "a4"]) await start(gate, attempt(id, four));
-    for (const id of ["a1", "a2", "a3", "a4"]) await gate.release(attempt(id, four));
-    // a4 took the fourth of four slots: it is released; the other three are kept.
+    // a1 ends while the process has all four: released, though it was taken with room to spare.
+    await gate.release(attempt("a1", four));
+    expect(await inFlight(prefix)).toBe(3);
+    // a2 ends with three: kept.
+    await gate.release(attempt("a2", four));
     expect(await inFlight(prefix)).toBe(3);
     await gate.close();
-    expect(await inFlight(prefix)).toBe(0);
+    expect(await inFlight(prefix)).toBe(2);
   });
 
   it("releases the free slots it keeps on an origin when an attempt finds the origin full, and the one who waits gets one", async () => {

@@ -51,6 +51,9 @@ export class HeldSlots {
   /** Makes the names of slots unique: a delivery's next attempt must not reuse its entry while this one is kept. */
   readonly #token = randomBytes(6).toString("hex");
   #taken = 0;
+  /** Slots the process has, in use or kept free, per subscription and per origin. */
+  readonly #bySubscription = new Map<string, number>();
+  readonly #byOrigin = new Map<string, number>();
 
   /** Starts the attempt on a kept slot of its subscription, when there is one it may use. */
   take(input: GateInput, now: number): boolean {
@@ -73,18 +76,26 @@ export class HeldSlots {
   started(input: GateInput, member: string, keptUntil: number | null): void {
     const { subscriptionId, origin, maxInFlight, originMaxInFlight, leaseMs } = input;
     this.#inUse.set(input.deliveryId, { member, subscriptionId, origin, maxInFlight, originMaxInFlight, leaseMs, keptUntil });
+    count(this.#bySubscription, subscriptionId, 1);
+    count(this.#byOrigin, origin, 1);
   }
 
   /**
    * The attempt ended. Its slot stays with the process when it may be kept, `keep` allows (the
-   * attempt's outcome does not hold the subscription) and it is not past its time; otherwise
-   * the entry to release in Redis.
+   * attempt's outcome does not hold the subscription), it is not past its time, and the process
+   * does not have more than three quarters of the subscription's or the origin's cap (a free slot
+   * the process keeps near a cap would make its own next attempts wait); otherwise the entry to
+   * release in Redis.
    */
   end(deliveryId: string, keep: boolean, now: number): SlotExit {
     const slot = this.#inUse.get(deliveryId);
     if (!slot) return { kept: false, member: deliveryId };
     this.#inUse.delete(deliveryId);
-    if (!keep || slot.keptUntil === null || slot.keptUntil <= now) return { kept: false, member: slot.member };
+    const roomy = (this.#bySubscription.get(slot.subscriptionId) ?? 0) * 4 <= slot.maxInFlight * 3 && (this.#byOrigin.get(slot.origin) ?? 0) * 4 <= slot.originMaxInFlight * 3;
+    if (!keep || !roomy || slot.keptUntil === null || slot.keptUntil <= now) {
+      this.#forget(slot);
+      return { kept: false, member: slot.member };
+    }
     const free = this.#free.get(slot.subscriptionId);
     if (free) free.push(slot);
     else this.#free.set(slot.subscriptionId, [slot]);
@@ -99,7 +110,7 @@ export class HeldSlots {
     const free = this.#free.get(subscriptionId) ?? [];
     this.#free.delete(subscriptionId);
     for (const slot of this.#inUse.values()) if (slot.subscriptionId === subscriptionId) slot.keptUntil = null;
-    return free;
+    return this.#forgetAll(free);
   }
 
   /** Stops keeping the free slots of every subscription of the origin (it is full): the caller releases them. */
@@ -112,7 +123,7 @@ export class HeldSlots {
       if (rest.length > 0) this.#free.set(subscriptionId, rest);
       else this.#free.delete(subscriptionId);
     }
-    return given;
+    return this.#forgetAll(given);
   }
 
   /** The free slots past their time (every free slot, with `now` infinite): the caller releases them. */
@@ -124,13 +135,30 @@ export class HeldSlots {
       if (keep.length > 0) this.#free.set(subscriptionId, keep);
       else this.#free.delete(subscriptionId);
     }
-    return expired;
+    return this.#forgetAll(expired);
   }
 
   /** Whether any slot is kept free. */
   get holding(): boolean {
     return this.#free.size > 0;
   }
+
+  /** The slot leaves the process (its entry is released in Redis). */
+  #forget(slot: HeldSlot): void {
+    count(this.#bySubscription, slot.subscriptionId, -1);
+    count(this.#byOrigin, slot.origin, -1);
+  }
+
+  #forgetAll(slots: HeldSlot[]): HeldSlot[] {
+    for (const slot of slots) this.#forget(slot);
+    return slots;
+  }
+}
+
+function count(counts: Map<string, number>, key: string, delta: number): void {
+  const value = (counts.get(key) ?? 0) + delta;
+  if (value > 0) counts.set(key, value);
+  else counts.delete(key);
 }
 
 function sameLimits(slot: HeldSlot, input: GateInput): boolean {

@@ -115,3 +115,28 @@ describe("the gate while a subscription is held", () => {
     expect(await gate.lineLength("sub_held")).toBe(0);
   });
 });
+
+describe("the gate's line while deliveries woken from it are on their way", () => {
+  it("lets a newcomer go at once beside a pending turn when there is room for both, and not when there is not", async () => {
+    const gate = newGate();
+    const three = (id: string) => attempt(id, { maxInFlight: 3 });
+    const now = Date.now();
+    for (const id of ["d1", "d2", "d3"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(three("d4"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+    // d1 ends: d4 gets the turn, and is on its way; the line is empty.
+    expect(await gate.release(three("d1"), now + 1)).toEqual([{ deliveryId: "d4", at: now + 1 }]);
+    expect(await gate.lineLength("sub_held")).toBe(0);
+    // d5 finds d2 and d3 under way and d4's turn: no room left for it.
+    expect(await gate.acquire(three("d5"), now + 2)).toMatchObject({ go: false, reason: "max_in_flight" });
+    // d2 ends: d5, now the head of the line, gets a turn beside d4's.
+    expect(await gate.release(three("d2"), now + 3)).toEqual([{ deliveryId: "d5", at: now + 3 }]);
+    // d4 takes its turn, and d3 ends.
+    expect(await gate.acquire(three("d4"), now + 4)).toMatchObject({ go: true });
+    expect(await gate.release(three("d3"), now + 5)).toEqual([]);
+    // One turn pending (d5), one under way (d4): room for d6 beside them, so it goes without waiting in line.
+    expect(await gate.acquire(three("d6"), now + 6)).toMatchObject({ go: true });
+    expect(await gate.acquire(three("d5"), now + 7)).toMatchObject({ go: true });
+    expect(await gate.lineLength("sub_held")).toBe(0);
+  });
+});
+

@@ -234,10 +234,18 @@ if not my_turn then
     local head = redis.call('ZRANGE', line, 0, 0)[1]
     if head ~= id or turns > 0 then return {0, 'in_line'} end
     redis.call('ZREM', line, id)
-  elseif turns > 0 or redis.call('ZCARD', line) > 0 then
+  elseif redis.call('ZCARD', line) > 0 or (turns > 0 and (rate_limit > 0 or tonumber(redis.call('GET', hold) or '0') > now)) then
     return wait('in_line', nil)
   end
 end
+-- Deliveries woken from the line and on their way (turns) keep the room they were given: a
+-- newcomer finding only turns pending, and room beside them, goes at once. If it joined the line
+-- instead, at a steady rate some newcomer would always find a turn pending, and the line, once
+-- formed, would never empty while the subscription is far from its cap: every delivery would be
+-- parked and woken. It still waits in line when a turn is pending for the end of a hold the gate
+-- knows of (its claim may have read the subscription before the hold), and for a rate-limited
+-- subscription, whose turns hold room in the rate window too, which a newcomer does not see here.
+local room_taken = my_turn and 0 or turns
 
 if disabled then return wait('disabled', nil) end
 if held_until > now then
@@ -253,7 +261,7 @@ if circuit_open then
   is_probe = true
 end
 local blocked = nil
-if full(inflight, max_in_flight) then blocked = 'max_in_flight'
+if full(inflight, max_in_flight - room_taken) then blocked = 'max_in_flight'
 elseif full(origin, origin_max) then blocked = 'origin_max_in_flight' end
 local rate_wait = nil
 if not blocked and rate_limit > 0 then
@@ -350,12 +358,13 @@ local inflight, line, turn, lines, cap = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEY
 local id, now, lost_turn_ms, subscription = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
 if redis.call('ZSCORE', turn, id) or redis.call('ZSCORE', line, id) then return 0 end
-local waits = redis.call('ZCARD', line) > 0 or redis.call('ZCARD', turn) > 0
+-- Turns pending take room but do not make a newcomer wait (see ACQUIRE_LUA).
+local waits = redis.call('ZCARD', line) > 0
 if not waits then
   local max_in_flight = tonumber(redis.call('GET', cap) or '0')
   if max_in_flight > 0 then
     redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
-    waits = redis.call('ZCARD', inflight) >= max_in_flight
+    waits = redis.call('ZCARD', inflight) + redis.call('ZCARD', turn) >= max_in_flight
   end
 end
 if not waits then return 0 end
@@ -565,7 +574,7 @@ export class DeliveryGate {
 
   /**
    * Before the claim, for a job that names its subscription: when the subscription already has a
-   * line (others wait ahead), or has as many attempts in flight as its cap was when last seen, the
+   * line (others wait ahead), or has as many attempts in flight and turns pending as its cap was when last seen, the
    * delivery joins the line here and the worker parks its job without touching the database.
    * Otherwise (its turn came, or there may be room) it goes on to the claim, and `acquire`, with
    * the subscription's current limits, decides. Returns whether it joined the line.

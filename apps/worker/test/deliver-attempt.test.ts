@@ -1,4 +1,4 @@
-import type { GateDecision } from "@webhooks/queue";
+import type { GateDecision, GateInput } from "@webhooks/queue";
 import { describe, expect } from "vitest";
 import { deliverAttempt } from "../src/deliver-attempt.ts";
 import { workerTest } from "./fixtures.ts";
@@ -8,7 +8,7 @@ import { workerTest } from "./fixtures.ts";
 // sent, so nothing may count (contract §11: waiting spends no attempt).
 
 /** `setUp(acquire)`: one queued delivery, and an attempt's dependencies around a gate the test controls. */
-const it = workerTest.extend("setUp", async ({ queuedAttempt }) => async (acquire: () => Promise<GateDecision>) => {
+const it = workerTest.extend("setUp", async ({ queuedAttempt }) => async (acquire: (input?: GateInput) => Promise<GateDecision>) => {
   const sent: string[] = [];
   const { db, deps, deliveryId, subscriptionId } = await queuedAttempt({
     gate: { acquire, release: async () => [] },
@@ -42,6 +42,14 @@ describe("an attempt the gate does not let start", () => {
     await expect(deliverAttempt(deps, { deliveryId })).rejects.toThrow("Connection is closed.");
     expect(sent).toEqual([]);
     expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });
+  });
+
+  it("tells the gate whether the delivery waited in line before (its job says so)", async ({ setUp }) => {
+    const seen: (boolean | undefined)[] = [];
+    const { deps, deliveryId } = await setUp(async (input?: GateInput) => (seen.push(input?.waited), { go: false, reason: "in_line", wakes: [] }));
+    await deliverAttempt(deps, { deliveryId, waited: true });
+    await deliverAttempt(deps, { deliveryId });
+    expect(seen).toEqual([true, false]);
   });
 
   it("is sent and recorded once when the gate lets it start (the same set-up, for contrast)", async ({ setUp }) => {

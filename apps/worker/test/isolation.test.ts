@@ -92,6 +92,27 @@ describe("endpoint isolation", () => {
     expect(all.map((d) => d.attempts)).toEqual(Array(45).fill(1));
   });
 
+  it("marks the job of a delivery that waited, so that it leaves the line through Redis and not on a slot a worker kept", async ({ stack, receiver }) => {
+    const s = await stack({ WORKER_CONCURRENCY: "10" });
+    const slow = await receiver(() => ({ status: 200, delayMs: 2_000 }));
+    const sub = await subscribe(s.api, { url: slow.url, events: ["one.at.a.time"], max_in_flight: 1 });
+    slow.secrets.push(sub.secret);
+    for (let i = 0; i < 3; i++) await publish(s.api, { type: "one.at.a.time", data: { i } });
+    await waitFor(() => slow.concurrent === 1, { what: "the first delivery in flight" });
+    const deliveries = await deliveriesOfSubscription(s.api, sub.id);
+    // The two others wait, parked as delayed jobs that say so.
+    await waitFor(
+      async () => {
+        const jobs = await Promise.all(deliveries.map((d) => s.api.queue.queueOf(d.id).getJob(d.id)));
+        const parked = await Promise.all(jobs.map(async (job) => job?.data.waited === true && (await job.isDelayed())));
+        return parked.filter(Boolean).length === 2;
+      },
+      { what: "two parked jobs marked as waited" },
+    );
+    await waitFor(() => slow.received.length === 3, { timeoutMs: 15_000, what: "all three delivered, one at a time" });
+    expect(slow.maxConcurrent).toBe(1);
+  });
+
   it("holds rate_limit across two worker processes", async ({ receiver, twoWorkerProcesses }) => {
     const { api } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "20" });
     const rx = await receiver();

@@ -392,7 +392,7 @@ return 0
  * turn of its event loop, instead of one each.
  *
  * The calls travel as one JSON argument (ARGV[5], an array of each call's values) and the body
- * builds its keys from the prefix: this runs twice per attempt, and a few arguments per batch
+ * builds its keys from the prefix: this runs up to twice per attempt, and a few arguments per batch
  * cost the worker and Redis much less to encode and parse than some twenty per call. The one key
  * declared, the set of subscriptions with a line, routes the script on a Redis Cluster, where
  * every gate key is under the same hash tag and so on the same node (see queue-layout.ts).

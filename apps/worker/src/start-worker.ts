@@ -108,8 +108,9 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       // Closing the connection pool waits for requests in flight; after the deadline, do not.
       if (drained) await sender.close().catch(() => {});
       else void sender.close().catch(() => {});
-      // Slots the gate keeps go back now, not when their lease expires.
-      await gate.close();
+      // Slots the gate keeps go back now, not when their lease expires (if Redis answers soon:
+      // otherwise they expire with it, and shutting down must not wait).
+      await settlesWithin(gate.close(), FORCED_CLOSE_MS);
       await queue.close().catch(() => {});
       workerRedis.disconnect();
       producerRedis.disconnect();

@@ -36,18 +36,20 @@ import type { RedisConnection } from "./redis.ts";
  *
  * Held slots. Asking Redis before and after every attempt was most of what the gate cost when
  * nobody waits (~10% of the CPU per delivery of a fan-out workload, measured). So in a worker
- * process, an attempt that got its slot while nobody waited for S leaves it, when it ends, to the
- * process's next attempt of S, for `holdSlotsMs` (200 ms in the worker) from when the slot was
- * taken, if S and its origin had a quarter of their caps to spare then; that attempt starts and
- * ends without calling Redis. A slot kept free past that time is
+ * process, an attempt that got its slot while nobody waited for S, and while S and its origin had
+ * a quarter of their caps to spare, leaves the slot, when it ends, to the process's next attempt
+ * of S, for `holdSlotsMs` (200 ms in the worker) from when the slot was taken; that attempt starts
+ * and ends without calling Redis. Not while the process itself has more than three quarters of
+ * either cap: its own next attempt would find the cap full. A slot kept free past its time is
  * released like any attempt's, by a timer, waking the line. Kept slots are in-flight entries like
  * any other, so the caps hold exactly, and their entries outlive the last attempt that may start
  * on them by a lease, so a process that dies leaves them to expire as it does the slots of its
- * attempts. The process releases the slots it keeps for S at once when S must wait, or an
- * attempt's outcome holds it. What it costs: another process that finds S full while a process
- * keeps a free slot of it waits for that slot at most `holdSlotsMs`; and only attempts that would
- * go at once on the counts alone use kept slots (no rate limit, hold, open circuit or disabled
- * subscription, and not a delivery with a turn to take up, see held-slots.ts).
+ * attempts. The process releases the slots it keeps for S at once when one of S's deliveries must
+ * wait (every one it keeps on the origin, when the origin is full), or an attempt's outcome holds
+ * S. What it costs: another process that finds S full while a process keeps a free slot of it
+ * waits for that slot at most `holdSlotsMs`; and only attempts that would go at once on the
+ * counts alone use kept slots (no rate limit, hold, open circuit or disabled subscription, and
+ * not a delivery with a turn to take up, see held-slots.ts).
  *
  * The acquire and release scripts build their keys themselves from the key prefix (their own
  * subscription's and origin's, and in release the line and turn of another subscription waiting
@@ -503,7 +505,8 @@ export class DeliveryGate {
       this.#startGivingBack();
       return [];
     }
-    // Its outcome holds S: the slots the process keeps for S go back (they would only let attempts be claimed and taken back).
+    // Its outcome holds S: the slots the process keeps for S go back (they would only let
+    // attempts be claimed and taken back).
     if (holds) void this.#giveBack(this.#held?.slots.giveUp(input.subscriptionId));
     return this.#releaseSlot(exit.member, input, input.holdUntil, now);
   }
@@ -574,8 +577,9 @@ export class DeliveryGate {
 
   /**
    * Before the claim, for a job that names its subscription: when the subscription already has a
-   * line (others wait ahead), or has as many attempts in flight and turns pending as its cap was when last seen, the
-   * delivery joins the line here and the worker parks its job without touching the database.
+   * line (others wait ahead), or has as many attempts in flight and turns pending as its cap was
+   * when last seen, the delivery joins the line here and the worker parks its job without
+   * touching the database.
    * Otherwise (its turn came, or there may be room) it goes on to the claim, and `acquire`, with
    * the subscription's current limits, decides. Returns whether it joined the line.
    */

@@ -238,6 +238,23 @@ describe("slots a worker process keeps at the gate", () => {
     await gate.close();
   });
 
+  it("releases a kept slot past its time before an attempt that goes through Redis counts the slots", async () => {
+    const prefix = newPrefix();
+    const [one, other] = [processOn(prefix, { holdSlotsMs: 60_000 }), processOn(prefix)];
+    // Leases long enough that no entry expires on the clock this test moves.
+    const four = { maxInFlight: 4, leaseMs: 600_000 };
+    const now = Date.now();
+    await one.gate.acquire(attempt("a1", four), now);
+    await one.gate.release(attempt("a1", four), now + 1);
+    for (const id of ["b1", "b2", "b3"]) await start(other.gate, attempt(id, four));
+    expect(await inFlight(prefix)).toBe(4);
+    // Past a1's slot's time, before the timer has released it: a2 may not use it, and must not
+    // find the subscription full because of it.
+    expect(await one.gate.acquire(attempt("a2", four), now + 61_000)).toMatchObject({ go: true });
+    expect(await inFlight(prefix)).toBe(4);
+    await Promise.all([one.gate.close(), other.gate.close()]);
+  });
+
   it("keeps no slot for attempts that must go through Redis: rate-limited, open circuit, or a delivery that waited in line", async () => {
     const prefix = newPrefix();
     const { gate } = processOn(prefix);

@@ -459,6 +459,11 @@ export class DeliveryGate {
     if (held?.slots.take(input, now)) return { go: true, probe: false, wakes: [] };
     const keepMs = held && mayKeepSlots(input, now) ? held.holdSlotsMs : 0;
     const member = held ? held.slots.nextMember() : input.deliveryId;
+    // Free slots past their time, which the timer has not released yet, go first: still counted in
+    // Redis, they could make this attempt wait for nothing. Both scripts share a connection, and
+    // the release's batch runs first unless an acquire batch of this turn was already scheduled
+    // (then this attempt may wait, as it would without this, until the slot's release wakes it).
+    if (held) void this.#giveBack(held.slots.giveUpExpired(now));
     // In the order ACQUIRE_LUA reads them.
     const reply = await this.#acquires.load([
       input.deliveryId,

@@ -224,11 +224,18 @@ describe("endpoint isolation", () => {
     const received = rx.received.length;
     await sleep(800);
     expect(rx.received.length).toBe(received);
-    // Its retry still comes due: the worker claims it (counting an attempt begun) and, finding the
-    // subscription disabled, takes the claim back. A read at that instant sees one attempt more,
-    // so wait for the count to settle; an attempt that stayed counted would time out here.
-    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id))[0]?.attempts === received, { what: "the attempts to equal the requests received" });
-    const [pending] = await deliveriesOfSubscription(s.api, sub.id);
+    // Its retry still comes due, and the reconciler wakes the head of its line on every pass: each
+    // time the worker claims it (counting an attempt begun) and, finding the subscription
+    // disabled, takes the claim back. A read at such an instant sees one attempt more, so wait for
+    // a read with the settled count, and check that same read; an attempt that stayed counted
+    // would time out here.
+    const pending = await waitFor(
+      async () => {
+        const [delivery] = await deliveriesOfSubscription(s.api, sub.id);
+        return delivery?.attempts === received ? delivery : undefined;
+      },
+      { what: "the attempts to equal the requests received" },
+    );
     expect(pending).toMatchObject({ status: "failed", attempts: received });
     expect(rx.received.length).toBe(received);
     // New events do not reach it (it is inactive).

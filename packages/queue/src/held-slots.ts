@@ -20,8 +20,9 @@ export interface HeldSlot {
   leaseMs: number;
   /**
    * No attempt starts on the slot after this (epoch ms): the entry outlives it by a lease, which
-   * covers the last attempt started on it. Set only when the slot may be kept (nobody waited
-   * for the subscription when it was taken).
+   * covers the last attempt started on it. Null when the slot may not be kept: someone waited
+   * for the subscription, or it or its origin was near its cap, when it was taken, or the
+   * subscription has had to wait since.
    */
   keptUntil: number | null;
 }

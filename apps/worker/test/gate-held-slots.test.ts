@@ -3,6 +3,7 @@ import { createLogger } from "@webhooks/core";
 import { createRedisConnection, deleteKeysOfPrefix, DeliveryGate, queueLayout, type GateInput, type RedisConnection, type Wake } from "@webhooks/queue";
 import { REDIS_URL, waitFor } from "@webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { gateInput } from "./gate-input.ts";
 
 /**
  * Held slots (the gate's doc): in a worker process, an attempt that got its slot while nobody
@@ -54,20 +55,7 @@ function processOn(prefix: string, options: { holdSlotsMs?: number; wake?: (wake
 }
 
 function attempt(deliveryId: string, overrides: Partial<GateInput> = {}): GateInput {
-  return {
-    deliveryId,
-    subscriptionId: "sub_busy",
-    origin: "http://127.0.0.1:1",
-    maxInFlight: 10,
-    originMaxInFlight: 50,
-    rateLimit: null,
-    heldUntil: null,
-    circuitOpen: false,
-    probeIntervalMs: 30_000,
-    disabled: false,
-    leaseMs: 60_000,
-    ...overrides,
-  };
+  return gateInput(deliveryId, { subscriptionId: "sub_busy", maxInFlight: 10, ...overrides });
 }
 
 const inFlight = (prefix: string) => redis.zcard(`${queueLayout(prefix).gatePrefix}in-flight:sub_busy`);

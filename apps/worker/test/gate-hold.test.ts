@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { createRedisConnection, DeliveryGate, type GateInput } from "@webhooks/queue";
 import { REDIS_URL } from "@webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { gateInput } from "./gate-input.ts";
 
 /**
  * The gate while a subscription is held (an open circuit waiting for its next probe, or a
@@ -30,20 +31,7 @@ function newGate(): DeliveryGate {
 
 /** A delivery of the one subscription these tests use, two attempts in flight at most. */
 function attempt(deliveryId: string, overrides: Partial<GateInput> = {}): GateInput {
-  return {
-    deliveryId,
-    subscriptionId: "sub_held",
-    origin: "http://127.0.0.1:1",
-    maxInFlight: 2,
-    originMaxInFlight: 50,
-    rateLimit: null,
-    heldUntil: null,
-    circuitOpen: false,
-    probeIntervalMs: 30_000,
-    disabled: false,
-    leaseMs: 60_000,
-    ...overrides,
-  };
+  return gateInput(deliveryId, { subscriptionId: "sub_held", maxInFlight: 2, ...overrides });
 }
 
 /** Two attempts under way (d1, d2) and three deliveries waiting in line for a slot (d3, d4, d5). */

@@ -130,9 +130,12 @@ export class HeldSlots {
   /** The free slots past their time (every free slot, with `now` infinite): the caller releases them. */
   giveUpExpired(now: number): HeldSlot[] {
     const expired: HeldSlot[] = [];
+    const usable = (slot: HeldSlot) => slot.keptUntil !== null && slot.keptUntil > now;
     for (const [subscriptionId, free] of this.#free) {
-      const keep = free.filter((slot) => slot.keptUntil !== null && slot.keptUntil > now);
-      expired.push(...free.filter((slot) => !keep.includes(slot)));
+      // Runs before every acquire that goes to Redis: lists with nothing expired are left as they are.
+      if (free.every(usable)) continue;
+      expired.push(...free.filter((slot) => !usable(slot)));
+      const keep = free.filter(usable);
       if (keep.length > 0) this.#free.set(subscriptionId, keep);
       else this.#free.delete(subscriptionId);
     }

@@ -218,18 +218,26 @@ describe("GET /v1/deliveries/{id}", () => {
 
   test("shows duration_ms as null for an attempt in flight or with an unknown outcome", async ({ api, database, seed }) => {
     const { rows } = seed;
-    const row = rows[1]!;
+    // A failed delivery whose retry is being attempted; not the first of its status, which other tests use.
+    const row = rows.filter((r) => r.status === "failed")[1]!;
     await sql(database.url, `
       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, error) VALUES
         ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5A', $1, 1, 'https://example.com/0', now() - interval '2 minutes', 120, 500, NULL),
-        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown'),
-        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5C', $1, 3, 'https://example.com/0', now(), NULL, NULL, NULL)`, [row.id]);
+        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown')`, [row.id]);
+    // The attempt in flight is on the delivery's row until it ends (the claim puts it there).
+    await sql(database.url, `
+      UPDATE deliveries SET attempts = 3, open_attempt_id = 'att_01JD5V6Y7Z8X9W0V1A2T3S4R5C', open_attempt_started_at = now()
+      WHERE id = $1`, [row.id]);
     const response = await api.get(`/v1/deliveries/${row.id}/attempts`, 200, { schema: attemptListSchema });
-    expect(response.body.data.map((a: { number: number; duration_ms: number | null }) => [a.number, a.duration_ms])).toEqual([
-      [3, null],
-      [2, null],
-      [1, 120],
+    expect(response.body.data.map((a: { id: string; number: number; duration_ms: number | null; error: string | null }) => [a.id, a.number, a.duration_ms, a.error])).toEqual([
+      ["att_01JD5V6Y7Z8X9W0V1A2T3S4R5C", 3, null, null],
+      ["att_01JD5V6Y7Z8X9W0V1U2T3S4R5B", 2, null, "outcome unknown"],
+      ["att_01JD5V6Y7Z8X9W0V1U2T3S4R5A", 1, 120, null],
     ]);
+    // Pages continue after the attempt in flight as after any other.
+    const after = await api.get(`/v1/deliveries/${row.id}/attempts?limit=1&starting_after=att_01JD5V6Y7Z8X9W0V1A2T3S4R5C`, 200, { schema: attemptListSchema });
+    expect(after.body.data.map((a: { number: number }) => a.number)).toEqual([2]);
+    expect(after.body.has_more).toBe(true);
   });
 });
 

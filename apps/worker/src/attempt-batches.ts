@@ -4,6 +4,7 @@ import {
   recordAttempts,
   recordEndpointResults,
   withdrawAttempts,
+  type AttemptLease,
   type AttemptToRecord,
   type ClaimedDelivery,
   type EndpointResult,
@@ -31,7 +32,7 @@ export interface AttemptBatches {
   /** The delivery's snapshot with a lease on it and its attempt begun, or null if it could not be claimed. */
   claim(deliveryId: string, leaseToken: string): Promise<ClaimedDelivery | null>;
   /** Takes the claimed attempt back, unsent, and gives the lease back. */
-  withdraw(lease: { deliveryId: string; leaseToken: string; attemptNumber: number }): Promise<void>;
+  withdraw(lease: AttemptLease): Promise<void>;
   /** Whether the attempt was recorded (false: the lease was lost to another worker). */
   record(record: AttemptToRecord): Promise<boolean>;
   /**
@@ -50,7 +51,7 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
     { maxBatchSize: MAX_BATCH, inFlight: BATCHES_IN_FLIGHT },
   );
 
-  const withdrawals = batchLoader<{ deliveryId: string; leaseToken: string; attemptNumber: number }, void>(
+  const withdrawals = batchLoader<AttemptLease, void>(
     async (leases) => {
       await withdrawAttempts({ sql }, [...leases]);
       return leases.map(() => undefined);

@@ -68,18 +68,19 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   }
 
   if (delivery.closedAbandonedAttempt) deps.metrics.attempts.inc({ outcome: "unknown" });
-  const { attemptNumber } = delivery;
+  const { attempt } = delivery;
+  const lease = { deliveryId, leaseToken, attempt };
 
   // 2. Gate.
   const gateInput = toGateInput(delivery, waited, deps);
   const decision = await deps.gate.acquire(gateInput).catch(async (error: unknown) => {
     // Redis failed us: nothing was sent, so the attempt must not count (the job is tried again).
-    await deps.batches.withdraw({ deliveryId, leaseToken, attemptNumber }).catch(() => {});
+    await deps.batches.withdraw(lease).catch(() => {});
     throw error;
   });
   if (!decision.go) {
     noteWaiting(delivery.subscriptionId);
-    await deps.batches.withdraw({ deliveryId, leaseToken, attemptNumber });
+    await deps.batches.withdraw(lease);
     deps.metrics.waits.inc({ reason: decision.reason });
     await wake(deps, decision.wakes.filter((w) => w.deliveryId !== deliveryId));
     const ownTurn = decision.wakes.find((w) => w.deliveryId === deliveryId);
@@ -109,15 +110,13 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     // 4. Decide.
     const next = nextState(
       stateOf(delivery.status, delivery.nextAttemptAt),
-      { type: "attempt_finished", attemptNumber, result },
+      { type: "attempt_finished", attemptNumber: attempt.number, result },
       { retryScheduleMs: deps.retryScheduleMs },
     );
 
     // 5. Record.
     const recorded = await deps.batches.record({
-      deliveryId,
-      leaseToken,
-      attemptNumber,
+      ...lease,
       outcome: { ...pick(result), status: next.status, nextAttemptInMs: next.nextAttemptInMs },
     });
     if (!recorded) {
@@ -126,7 +125,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
       return { kind: "done" };
     }
     deps.metrics.attempts.inc({ outcome: next.status === "delivered" ? "delivered" : next.nextAttemptInMs === null ? "failed" : "retry_scheduled" });
-    deps.logger.debug({ deliveryId, attempt: attemptNumber, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
+    deps.logger.debug({ deliveryId, attempt: attempt.number, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
     const health = await recordHealth(deps, delivery, result);
     if (health) holdUntil = heldUntil(health, new Date())?.getTime() ?? null;
     else if (isSuccess(result)) holdUntil = null;

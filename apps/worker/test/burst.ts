@@ -58,7 +58,7 @@ export async function attemptsByEvent(databaseUrl: string): Promise<Map<string, 
   const rows = await sql<{ event_id: string; attempts: number; logged: string; unknown: string }>(
     databaseUrl,
     `SELECT d.event_id, d.attempts, count(a.id) AS logged, count(a.id) FILTER (WHERE a.error LIKE 'outcome unknown%') AS unknown
-     FROM deliveries d LEFT JOIN delivery_attempts a ON a.delivery_id = d.id GROUP BY d.id`,
+     FROM deliveries d LEFT JOIN delivery_attempt_log a ON a.delivery_id = d.id GROUP BY d.id`,
   );
   return new Map(rows.map((row) => [row.event_id, { attempts: row.attempts, logged: Number(row.logged), unknown: Number(row.unknown) }]));
 }

@@ -16,8 +16,8 @@ const it = workerTest.extend("setUp", async ({ queuedAttempt }) => async (acquir
   });
   const stored = async () => {
     const [row] = await db.sql.query<{ attempts: number; attemptOpen: boolean; leaseToken: string | null; logged: number }>(
-      `SELECT attempts, attempt_open AS "attemptOpen", lease_token AS "leaseToken",
-              (SELECT count(*)::int FROM delivery_attempts WHERE delivery_id = $1) AS logged
+      `SELECT attempts, open_attempt_id IS NOT NULL AS "attemptOpen", lease_token AS "leaseToken",
+              (SELECT count(*)::int FROM delivery_attempt_log WHERE delivery_id = $1) AS logged
        FROM deliveries WHERE id = $1`,
       [deliveryId],
     );

@@ -121,17 +121,19 @@ export async function listAttempts(
   return fetchPage<AttemptRecord>(
     ctx.db,
     {
-      table: "delivery_attempts",
+      // The attempts that ended and the one in flight (the view is in prisma/migrations).
+      table: "delivery_attempt_log",
       timeColumn: "started_at",
       columns: Prisma.sql`
         id, delivery_id AS "deliveryId", number, url, started_at AS "startedAt", duration_ms AS "durationMs",
         response_code AS "responseCode", response_body AS "responseBody", error`,
       filters: [Prisma.sql`delivery_id = ${deliveryId}`],
       resource: "attempt",
-      // Attempts have no tenant column: an attempt is in scope when its delivery is.
-      cursorScope: scopeConditions(ctx.scope, Prisma.raw("deliveries.tenant_id")).map(
-        (inScope) => Prisma.sql`EXISTS (SELECT 1 FROM deliveries WHERE deliveries.id = delivery_attempts.delivery_id AND ${inScope})`,
-      ),
+      // A cursor must be one of this delivery's attempts. The condition also keeps the cursor's
+      // lookup a lookup: the view's in-flight branch has no index on the attempt id, but finds
+      // the delivery by its primary key. Attempts have no tenant column: an attempt is in scope
+      // when its delivery is, and getDelivery above checked that.
+      cursorScope: [Prisma.sql`delivery_id = ${deliveryId}`],
     },
     page,
   );

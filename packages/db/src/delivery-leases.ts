@@ -47,23 +47,30 @@ export interface ClaimedDelivery {
   /** The event's data as JSON text, sent as it is stored. */
   eventDataJson: string;
   eventCreatedAt: Date;
-  /** This attempt's number: it is in the log as started (see claimDeliveries). */
-  attemptNumber: number;
+  /** This attempt: its id, number and start, in the log as in flight (see claimDeliveries). */
+  attempt: OpenAttempt;
   /** An earlier attempt was started and never recorded (its worker died mid-send); the claim closed it. */
   closedAbandonedAttempt: boolean;
   /** The subscription as it is now (contract §11: limits apply to attempts that start after a change). */
   subscription: { maxInFlight: number; rateLimit: number | null; health: EndpointHealth };
 }
 
+/** An attempt started and not yet recorded, as its delivery's row holds it. */
+export interface OpenAttempt {
+  id: string;
+  number: number;
+  startedAt: Date;
+}
+
 /**
  * The claim (see claimDeliveries). `before` is the row as the statement found it (a self-join
- * sees the snapshot, not the update), which tells whether an attempt was left open and which
- * number it had. Exported for the test of its plan (packages/db/test/claim-plan.test.ts).
+ * sees the snapshot, not the update), which tells whether an attempt was left open, and its
+ * id and start. Exported for the test of its plan (packages/db/test/claim-plan.test.ts).
  */
 export const CLAIM_SQL = `WITH claimed AS (
        UPDATE deliveries d
        SET lease_token = c.lease_token, leased_until = now() + $3::int * interval '1 millisecond',
-           attempts = d.attempts + 1, attempt_open = true
+           attempts = d.attempts + 1, open_attempt_id = c.attempt_id, open_attempt_started_at = now()
        FROM unnest($1::text[], $2::text[], $5::text[]) AS c(id, lease_token, attempt_id), deliveries before,
             (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
        WHERE d.id = c.id AND before.id = d.id
@@ -76,19 +83,18 @@ export const CLAIM_SQL = `WITH claimed AS (
          AND coalesce(d.next_attempt_at, 'infinity') <= now() + $4::int * interval '1 millisecond'
          AND (d.leased_until IS NULL OR d.leased_until < now())
        RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.event_id,
-                 d.attempts, before.attempt_open AS was_open, c.attempt_id
+                 d.attempts, d.open_attempt_id, d.open_attempt_started_at,
+                 before.open_attempt_id AS abandoned_id, before.open_attempt_started_at AS abandoned_started_at
      ), closed AS (
-       UPDATE delivery_attempts a SET error = $6
-       FROM claimed c
-       WHERE c.was_open AND a.delivery_id = c.id AND a.number = c.attempts - 1 AND a.duration_ms IS NULL AND a.error IS NULL
-     ), started AS (
-       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at)
-       SELECT c.attempt_id, c.id, c.attempts, c.url, now() FROM claimed c
+       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, error)
+       SELECT c.abandoned_id, c.id, c.attempts - 1, c.url, c.abandoned_started_at, $6 FROM claimed c
+       WHERE c.abandoned_id IS NOT NULL
      )
      SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
             c.url, c.headers, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
             (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
-            c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt", c.attempts, c.was_open AS "wasOpen",
+            c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt",
+            c.open_attempt_id AS "attemptId", c.attempts, c.open_attempt_started_at AS "attemptStartedAt", c.abandoned_id IS NOT NULL AS "wasOpen",
             sub.max_in_flight AS "maxInFlight", sub.rate_limit AS "rateLimit", ${healthColumns("sub")}
      FROM claimed c
      JOIN events e ON e.id = c.event_id
@@ -97,10 +103,11 @@ export const CLAIM_SQL = `WITH claimed AS (
 
 /**
  * Claims each delivery that is due and not leased, and records its attempt as started, in one
- * statement: a lease on the row, `attempts` + 1, `attempt_open`, and the attempt's row in the log
- * (contract §5: the log counts every request a receiver may have seen, so the start is in it
- * before the request can leave). An attempt an earlier worker began and never recorded (it died,
- * or lost its lease mid-send) is closed in the same statement as one whose outcome is unknown.
+ * statement: a lease on the row, `attempts` + 1, and the attempt's id and start on the row, which
+ * the attempt log shows as in flight (contract §5: the log counts every request a receiver may
+ * have seen, so the start is in it before the request can leave). An attempt an earlier worker
+ * began and never recorded (it died, or lost its lease mid-send) is written to delivery_attempts
+ * in the same statement, as one whose outcome is unknown.
  *
  * Committed asynchronously (set_config(..., true) lasts until the end of the statement's own
  * transaction): the request leaves without waiting for the WAL to reach the disk, which cost a
@@ -136,7 +143,9 @@ export async function claimDeliveries(
     type: string;
     data: string;
     eventCreatedAt: Date;
+    attemptId: string;
     attempts: number;
+    attemptStartedAt: Date;
     wasOpen: boolean;
     maxInFlight: number;
     rateLimit: number | null;
@@ -170,7 +179,7 @@ export async function claimDeliveries(
         eventType: row.type,
         eventDataJson: row.data,
         eventCreatedAt: row.eventCreatedAt,
-        attemptNumber: row.attempts,
+        attempt: { id: row.attemptId, number: row.attempts, startedAt: row.attemptStartedAt },
         closedAbandonedAttempt: row.wasOpen,
         subscription: {
           maxInFlight: row.maxInFlight,
@@ -205,16 +214,13 @@ export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string)
  * deliveries wait (contract §11: waiting spends no attempt). Only the lease holder can, and only
  * while the attempt is still open, so an attempt another worker has taken over is left alone.
  */
-export async function withdrawAttempts(ctx: { sql: SqlClient }, leases: { deliveryId: string; leaseToken: string; attemptNumber: number }[]): Promise<void> {
+export async function withdrawAttempts(ctx: { sql: SqlClient }, leases: AttemptLease[]): Promise<void> {
   await ctx.sql.query(
-    `WITH withdrawn AS (
-       UPDATE deliveries d SET lease_token = NULL, leased_until = NULL, attempts = d.attempts - 1, attempt_open = false
-       FROM unnest($1::text[], $2::text[], $3::int[]) AS l(id, lease_token, number)
-       WHERE d.id = l.id AND d.lease_token = l.lease_token AND d.attempt_open AND d.attempts = l.number
-       RETURNING d.id, l.number
-     )
-     DELETE FROM delivery_attempts a USING withdrawn w WHERE a.delivery_id = w.id AND a.number = w.number`,
-    [leases.map((l) => l.deliveryId), leases.map((l) => l.leaseToken), leases.map((l) => l.attemptNumber)],
+    `UPDATE deliveries d SET lease_token = NULL, leased_until = NULL, attempts = d.attempts - 1,
+       open_attempt_id = NULL, open_attempt_started_at = NULL
+     FROM unnest($1::text[], $2::text[], $3::text[]) AS l(id, lease_token, attempt_id)
+     WHERE d.id = l.id AND d.lease_token = l.lease_token AND d.open_attempt_id = l.attempt_id`,
+    [leases.map((l) => l.deliveryId), leases.map((l) => l.leaseToken), leases.map((l) => l.attempt.id)],
   );
 }
 
@@ -229,25 +235,30 @@ export interface AttemptOutcome {
   nextAttemptInMs: number | null;
 }
 
-export interface AttemptToRecord {
+/** A claimed attempt, as the worker that claimed it refers to it. */
+export interface AttemptLease {
   deliveryId: string;
   leaseToken: string;
-  attemptNumber: number;
+  attempt: OpenAttempt;
+}
+
+export interface AttemptToRecord extends AttemptLease {
   outcome: AttemptOutcome;
 }
 
 /**
- * Writes each attempt's outcome and its delivery's new state in one statement, so they commit
- * together. Only the holder of a lease can record: if it expired and another worker took the
- * delivery over (and closed this attempt as one of unknown outcome), nothing is written.
+ * Writes each attempt, with its outcome, to the log and its delivery's new state, in one statement,
+ * so they commit together. Only the holder of a lease can record: if it expired and another
+ * worker took the delivery over (and closed this attempt as one of unknown outcome), nothing is
+ * written.
  * Returns the ids of the deliveries recorded.
  */
 export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptToRecord[]): Promise<Set<string>> {
   const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
   const rows = await ctx.sql.query<{ deliveryId: string }>(
     `WITH input AS (
-      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::text[], $7::text[], $8::delivery_status[], $9::int[])
-        AS i(delivery_id, lease_token, number, duration_ms, response_code, response_body, error, status, next_attempt_in_ms)
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[], $10::delivery_status[], $11::int[])
+        AS i(delivery_id, lease_token, attempt_id, number, started_at, duration_ms, response_code, response_body, error, status, next_attempt_in_ms)
     ), updated AS (
       UPDATE deliveries d SET
         status = i.status,
@@ -255,20 +266,23 @@ export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptTo
         next_attempt_at = now() + i.next_attempt_in_ms * interval '1 millisecond',
         lease_token = NULL,
         leased_until = NULL,
-        attempt_open = false,
+        open_attempt_id = NULL,
+        open_attempt_started_at = NULL,
         updated_at = now()
       FROM input i
-      WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token
-      RETURNING d.id
+      WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token AND d.open_attempt_id = i.attempt_id
+      RETURNING d.id, d.url
     )
-    UPDATE delivery_attempts a SET duration_ms = i.duration_ms, response_code = i.response_code, response_body = i.response_body, error = i.error
+    INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body, error)
+    SELECT i.attempt_id, u.id, i.number, u.url, i.started_at, i.duration_ms, i.response_code, i.response_body, i.error
     FROM updated u JOIN input i ON i.delivery_id = u.id
-    WHERE a.delivery_id = u.id AND a.number = i.number
-    RETURNING a.delivery_id AS "deliveryId"`,
+    RETURNING delivery_id AS "deliveryId"`,
     [
       column((r) => r.deliveryId),
       column((r) => r.leaseToken),
-      column((r) => r.attemptNumber),
+      column((r) => r.attempt.id),
+      column((r) => r.attempt.number),
+      column((r) => r.attempt.startedAt),
       column((r) => r.outcome.durationMs),
       column((r) => r.outcome.responseCode),
       column((r) => r.outcome.responseBody),

@@ -21,7 +21,7 @@ export interface Page<T> {
 
 export interface PageQuery {
   /** A fixed table name (never user input). */
-  table: "deliveries" | "subscriptions" | "delivery_attempts";
+  table: "deliveries" | "subscriptions" | "delivery_attempt_log";
   /** The column that orders the list, newest first. */
   timeColumn: "created_at" | "started_at";
   columns: Prisma.Sql;

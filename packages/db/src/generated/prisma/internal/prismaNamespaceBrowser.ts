@@ -140,7 +140,8 @@ export const DeliveryScalarFieldEnum = {
   nextAttemptAt: 'nextAttemptAt',
   leaseToken: 'leaseToken',
   leasedUntil: 'leasedUntil',
-  attemptOpen: 'attemptOpen',
+  openAttemptId: 'openAttemptId',
+  openAttemptStartedAt: 'openAttemptStartedAt',
   tenantId: 'tenantId',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'

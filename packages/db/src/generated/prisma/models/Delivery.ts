@@ -60,7 +60,8 @@ export type DeliveryMinAggregateOutputType = {
   nextAttemptAt: Date | null
   leaseToken: string | null
   leasedUntil: Date | null
-  attemptOpen: boolean | null
+  openAttemptId: string | null
+  openAttemptStartedAt: Date | null
   tenantId: string | null
   createdAt: Date | null
   updatedAt: Date | null
@@ -79,7 +80,8 @@ export type DeliveryMaxAggregateOutputType = {
   nextAttemptAt: Date | null
   leaseToken: string | null
   leasedUntil: Date | null
-  attemptOpen: boolean | null
+  openAttemptId: string | null
+  openAttemptStartedAt: Date | null
   tenantId: string | null
   createdAt: Date | null
   updatedAt: Date | null
@@ -99,7 +101,8 @@ export type DeliveryCountAggregateOutputType = {
   nextAttemptAt: number
   leaseToken: number
   leasedUntil: number
-  attemptOpen: number
+  openAttemptId: number
+  openAttemptStartedAt: number
   tenantId: number
   createdAt: number
   updatedAt: number
@@ -130,7 +133,8 @@ export type DeliveryMinAggregateInputType = {
   nextAttemptAt?: true
   leaseToken?: true
   leasedUntil?: true
-  attemptOpen?: true
+  openAttemptId?: true
+  openAttemptStartedAt?: true
   tenantId?: true
   createdAt?: true
   updatedAt?: true
@@ -149,7 +153,8 @@ export type DeliveryMaxAggregateInputType = {
   nextAttemptAt?: true
   leaseToken?: true
   leasedUntil?: true
-  attemptOpen?: true
+  openAttemptId?: true
+  openAttemptStartedAt?: true
   tenantId?: true
   createdAt?: true
   updatedAt?: true
@@ -169,7 +174,8 @@ export type DeliveryCountAggregateInputType = {
   nextAttemptAt?: true
   leaseToken?: true
   leasedUntil?: true
-  attemptOpen?: true
+  openAttemptId?: true
+  openAttemptStartedAt?: true
   tenantId?: true
   createdAt?: true
   updatedAt?: true
@@ -276,7 +282,8 @@ export type DeliveryGroupByOutputType = {
   nextAttemptAt: Date | null
   leaseToken: string | null
   leasedUntil: Date | null
-  attemptOpen: boolean
+  openAttemptId: string | null
+  openAttemptStartedAt: Date | null
   tenantId: string | null
   createdAt: Date
   updatedAt: Date
@@ -319,7 +326,8 @@ export type DeliveryWhereInput = {
   nextAttemptAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
-  attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
+  openAttemptId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  openAttemptStartedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -339,7 +347,8 @@ export type DeliveryOrderByWithRelationInput = {
   nextAttemptAt?: Prisma.SortOrderInput | Prisma.SortOrder
   leaseToken?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedUntil?: Prisma.SortOrderInput | Prisma.SortOrder
-  attemptOpen?: Prisma.SortOrder
+  openAttemptId?: Prisma.SortOrderInput | Prisma.SortOrder
+  openAttemptStartedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
@@ -362,7 +371,8 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   nextAttemptAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leaseToken?: Prisma.StringNullableFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
-  attemptOpen?: Prisma.BoolFilter<"Delivery"> | boolean
+  openAttemptId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  openAttemptStartedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -382,7 +392,8 @@ export type DeliveryOrderByWithAggregationInput = {
   nextAttemptAt?: Prisma.SortOrderInput | Prisma.SortOrder
   leaseToken?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedUntil?: Prisma.SortOrderInput | Prisma.SortOrder
-  attemptOpen?: Prisma.SortOrder
+  openAttemptId?: Prisma.SortOrderInput | Prisma.SortOrder
+  openAttemptStartedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
@@ -410,7 +421,8 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   nextAttemptAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   leaseToken?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   leasedUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
-  attemptOpen?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
+  openAttemptId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  openAttemptStartedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
@@ -430,7 +442,8 @@ export type DeliveryCreateInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
-  attemptOpen?: boolean
+  openAttemptId?: string | null
+  openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
@@ -450,7 +463,8 @@ export type DeliveryUncheckedCreateInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
-  attemptOpen?: boolean
+  openAttemptId?: string | null
+  openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
@@ -470,7 +484,8 @@ export type DeliveryUpdateInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -490,7 +505,8 @@ export type DeliveryUncheckedUpdateInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -510,7 +526,8 @@ export type DeliveryCreateManyInput = {
   nextAttemptAt?: Date | string | null
   leaseToken?: string | null
   leasedUntil?: Date | string | null
-  attemptOpen?: boolean
+  openAttemptId?: string | null
+  openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
@@ -530,7 +547,8 @@ export type DeliveryUpdateManyMutationInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -550,7 +568,8 @@ export type DeliveryUncheckedUpdateManyInput = {
   nextAttemptAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leaseToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   leasedUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  attemptOpen?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -570,7 +589,8 @@ export type DeliveryCountOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
-  attemptOpen?: Prisma.SortOrder
+  openAttemptId?: Prisma.SortOrder
+  openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
@@ -594,7 +614,8 @@ export type DeliveryMaxOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
-  attemptOpen?: Prisma.SortOrder
+  openAttemptId?: Prisma.SortOrder
+  openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
@@ -613,7 +634,8 @@ export type DeliveryMinOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseToken?: Prisma.SortOrder
   leasedUntil?: Prisma.SortOrder
-  attemptOpen?: Prisma.SortOrder
+  openAttemptId?: Prisma.SortOrder
+  openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
@@ -644,7 +666,8 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
-  attemptOpen?: boolean
+  openAttemptId?: boolean
+  openAttemptStartedAt?: boolean
   tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
@@ -664,7 +687,8 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
-  attemptOpen?: boolean
+  openAttemptId?: boolean
+  openAttemptStartedAt?: boolean
   tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
@@ -684,7 +708,8 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
-  attemptOpen?: boolean
+  openAttemptId?: boolean
+  openAttemptStartedAt?: boolean
   tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
@@ -704,13 +729,14 @@ export type DeliverySelectScalar = {
   nextAttemptAt?: boolean
   leaseToken?: boolean
   leasedUntil?: boolean
-  attemptOpen?: boolean
+  openAttemptId?: boolean
+  openAttemptStartedAt?: boolean
   tenantId?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "attemptOpen" | "tenantId" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 
 export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Delivery"
@@ -742,10 +768,14 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     leaseToken: string | null
     leasedUntil: Date | null
     /**
-     * True from the moment an attempt is recorded as started until its outcome is: if a worker
-     * dies in between, the next claim closes that attempt as one with an unknown outcome.
+     * The attempt a worker has started and not yet recorded: its id and start, set by the claim
+     * before the request can leave. The attempt log shows it as in flight (the view
+     * delivery_attempt_log, in the migrations); it gets its own row in delivery_attempts only when
+     * it ends, so that an attempt costs one write of that table, not two. If its worker dies first,
+     * the next claim writes it there as an attempt with an unknown outcome.
      */
-    attemptOpen: boolean
+    openAttemptId: string | null
+    openAttemptStartedAt: Date | null
     /**
      * The event's (and so the subscription's) tenant, copied for the per-tenant list indexes.
      */
@@ -1188,7 +1218,8 @@ export interface DeliveryFieldRefs {
   readonly nextAttemptAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly leaseToken: Prisma.FieldRef<"Delivery", 'String'>
   readonly leasedUntil: Prisma.FieldRef<"Delivery", 'DateTime'>
-  readonly attemptOpen: Prisma.FieldRef<"Delivery", 'Boolean'>
+  readonly openAttemptId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly openAttemptStartedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly tenantId: Prisma.FieldRef<"Delivery", 'String'>
   readonly createdAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"Delivery", 'DateTime'>

@@ -14,11 +14,16 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
 
 /**
  * Model DeliveryAttempt
- * One request of a delivery (its log, contract §5). delivery_id has no foreign key, for the reasons
- * the Delivery model gives: the check cost every claim a lookup and a lock on the delivery row it
- * had just updated, and the pruner a lookup per delivery deleted. It holds by construction: the
- * claim inserts an attempt in the statement that updates its delivery (delivery-leases.ts), and
- * the pruner deletes a delivery's attempts in the statement that deletes it (retention.ts).
+ * One request of a delivery that ended (its log, contract §5): recorded with its outcome, or
+ * closed as one whose outcome is unknown. The attempt in flight lives on its delivery's row
+ * (open_attempt_id); the log as the API lists it is the view delivery_attempt_log (defined in
+ * the migrations), which shows both.
+ * 
+ * delivery_id has no foreign key, for the reasons the Delivery model gives: the check cost every
+ * write a lookup and a lock on the delivery row, and the pruner a lookup per delivery deleted. It
+ * holds by construction: an attempt is inserted only in the statement that updates its delivery
+ * (delivery-leases.ts), and the pruner deletes a delivery's attempts in the statement that
+ * deletes it (retention.ts).
  */
 export type DeliveryAttemptModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryAttemptPayload>
 
@@ -521,7 +526,7 @@ export type $DeliveryAttemptPayload<ExtArgs extends runtime.Types.Extensions.Int
     url: string
     startedAt: Date
     /**
-     * Null while the request is in flight, and when its outcome is unknown (see `error`).
+     * Null when its outcome is unknown (see `error`).
      */
     durationMs: number | null
     responseCode: number | null

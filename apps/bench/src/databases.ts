@@ -57,6 +57,27 @@ export async function freshDatabase(name: string): Promise<string> {
   return url;
 }
 
+/**
+ * Columns that code older than this checkout uses and this schema no longer has, put back for a
+ * `--baseline` run's services: the baseline runs on this checkout's schema (the same indexes and
+ * tables for both), so the columns it still writes must exist. The current code never reads them.
+ */
+const COLUMNS_OLDER_CODE_USES = [
+  // Until the attempt in flight moved onto its delivery (open_attempt_id), 2026-11-26.
+  `ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS attempt_open boolean NOT NULL DEFAULT false`,
+];
+
+/** freshDatabase, for this checkout's services or for a `--baseline` checkout's (see COLUMNS_OLDER_CODE_USES). */
+export async function freshDatabaseFor(name: string, baseline: string | undefined): Promise<string> {
+  const url = await freshDatabase(name);
+  if (baseline !== undefined) {
+    await withClient(url, async (client) => {
+      for (const statement of COLUMNS_OLDER_CODE_USES) await client.query(statement);
+    });
+  }
+  return url;
+}
+
 /** Deletes every Redis key of this run (all queue prefixes start with RUN_PREFIX), or those under a narrower prefix. */
 export async function deleteRunKeys(prefix: string = RUN_PREFIX): Promise<number> {
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });

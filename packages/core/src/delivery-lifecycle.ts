@@ -16,7 +16,7 @@ import { decideRetry } from "./retry-schedule.ts";
  *
  * Two states are not stored as a status, because the contract says a delivery in them keeps its
  * status and attempts as they are:
- * - attempting: a worker holds the lease and has recorded an attempt as started (`attempt_open`).
+ * - attempting: a worker holds the lease and has recorded an attempt as started (`open_attempt_id`).
  * - waiting: due, but held back by its destination: the subscription's max_in_flight, the
  *   origin's cap, its rate_limit, a Retry-After, an open circuit, or the subscription having been
  *   disabled by the service. Waiting spends no attempt and holds no worker slot (the gate in

@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -87,6 +87,49 @@ describe("applyMigrations", () => {
       // Fixed, the next start applies the rest.
       await writeFile(join(dir, "002_bad", "migration.sql"), "CREATE TABLE half (id int);");
       expect((await applyMigrations(url, quiet, dir)).applied).toEqual(["002_bad", "003_later"]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the migration that moves the attempt in flight onto its delivery", () => {
+  const MIGRATION = "20261126050000_open_attempt_on_delivery";
+
+  it("keeps every attempt of a database upgraded mid-send: the open one in flight, the ended ones as they were", async () => {
+    // The migrations before it, applied to a database that then gets an attempt in flight.
+    const names = (await readdir(MIGRATIONS_DIR, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    const dir = await mkdtemp(join(tmpdir(), "migrations-"));
+    try {
+      for (const name of names.filter((n) => n < MIGRATION)) await cp(join(MIGRATIONS_DIR, name), join(dir, name), { recursive: true });
+      const url = databaseUrl(freshName());
+      await applyMigrations(url, quiet, dir);
+      await sql(url, `
+        INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, attempts, attempt_open, lease_token, leased_until, next_attempt_at) VALUES
+          ('dlv_open', 'sub_1', 'evt_1', 't', 'https://example.com/a', 'sec_1', 2, true, 'lease', now() + interval '1 minute', now()),
+          ('dlv_done', 'sub_1', 'evt_2', 't', 'https://example.com/b', 'sec_1', 1, false, NULL, NULL, NULL)`);
+      await sql(url, `
+        INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code) VALUES
+          ('att_1', 'dlv_open', 1, 'https://example.com/a', '2026-11-26T01:00:00Z', 30, 500),
+          ('att_2', 'dlv_open', 2, 'https://example.com/a', '2026-11-26T01:00:05Z', NULL, NULL),
+          ('att_3', 'dlv_done', 1, 'https://example.com/b', '2026-11-26T01:00:00Z', 12, 200)`);
+
+      expect((await applyMigrations(url, quiet)).applied).toEqual(names.filter((n) => n >= MIGRATION));
+      const log = await sql<{ id: string; delivery_id: string; number: number; started_at: Date; duration_ms: number | null }>(
+        url,
+        "SELECT id, delivery_id, number, started_at, duration_ms FROM delivery_attempt_log ORDER BY delivery_id, number",
+      );
+      expect(log).toEqual([
+        { id: "att_3", delivery_id: "dlv_done", number: 1, started_at: new Date("2026-11-26T01:00:00Z"), duration_ms: 12 },
+        { id: "att_1", delivery_id: "dlv_open", number: 1, started_at: new Date("2026-11-26T01:00:00Z"), duration_ms: 30 },
+        { id: "att_2", delivery_id: "dlv_open", number: 2, started_at: new Date("2026-11-26T01:00:05Z"), duration_ms: null },
+      ]);
+      // The one in flight now lives on its delivery only, so that its record can insert it.
+      expect(await sql(url, "SELECT id FROM delivery_attempts WHERE delivery_id = 'dlv_open'")).toEqual([{ id: "att_1" }]);
+      expect(await sql(url, "SELECT id, open_attempt_id FROM deliveries ORDER BY id")).toEqual([
+        { id: "dlv_done", open_attempt_id: null },
+        { id: "dlv_open", open_attempt_id: "att_2" },
+      ]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -17,8 +17,9 @@ import { measureThroughput, type ThroughputResult, type WorkerSetup, type Worklo
  * than the noise): phase 1 run alternately with this checkout's services and with those of
  * `baseline`, a checkout of the code from before isolation (or of any other commit, to measure a
  * change) with its dependencies installed. Both run on this checkout's schema (the older code
- * reads and writes none of the newer columns, and pays the same indexes), with the same setup,
- * workload and history. The machine's speed drifts,
+ * reads and writes none of the newer columns, and pays the same indexes; a column it still uses
+ * and this schema dropped is put back for it: freshDatabaseFor), with the same setup, workload
+ * and history. The machine's speed drifts,
  * so the pairs alternate, and each round swaps which code goes first. Then phase 2's latency in
  * alternating pairs, and phase 3's list requests sent to both APIs in turn on one seeded log.
  */

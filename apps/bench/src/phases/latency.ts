@@ -1,7 +1,7 @@
 import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
-import { freshDatabase } from "../databases.ts";
+import { freshDatabaseFor } from "../databases.ts";
 import { sleep, startApi, startWorker } from "../services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
 import { summarize, type Summary } from "../stats.ts";
@@ -45,7 +45,7 @@ export async function measureLatency(
   options: { baseline?: string } = {},
 ): Promise<LatencyResult> {
   const { durationMs, warmupMs, connections, drainTimeoutMs } = settings.latency;
-  const databaseUrl = await freshDatabase(DATABASES.main);
+  const databaseUrl = await freshDatabaseFor(DATABASES.main, options.baseline);
   const prefix = `${RUN_PREFIX}-latency-${ratePerSecond}`;
   const api = await startApi(databaseUrl, prefix, {}, undefined, options.baseline);
   const workers = await Promise.all(

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
-import { freshDatabase } from "../databases.ts";
+import { freshDatabaseFor } from "../databases.ts";
 import { seedHistory } from "./history-seed.ts";
 import { startApi, startWorker, type Service } from "../services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "../settings.ts";
@@ -125,7 +125,7 @@ export async function measureThroughput(
   const events = workload === "W10" ? Math.ceil(expected / subscriptions) : expected;
   /** The event type of subscription i, and of event number seq. */
   const typeOf = (i: number) => (workload === "W10" ? EVENT_TYPE : `${EVENT_TYPE}.s${i}`);
-  const databaseUrl = await freshDatabase(DATABASES.main);
+  const databaseUrl = await freshDatabaseFor(DATABASES.main, options.baseline);
   const prefix = `${RUN_PREFIX}-t${run}`;
   const api = await startApi(databaseUrl, prefix, {}, options.nodeArgs?.api, options.baseline);
   const workers = await Promise.all(

@@ -238,6 +238,11 @@ describe("GET /v1/deliveries/{id}", () => {
     const after = await api.get(`/v1/deliveries/${row.id}/attempts?limit=1&starting_after=att_01JD5V6Y7Z8X9W0V1A2T3S4R5C`, 200, { schema: attemptListSchema });
     expect(after.body.data.map((a: { number: number }) => a.number)).toEqual([2]);
     expect(after.body.has_more).toBe(true);
+
+    // An attempt of another delivery is no cursor for this one.
+    const other = rows.filter((r) => r.status === "failed")[2]!;
+    const refused = await api.get(`/v1/deliveries/${other.id}/attempts?starting_after=att_01JD5V6Y7Z8X9W0V1A2T3S4R5C`, 400);
+    expect(refused.body.error).toMatchObject({ code: "resource_missing", param: "starting_after" });
   });
 });
 

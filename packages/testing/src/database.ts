@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { applyMigrations } from "@webhooks/db";
 import pg from "pg";
 
 /**
@@ -35,12 +34,16 @@ function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
   return withClient(ADMIN_DATABASE_URL, work);
 }
 
-export async function createTemplateDatabase(): Promise<void> {
+/**
+ * Builds the template with `migrate` (the db package's migrations: this package does not depend
+ * on the one whose tests use it, see packages/db/test/global-setup.ts).
+ */
+export async function createTemplateDatabase(migrate: (databaseUrl: string) => Promise<unknown>): Promise<void> {
   await admin(async (client) => {
     await client.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
     await client.query(`CREATE DATABASE ${TEMPLATE}`);
   });
-  await applyMigrations(databaseUrl(TEMPLATE), { info: () => {}, warn: () => {} });
+  await migrate(databaseUrl(TEMPLATE));
 }
 
 export interface TestDatabase {

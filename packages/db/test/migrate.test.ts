@@ -20,6 +20,11 @@ function freshName(): string {
   return name;
 }
 
+/** The service's migrations, in the order they apply. */
+async function migrationNames(): Promise<string[]> {
+  return (await readdir(MIGRATIONS_DIR, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+}
+
 afterEach(async () => {
   for (const name of created.splice(0)) await sql(ADMIN_DATABASE_URL, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
 });
@@ -28,7 +33,7 @@ describe("applyMigrations", () => {
   it("creates a missing database and records every migration the way Prisma does", async () => {
     const url = databaseUrl(freshName());
     const result = await applyMigrations(url, quiet);
-    const names = (await readdir(MIGRATIONS_DIR, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    const names = await migrationNames();
     expect(result.applied).toEqual(names);
 
     const recorded = await sql<{ migration_name: string; checksum: string; finished_at: Date | null; applied_steps_count: number }>(
@@ -98,7 +103,7 @@ describe("the migration that moves the attempt in flight onto its delivery", () 
 
   it("keeps every attempt of a database upgraded mid-send: the open one in flight, the ended ones as they were", async () => {
     // The migrations before it, applied to a database that then gets an attempt in flight.
-    const names = (await readdir(MIGRATIONS_DIR, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    const names = await migrationNames();
     const dir = await mkdtemp(join(tmpdir(), "migrations-"));
     try {
       for (const name of names.filter((n) => n < MIGRATION)) await cp(join(MIGRATIONS_DIR, name), join(dir, name), { recursive: true });

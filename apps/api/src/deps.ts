@@ -1,6 +1,6 @@
 import { SecretBox, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
-import { connectRedis, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
+import { connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
 import { createEventPublisher } from "./events/publisher.ts";
 import { CredentialAuthenticator } from "./http/auth.ts";
 import type { ApiDeps } from "./http/types.ts";
@@ -16,7 +16,8 @@ export async function connectApiDeps(
 ): Promise<ApiDeps & { close(): Promise<void> }> {
   const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
   const redis = connectRedis(config, "producer");
-  const queue = new DeliveryQueue(redis, queueLayoutFor(config), logger);
+  const layout = queueLayoutFor(config);
+  const queue = new DeliveryQueue(redis, layout, logger);
   // Requests fail fast while Redis is down, so wait for the connection before serving any.
   await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
   const publisher = createEventPublisher({ sql: database.sql, queue, logger });
@@ -26,6 +27,7 @@ export async function connectApiDeps(
     pool: database.sql,
     redis,
     queue,
+    gate: new DeliveryGate(redis, layout),
     publisher,
     logger,
     secretBox: new SecretBox(config.secretEncryptionKey),

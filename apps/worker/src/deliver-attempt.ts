@@ -32,8 +32,9 @@ export type NextStep =
 
 /**
  * One attempt of one delivery, in the order it happens:
- * 0. pre-check, when the job names the subscription: if others wait ahead, or it is at its cap,
- *    the delivery joins the line at once, without touching the database;
+ * 0. pre-check, when the job names the subscription: if others wait ahead, it is at its cap or
+ *    it was found disabled, the delivery joins the line at once (or stays in it), without
+ *    touching the database;
  * 1. claim: a lease on the delivery, its snapshot, and its subscription as it is now; the attempt
  *    is in the log as begun before its request can leave (and an attempt an earlier worker began
  *    and never recorded is closed, as one of unknown outcome);
@@ -49,8 +50,9 @@ export type NextStep =
  */
 export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promise<NextStep> {
   const { deliveryId, subscriptionId, waited = false } = job;
-  // 0. Pre-check, for subscriptions this worker saw waiting lately (others have no line to join).
-  if (subscriptionId !== undefined && recentlyWaiting(subscriptionId) && (await deps.gate.precheck(subscriptionId, deliveryId))) {
+  // 0. Pre-check, for deliveries that waited before (a parked job's fallback timer may fire while
+  // it is still in line) and for subscriptions this worker saw waiting lately (others have no line to join).
+  if (subscriptionId !== undefined && (waited || recentlyWaiting(subscriptionId)) && (await deps.gate.precheck(subscriptionId, deliveryId))) {
     noteWaiting(subscriptionId);
     deps.metrics.waits.inc({ reason: "in_line" });
     return { kind: "parked", subscriptionId, turnAt: null };

@@ -51,7 +51,10 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
       if (next.kind === "parked") {
         // Out of the worker slot until its turn (contract §11: a waiting delivery holds no slot).
         const parkedUntil = next.turnAt ?? Date.now() + PARKED_FALLBACK_MS;
-        if (payload.data.waited !== true) await job.updateData({ ...payload.data, waited: true });
+        // Marked, and naming its subscription, so that its next run is pre-checked before any claim.
+        if (payload.data.waited !== true || payload.data.subscriptionId === undefined) {
+          await job.updateData({ ...payload.data, subscriptionId: next.subscriptionId, waited: true });
+        }
         await job.moveToDelayed(parkedUntil, token);
         // Its turn may have come while this job was still active, when the waker could not move
         // it: look once it is parked, and wake it if so.

@@ -52,6 +52,25 @@ describe("an attempt the gate does not let start", () => {
     expect(seen).toEqual([true, false]);
   });
 
+  it("is not claimed at all when its job waited before and the gate's pre-check keeps it in line", async ({ queuedAttempt }) => {
+    const prechecked: string[] = [];
+    const { db, deps, deliveryId, subscriptionId } = await queuedAttempt({
+      gate: {
+        precheck: async (subscription: string) => (prechecked.push(subscription), true),
+        acquire: async () => expect.unreachable("a delivery kept in line is not claimed, so the gate is not asked"),
+      },
+      sender: { send: async () => expect.unreachable("nothing is sent") },
+    });
+    // Its job's fallback timer fired while it still waits in line: parked again, the row untouched.
+    expect(await deliverAttempt(deps, { deliveryId, subscriptionId, waited: true })).toEqual({ kind: "parked", subscriptionId, turnAt: null });
+    expect(prechecked).toEqual([subscriptionId]);
+    const [row] = await db.sql.query<{ leaseToken: string | null; attemptOpen: boolean }>(
+      `SELECT lease_token AS "leaseToken", open_attempt_id IS NOT NULL AS "attemptOpen" FROM deliveries WHERE id = $1`,
+      [deliveryId],
+    );
+    expect(row).toEqual({ leaseToken: null, attemptOpen: false });
+  });
+
   it("is sent and recorded once when the gate lets it start (the same set-up, for contrast)", async ({ setUp }) => {
     const { deps, deliveryId, sent, stored } = await setUp(async () => ({ go: true, probe: false, wakes: [] }));
     const next = await deliverAttempt(deps, { deliveryId });

@@ -1,4 +1,5 @@
-import { testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { REDIS_URL, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { createRedisConnection, DeliveryGate, queueLayoutFor } from "@webhooks/queue";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
 import { describe, expect } from "vitest";
@@ -224,11 +225,10 @@ describe("endpoint isolation", () => {
     const received = rx.received.length;
     await sleep(800);
     expect(rx.received.length).toBe(received);
-    // Its retry still comes due, and the reconciler wakes the head of its line on every pass: each
-    // time the worker claims it (counting an attempt begun) and, finding the subscription
-    // disabled, takes the claim back. A read at such an instant sees one attempt more, so wait for
-    // a read with the settled count, and check that same read; an attempt that stayed counted
-    // would time out here.
+    // Its retry still comes due: the worker claims it (counting an attempt begun) and, finding the
+    // subscription disabled, takes the claim back and parks it in line, where it is left alone (see
+    // the next tests). A read at that instant sees one attempt more, so wait for a read with the
+    // settled count, and check that same read; an attempt that stayed counted would time out here.
     const pending = await waitFor(
       async () => {
         const [delivery] = await deliveriesOfSubscription(s.api, sub.id);
@@ -256,6 +256,41 @@ describe("endpoint isolation", () => {
     expect(monitor.received[0]!.signatureValid).toBe(true);
     expect(await health(s.api, sub.id)).toMatchObject({ active: false, disabled_reason: "gone" });
     expect(rx.received).toHaveLength(1);
+  });
+
+  it("leaves a disabled subscription's waiting deliveries unclaimed, and sends them once it is enabled again", async ({ stack, receiver, defer }) => {
+    const s = await stack({ RETRY_SCHEDULE: "100ms" });
+    let gone = true;
+    const rx = await receiver(() => (gone ? { status: 410 } : { status: 200 }));
+    const sub = await subscribe(s.api, { url: rx.url, events: ["gone.then.back"], max_in_flight: 1 });
+    for (let i = 0; i < 4; i++) await publish(s.api, { type: "gone.then.back", data: { i } });
+    await waitFor(async () => (await health(s.api, sub.id)).disabled_reason === "gone", { what: "disabled on 410" });
+
+    // The other three wait in its line, each claimed at most once and found disabled.
+    const redis = createRedisConnection(REDIS_URL, "gate");
+    defer(async () => redis.disconnect());
+    const gate = new DeliveryGate(redis, queueLayoutFor(loadConfig(s.env)));
+    await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
+    // Nothing is in flight and nobody holds a turn, yet the reconciler's nudge (every 500 ms here)
+    // wakes nobody: each wake would be a claim taken back at once, for as long as it stays disabled.
+    for (let pass = 0; pass < 3; pass++) {
+      expect(await s.worker.reconciler.nudgeLines()).toBe(0);
+      await sleep(300);
+    }
+    const waiting = (await deliveriesOfSubscription(s.api, sub.id)).filter((d) => d.attempts === 0);
+    expect(waiting.map((d) => d.status)).toEqual(["queued", "queued", "queued"]);
+    expect(rx.received).toHaveLength(1);
+
+    // Enabled again: the line drains, one at a time (max_in_flight 1), nothing lost.
+    gone = false;
+    const enabled = await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: true } });
+    expect(enabled).toMatchObject({ status: 200, body: { active: true, disabled_reason: null } });
+    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).filter((d) => d.status === "delivered").length === 3, {
+      timeoutMs: 10_000,
+      what: "the three waiting deliveries delivered",
+    });
+    expect(rx.received).toHaveLength(4);
+    expect(await gate.lineLength(sub.id)).toBe(0);
   });
 
   it("delivers everything once receivers recover, with nothing lost or left waiting", async ({ stack, receiver }) => {

@@ -17,7 +17,8 @@ export const deliveryJobSchema = z.strictObject({
   subscriptionId: z.string().optional(),
   /**
    * The delivery waited at the gate (its job was parked): when it comes back, its turn is taken
-   * out of Redis, so it does not start on room a worker process holds (see the gate).
+   * out of Redis, so it does not start on room a worker process holds (see the gate), and it is
+   * pre-checked first: while it is still in line, it stays parked without a claim.
    */
   waited: z.boolean().optional(),
 });

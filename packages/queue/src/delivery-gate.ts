@@ -23,6 +23,10 @@ import type { RedisConnection } from "./redis.ts";
  *                    most a lease long: what it saves is the claims of the attempts in flight
  *                    when the hold began, which all end within a lease, and a hint that
  *                    outlived a hold PostgreSQL has already lifted only slows the line.
+ * - disabled:S       S was found disabled (contract §11) by an attempt's claim: while it is
+ *                    there, nobody of S's line is claimed (the nudge and the pre-check leave
+ *                    the line alone, see DISABLED_RECHECK_MS). Enabling S again removes it
+ *                    (`resume`, called by the API).
  *
  * A delivery that must wait joins the line and its job leaves the worker slot (the worker parks
  * it as a delayed job). Deliveries are woken from the head of the line, as many as there is room
@@ -64,6 +68,14 @@ import type { RedisConnection } from "./redis.ts";
  * checked when the delivery comes anyway; a turn only lets it go ahead of the line.
  */
 const LOST_TURN_MS = 10_000;
+
+/**
+ * How long a claim that found S disabled keeps S's line from being claimed again. Without it, the
+ * reconciler's nudge would wake the head every pass (10 s), each wake a claim taken back at once,
+ * for as long as S stays disabled, which can be for good. The API lifts it when S is enabled
+ * again; should that call fail, the line moves again at most this long after.
+ */
+const DISABLED_RECHECK_MS = 5 * 60_000;
 
 /**
  * rate_limit counts the starts in a window 100 ms longer than a second: an attempt reaches the
@@ -186,6 +198,7 @@ local slot, keep_ms = call[13], call[14]
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
 local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
 local probe, cap, hold = prefix .. 'probe:' .. subscription, prefix .. 'cap:' .. subscription, prefix .. 'hold:' .. subscription
+local disabled_mark = prefix .. 'disabled:' .. subscription
 
 -- This script runs before every attempt, so its common case (nobody waiting, room to spare)
 -- is kept to a few calls: sweeps of expired entries happen only where they could change the
@@ -237,6 +250,9 @@ if not my_turn then
     if head ~= id or turns > 0 then return {0, 'in_line'} end
     redis.call('ZREM', line, id)
   elseif redis.call('ZCARD', line) > 0 or (turns > 0 and (rate_limit > 0 or tonumber(redis.call('GET', hold) or '0') > now)) then
+    -- The claim just read S enabled: a mark left from when it was disabled no longer holds the line
+    -- (the nudge wakes it), should the API's call that lifts it have failed.
+    if not disabled then redis.call('DEL', disabled_mark) end
     return wait('in_line', nil)
   end
 end
@@ -249,7 +265,10 @@ end
 -- subscription, whose turns hold room in the rate window too, which a newcomer does not see here.
 local room_taken = my_turn and 0 or turns
 
-if disabled then return wait('disabled', nil) end
+if disabled then
+  redis.call('SET', disabled_mark, 1, 'PX', ${DISABLED_RECHECK_MS})
+  return wait('disabled', nil)
+end
 if held_until > now then
   -- So that the attempts of S that end meanwhile wake nobody (see wake_room).
   redis.call('SET', hold, held_until, 'PX', math.min(held_until - now, lease))
@@ -336,16 +355,19 @@ end
 return result
 `);
 
-// KEYS: in-flight:S, line:S, turn:S, lines   ARGV: now, subscription, lost_turn_ms
+// KEYS: in-flight:S, line:S, turn:S, lines, disabled:S, hold:S
+// ARGV: now, subscription, lost_turn_ms, resume (1: S was just enabled again, lift its disabled mark and hold first)
 const NUDGE_LUA = `
-local inflight, line, turn, lines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now, subscription, lost_turn_ms = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local inflight, line, turn, lines, disabled_mark, hold = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local now, subscription, lost_turn_ms, resume = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+if resume then redis.call('DEL', disabled_mark, hold) end
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
 if redis.call('ZCARD', line) == 0 then
   if redis.call('ZCARD', turn) == 0 then redis.call('SREM', lines, subscription) end
   return false
 end
+if redis.call('EXISTS', disabled_mark) == 1 then return false end
 if redis.call('ZCARD', turn) > 0 or redis.call('ZCARD', inflight) > 0 then return false end
 local head = redis.call('ZRANGE', line, 0, 0)[1]
 redis.call('ZREM', line, head)
@@ -353,15 +375,24 @@ redis.call('ZADD', turn, now, head)
 return head
 `;
 
-// KEYS: in-flight:S, line:S, turn:S, lines, cap:S   ARGV: id, now, lost_turn_ms, subscription
-// 0: go on and claim (the gate decides after the claim); 1: it joined the line.
+// KEYS: in-flight:S, line:S, turn:S, lines, cap:S, disabled:S   ARGV: id, now, lost_turn_ms, subscription
+// 0: go on and claim (the gate decides after the claim); 1: it waits in the line (joined it, or stays).
 const PRECHECK_LUA = `
-local inflight, line, turn, lines, cap = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local inflight, line, turn, lines, cap, disabled_mark = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, now, lost_turn_ms, subscription = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
-if redis.call('ZSCORE', turn, id) or redis.call('ZSCORE', line, id) then return 0 end
+if redis.call('ZSCORE', turn, id) then return 0 end
+local disabled = redis.call('EXISTS', disabled_mark) == 1
+if redis.call('ZSCORE', line, id) then
+  -- Its job's fallback timer fired while it waits in line. It goes on to the claim only where
+  -- ACQUIRE_LUA would let it out: as the head of a line nobody holds the turn of. Anyone else
+  -- stays parked here, without a claim taken back: a line of a million deliveries behind an open
+  -- circuit would otherwise cost a million claims per fallback period.
+  if disabled or redis.call('ZRANGE', line, 0, 0)[1] ~= id or redis.call('ZCARD', turn) > 0 then return 1 end
+  return 0
+end
 -- Turns pending take room but do not make a newcomer wait (see ACQUIRE_LUA).
-local waits = redis.call('ZCARD', line) > 0
+local waits = disabled or redis.call('ZCARD', line) > 0
 if not waits then
   local max_in_flight = tonumber(redis.call('GET', cap) or '0')
   if max_in_flight > 0 then
@@ -445,9 +476,9 @@ export class DeliveryGate {
     // Batched scripts: the first argument is the number of keys.
     redis.defineCommand("gateAcquire", { lua: ACQUIRE_LUA });
     redis.defineCommand("gateRelease", { lua: RELEASE_LUA });
-    redis.defineCommand("gateNudge", { numberOfKeys: 4, lua: NUDGE_LUA });
+    redis.defineCommand("gateNudge", { numberOfKeys: 6, lua: NUDGE_LUA });
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
-    redis.defineCommand("gatePrecheck", { numberOfKeys: 5, lua: PRECHECK_LUA });
+    redis.defineCommand("gatePrecheck", { numberOfKeys: 6, lua: PRECHECK_LUA });
     this.#redis = redis as RedisConnection & GateCommands;
     this.#batchArguments = [1, `${this.#prefix}lines`, this.#prefix, LOST_TURN_MS, RATE_WINDOW_MS, MAX_WAKES];
     this.#acquires = batchOf(async (calls) => repliesOf(await this.#redis.gateAcquire(...this.#batchArguments, JSON.stringify(calls)), calls.length));
@@ -582,11 +613,12 @@ export class DeliveryGate {
 
   /**
    * Before the claim, for a job that names its subscription: when the subscription already has a
-   * line (others wait ahead), or has as many attempts in flight and turns pending as its cap was
-   * when last seen, the delivery joins the line here and the worker parks its job without
-   * touching the database.
+   * line (others wait ahead), has as many attempts in flight and turns pending as its cap was
+   * when last seen, or was last found disabled, the delivery joins the line here and the worker
+   * parks its job without touching the database. A delivery already in line (its job's fallback
+   * timer fired) stays there unless it is the head and nobody holds a turn.
    * Otherwise (its turn came, or there may be room) it goes on to the claim, and `acquire`, with
-   * the subscription's current limits, decides. Returns whether it joined the line.
+   * the subscription's current limits, decides. Returns whether it waits in the line.
    */
   async precheck(subscriptionId: string, deliveryId: string, now = Date.now()): Promise<boolean> {
     const joined = await this.#redis.gatePrecheck(
@@ -595,6 +627,7 @@ export class DeliveryGate {
       this.#key("turn", subscriptionId),
       `${this.#prefix}lines`,
       this.#key("cap", subscriptionId),
+      this.#key("disabled", subscriptionId),
       deliveryId,
       now,
       LOST_TURN_MS,
@@ -611,8 +644,8 @@ export class DeliveryGate {
 
   /**
    * The safety net for lost wakes, run by the reconciler: every subscription with a line and
-   * nothing under way (no attempt in flight, no turn pending) gets its head woken. Work is per
-   * subscription with a line, not per waiting delivery.
+   * nothing under way (no attempt in flight, no turn pending), and not known to be disabled, gets
+   * its head woken. Work is per subscription with a line, not per waiting delivery.
    */
   async nudgeAll(now = Date.now()): Promise<Wake[]> {
     const wakes: Wake[] = [];
@@ -620,20 +653,34 @@ export class DeliveryGate {
     do {
       const [next, subscriptions] = await this.#redis.sscan(`${this.#prefix}lines`, cursor, "COUNT", 500);
       cursor = next;
-      for (const subscriptionId of subscriptions) {
-        const head = await this.#redis.gateNudge(
-          this.#key("in-flight", subscriptionId),
-          this.#key("line", subscriptionId),
-          this.#key("turn", subscriptionId),
-          `${this.#prefix}lines`,
-          now,
-          subscriptionId,
-          LOST_TURN_MS,
-        );
-        if (head) wakes.push({ deliveryId: head, at: now });
-      }
+      for (const subscriptionId of subscriptions) wakes.push(...(await this.#nudge(subscriptionId, false, now)));
     } while (cursor !== "0");
     return wakes;
+  }
+
+  /**
+   * The subscription was enabled again (or its circuit closed by hand): what the gate remembers
+   * of it being disabled or held goes, and the head of its line, if any, is woken now rather than
+   * by the next nudge. Returns the wake (for the caller to run).
+   */
+  async resume(subscriptionId: string, now = Date.now()): Promise<Wake[]> {
+    return this.#nudge(subscriptionId, true, now);
+  }
+
+  async #nudge(subscriptionId: string, resume: boolean, now: number): Promise<Wake[]> {
+    const head = await this.#redis.gateNudge(
+      this.#key("in-flight", subscriptionId),
+      this.#key("line", subscriptionId),
+      this.#key("turn", subscriptionId),
+      `${this.#prefix}lines`,
+      this.#key("disabled", subscriptionId),
+      this.#key("hold", subscriptionId),
+      now,
+      subscriptionId,
+      LOST_TURN_MS,
+      resume ? 1 : 0,
+    );
+    return head ? [{ deliveryId: head, at: now }] : [];
   }
 
   /** Deliveries waiting in a subscription's line (for metrics and tests). */

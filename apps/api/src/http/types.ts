@@ -1,6 +1,6 @@
 import type { Config, Logger, SecretBox } from "@webhooks/core";
 import type { PrismaClient, SqlClient, TenantScope } from "@webhooks/db";
-import type { DeliveryQueue, RedisConnection } from "@webhooks/queue";
+import type { DeliveryGate, DeliveryQueue, RedisConnection } from "@webhooks/queue";
 import type { EventPublisher } from "../events/publisher.ts";
 
 /** Everything the API needs from the outside world, built once in main.ts (or by a test). */
@@ -15,6 +15,8 @@ export interface ApiDeps {
   pool: SqlClient;
   redis: RedisConnection;
   queue: DeliveryQueue;
+  /** The workers' gate: the API tells it when a subscription is enabled again (its line may move). */
+  gate: DeliveryGate;
   /** Batches publishes (events/publisher.ts); one per process, so that shutdown can wait for it. */
   publisher: EventPublisher;
   logger: Logger;

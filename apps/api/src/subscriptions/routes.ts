@@ -13,7 +13,7 @@ import {
   type RecoveredBatch,
   type TenantScope,
 } from "@webhooks/db";
-import { parseDuration } from "@webhooks/core";
+import { parseDuration, withDeadline, type Logger } from "@webhooks/core";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, operationErrors } from "../http/schemas.ts";
@@ -161,6 +161,26 @@ async function enqueueRecovered(queue: DeliveryQueue, batch: RecoveredBatch): Pr
   }
 }
 
+/**
+ * PUT `active: true` enables a subscription the service disabled, and closes its circuit: its
+ * deliveries waiting at the workers' gate may go now. The gate forgets the disabled mark and the
+ * hold it kept, and the head of the line is woken (the rest follow as it makes room). Answered
+ * all the same if Redis fails: the mark lapses by itself within minutes and the line moves then.
+ */
+const RESUME_TIMEOUT_MS = 2_000;
+
+async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger, subscriptionId: string): Promise<void> {
+  try {
+    await withDeadline(
+      deps.gate.resume(subscriptionId).then((wakes) => deps.queue.wake(wakes)),
+      RESUME_TIMEOUT_MS,
+      "Redis",
+    );
+  } catch (error) {
+    logger.warn({ err: error, subscriptionId }, "could not wake the deliveries waiting for a subscription enabled again; they go within minutes");
+  }
+}
+
 export function subscriptionRoutes(deps: ApiDeps) {
   const base = {
     db: deps.prisma,
@@ -201,6 +221,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
           maxInFlight: max_in_flight,
           rateLimit: rate_limit,
         });
+        if (changes.active === true) await resumeLine(deps, c.var.logger, subscription.id);
         return c.json(toSubscriptionJson(subscription, new Date()), 200);
       },
       (result) => {

@@ -1,0 +1,101 @@
+import { randomBytes } from "node:crypto";
+import { createRedisConnection, DeliveryGate, type GateInput } from "@webhooks/queue";
+import { REDIS_URL } from "@webhooks/testing";
+import { afterAll, describe, expect, it } from "vitest";
+import { gateInput } from "./gate-input.ts";
+
+/**
+ * Deliveries that wait in line a long time (behind an open circuit, or a disabled subscription)
+ * must cost nothing while they wait: no claim that is only taken back. A parked job's fallback
+ * timer fires every 15 minutes whatever happens, and the reconciler nudges every line each pass.
+ *
+ * Real Redis, the gate alone, with explicit clocks: `now` is passed to every call.
+ */
+const redis = createRedisConnection(REDIS_URL, "gate");
+const prefixes: string[] = [];
+
+afterAll(async () => {
+  for (const prefix of prefixes) {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+  }
+  redis.disconnect();
+});
+
+function newGate(): { gate: DeliveryGate; prefix: string } {
+  const prefix = `test-${randomBytes(5).toString("hex")}`;
+  prefixes.push(prefix);
+  return { gate: new DeliveryGate(redis, prefix), prefix };
+}
+
+/** A delivery of the one subscription these tests use, one attempt in flight at most. */
+function attempt(deliveryId: string, overrides: Partial<GateInput> = {}): GateInput {
+  return gateInput(deliveryId, { subscriptionId: "sub_parked", maxInFlight: 1, ...overrides });
+}
+
+describe("a parked delivery whose fallback timer fires while it is still in line", () => {
+  it("stays parked without a claim unless it is the head of a line nobody holds a turn of", async () => {
+    const { gate } = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+    for (const id of ["d3", "d4"]) expect(await gate.acquire(attempt(id), now)).toMatchObject({ go: false, reason: "in_line" });
+
+    // d3 and d4 are behind d2: they stay (true), and the line is as it was.
+    expect(await gate.precheck("sub_parked", "d3", now + 1)).toBe(true);
+    expect(await gate.precheck("sub_parked", "d4", now + 1)).toBe(true);
+    expect(await gate.lineLength("sub_parked")).toBe(3);
+
+    // d2 is the head, and nobody holds a turn: it goes on to the claim, where acquire decides.
+    expect(await gate.precheck("sub_parked", "d2", now + 2)).toBe(false);
+
+    // d1 ends: the turn is d2's. While it is pending, the new head d3 still stays.
+    expect(await gate.release(attempt("d1"), now + 3)).toEqual([{ deliveryId: "d2", at: now + 3 }]);
+    expect(await gate.precheck("sub_parked", "d3", now + 4)).toBe(true);
+    // d2, whose turn it is, goes on.
+    expect(await gate.precheck("sub_parked", "d2", now + 4)).toBe(false);
+    expect(await gate.acquire(attempt("d2", { waited: true }), now + 5)).toMatchObject({ go: true });
+  });
+});
+
+describe("the line of a subscription found disabled", () => {
+  it("is left alone by the nudge and the pre-check until the subscription is resumed", async () => {
+    const { gate, prefix } = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+    // d1's attempt got a 410: the subscription is disabled. Its release wakes d2, whose claim finds it so.
+    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+    expect(await gate.acquire(attempt("d2", { disabled: true, waited: true }), now + 2)).toEqual({ go: false, reason: "disabled", wakes: [] });
+    // The mark lapses by itself within DISABLED_RECHECK_MS (5 minutes), should nobody resume it.
+    const ttl = await redis.pttl(`${prefix}:gate:disabled:sub_parked`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(5 * 60_000);
+
+    // Nothing is in flight and nobody holds a turn, but the nudge wakes nobody: d2 would only be
+    // claimed and taken back. Nor does the head's own fallback timer take it to a claim.
+    expect(await gate.nudgeAll(now + 10_000)).toEqual([]);
+    expect(await gate.precheck("sub_parked", "d2", now + 10_001)).toBe(true);
+    // A delivery of the subscription that comes due meanwhile (a retry) joins the line unclaimed.
+    expect(await gate.precheck("sub_parked", "d3", now + 10_002)).toBe(true);
+    expect(await gate.lineLength("sub_parked")).toBe(2);
+
+    // Enabled again (PUT active: true): the head is woken at once, and the line is nudged as usual again.
+    expect(await gate.resume("sub_parked", now + 20_000)).toEqual([{ deliveryId: "d2", at: now + 20_000 }]);
+    expect(await redis.exists(`${prefix}:gate:disabled:sub_parked`)).toBe(0);
+    expect(await gate.acquire(attempt("d2", { waited: true }), now + 20_001)).toMatchObject({ go: true, wakes: [] });
+    expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20_002)).toEqual([{ deliveryId: "d3", at: now + 20_002 }]);
+  });
+
+  it("is moved again by a claim that finds the subscription enabled, should the resume have been missed", async () => {
+    const { gate, prefix } = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1", { disabled: true }), now)).toMatchObject({ go: false, reason: "disabled" });
+    expect(await gate.nudgeAll(now + 10_000)).toEqual([]);
+    // The API enabled it but could not reach Redis. A newcomer (a test event) is claimed, finds it
+    // enabled, and waits behind d1: the mark goes, and the next nudge wakes d1.
+    expect(await gate.acquire(attempt("d2"), now + 10_001)).toMatchObject({ go: false, reason: "in_line" });
+    expect(await redis.exists(`${prefix}:gate:disabled:sub_parked`)).toBe(0);
+    expect(await gate.nudgeAll(now + 10_002)).toEqual([{ deliveryId: "d1", at: now + 10_002 }]);
+  });
+});

@@ -27,8 +27,11 @@ export type NextStep =
   | { kind: "done" }
   /** Come back after this long (a retry, or a delivery that was not due yet). */
   | { kind: "wait"; delayMs: number }
-  /** Waiting in its subscription's line at the gate: park the job until its turn (`turnAt` if known). */
-  | { kind: "parked"; subscriptionId: string; turnAt: number | null };
+  /**
+   * Waiting in its subscription's line at the gate: park the job until its turn (`turnAt` if
+   * known). `stillInLine`: it was in line already when its job ran (its fallback timer fired).
+   */
+  | { kind: "parked"; subscriptionId: string; turnAt: number | null; stillInLine: boolean };
 
 /**
  * One attempt of one delivery, in the order it happens:
@@ -52,10 +55,13 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   const { deliveryId, subscriptionId, waited = false } = job;
   // 0. Pre-check, for deliveries that waited before (a parked job's fallback timer may fire while
   // it is still in line) and for subscriptions this worker saw waiting lately (others have no line to join).
-  if (subscriptionId !== undefined && (waited || recentlyWaiting(subscriptionId)) && (await deps.gate.precheck(subscriptionId, deliveryId))) {
-    noteWaiting(subscriptionId);
-    deps.metrics.waits.inc({ reason: "in_line" });
-    return { kind: "parked", subscriptionId, turnAt: null };
+  if (subscriptionId !== undefined && (waited || recentlyWaiting(subscriptionId))) {
+    const precheck = await deps.gate.precheck(subscriptionId, deliveryId);
+    if (precheck !== "go") {
+      noteWaiting(subscriptionId);
+      deps.metrics.waits.inc({ reason: "in_line" });
+      return { kind: "parked", subscriptionId, turnAt: null, stillInLine: precheck === "stays" };
+    }
   }
 
   // 1. Claim, and begin the attempt.
@@ -86,7 +92,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     deps.metrics.waits.inc({ reason: decision.reason });
     await wake(deps, decision.wakes.filter((w) => w.deliveryId !== deliveryId));
     const ownTurn = decision.wakes.find((w) => w.deliveryId === deliveryId);
-    return { kind: "parked", subscriptionId: delivery.subscriptionId, turnAt: ownTurn?.at ?? null };
+    return { kind: "parked", subscriptionId: delivery.subscriptionId, turnAt: ownTurn?.at ?? null, stillInLine: false };
   }
   await wake(deps, decision.wakes);
 

@@ -7,9 +7,19 @@ const catalog = jobCatalog.deliveries;
 
 /**
  * A parked delivery is woken by the gate when its turn comes; this timer is only a last resort
- * should every wake be lost (the reconciler's nudge normally recovers a lost one much sooner).
+ * should its wake be lost (a worker killed between the gate's decision and the wake). A job whose
+ * timer fired while it was still in line is parked again for longer: every waiting delivery's
+ * timer fires, so a line of N deliveries costs N / fallback job runs per second (a million behind
+ * a circuit open for a day: ~280/s at an hour, ~1,100/s at 15 minutes), and the timers of
+ * deliveries that began to wait together are spread by a fifth either way.
  */
 const PARKED_FALLBACK_MS = 15 * 60_000;
+const STILL_IN_LINE_FALLBACK_MS = 60 * 60_000;
+
+function fallbackAt(stillInLine: boolean): number {
+  const base = stillInLine ? STILL_IN_LINE_FALLBACK_MS : PARKED_FALLBACK_MS;
+  return Date.now() + Math.round(base * (0.8 + Math.random() * 0.4));
+}
 
 export interface DeliveryWorkerOptions {
   connection: RedisConnection;
@@ -50,7 +60,7 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
       }
       if (next.kind === "parked") {
         // Out of the worker slot until its turn (contract §11: a waiting delivery holds no slot).
-        const parkedUntil = next.turnAt ?? Date.now() + PARKED_FALLBACK_MS;
+        const parkedUntil = next.turnAt ?? fallbackAt(next.stillInLine);
         // Marked, and naming its subscription, so that its next run is pre-checked before any claim.
         if (payload.data.waited !== true || payload.data.subscriptionId === undefined) {
           await job.updateData({ ...payload.data, subscriptionId: next.subscriptionId, waited: true });

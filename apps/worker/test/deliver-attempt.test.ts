@@ -56,13 +56,13 @@ describe("an attempt the gate does not let start", () => {
     const prechecked: string[] = [];
     const { db, deps, deliveryId, subscriptionId } = await queuedAttempt({
       gate: {
-        precheck: async (subscription: string) => (prechecked.push(subscription), true),
+        precheck: async (subscription: string) => (prechecked.push(subscription), "stays" as const),
         acquire: async () => expect.unreachable("a delivery kept in line is not claimed, so the gate is not asked"),
       },
       sender: { send: async () => expect.unreachable("nothing is sent") },
     });
     // Its job's fallback timer fired while it still waits in line: parked again, the row untouched.
-    expect(await deliverAttempt(deps, { deliveryId, subscriptionId, waited: true })).toEqual({ kind: "parked", subscriptionId, turnAt: null });
+    expect(await deliverAttempt(deps, { deliveryId, subscriptionId, waited: true })).toEqual({ kind: "parked", subscriptionId, turnAt: null, stillInLine: true });
     expect(prechecked).toEqual([subscriptionId]);
     const [row] = await db.sql.query<{ leaseToken: string | null; attemptOpen: boolean }>(
       `SELECT lease_token AS "leaseToken", open_attempt_id IS NOT NULL AS "attemptOpen" FROM deliveries WHERE id = $1`,

@@ -41,19 +41,19 @@ describe("a parked delivery whose fallback timer fires while it is still in line
     expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
     for (const id of ["d3", "d4"]) expect(await gate.acquire(attempt(id), now)).toMatchObject({ go: false, reason: "in_line" });
 
-    // d3 and d4 are behind d2: they stay (true), and the line is as it was.
-    expect(await gate.precheck("sub_parked", "d3", now + 1)).toBe(true);
-    expect(await gate.precheck("sub_parked", "d4", now + 1)).toBe(true);
+    // d3 and d4 are behind d2: they stay, and the line is as it was.
+    expect(await gate.precheck("sub_parked", "d3", now + 1)).toBe("stays");
+    expect(await gate.precheck("sub_parked", "d4", now + 1)).toBe("stays");
     expect(await gate.lineLength("sub_parked")).toBe(3);
 
     // d2 is the head, and nobody holds a turn: it goes on to the claim, where acquire decides.
-    expect(await gate.precheck("sub_parked", "d2", now + 2)).toBe(false);
+    expect(await gate.precheck("sub_parked", "d2", now + 2)).toBe("go");
 
     // d1 ends: the turn is d2's. While it is pending, the new head d3 still stays.
     expect(await gate.release(attempt("d1"), now + 3)).toEqual([{ deliveryId: "d2", at: now + 3 }]);
-    expect(await gate.precheck("sub_parked", "d3", now + 4)).toBe(true);
+    expect(await gate.precheck("sub_parked", "d3", now + 4)).toBe("stays");
     // d2, whose turn it is, goes on.
-    expect(await gate.precheck("sub_parked", "d2", now + 4)).toBe(false);
+    expect(await gate.precheck("sub_parked", "d2", now + 4)).toBe("go");
     expect(await gate.acquire(attempt("d2", { waited: true }), now + 5)).toMatchObject({ go: true });
   });
 });
@@ -75,9 +75,9 @@ describe("the line of a subscription found disabled", () => {
     // Nothing is in flight and nobody holds a turn, but the nudge wakes nobody: d2 would only be
     // claimed and taken back. Nor does the head's own fallback timer take it to a claim.
     expect(await gate.nudgeAll(now + 10_000)).toEqual([]);
-    expect(await gate.precheck("sub_parked", "d2", now + 10_001)).toBe(true);
+    expect(await gate.precheck("sub_parked", "d2", now + 10_001)).toBe("stays");
     // A delivery of the subscription that comes due meanwhile (a retry) joins the line unclaimed.
-    expect(await gate.precheck("sub_parked", "d3", now + 10_002)).toBe(true);
+    expect(await gate.precheck("sub_parked", "d3", now + 10_002)).toBe("joined");
     expect(await gate.lineLength("sub_parked")).toBe(2);
 
     // Enabled again (PUT active: true): the head is woken at once, and the line is nudged as usual again.

@@ -114,6 +114,49 @@ describe("endpoint isolation", () => {
     expect(slow.maxConcurrent).toBe(1);
   });
 
+  it("parks a job whose fallback timer fired while it was still in line again, for longer", async ({ stack, receiver, defer }) => {
+    const s = await stack({ WORKER_CONCURRENCY: "10" });
+    const slow = await receiver(() => ({ status: 200, delayMs: 3_000 }));
+    const sub = await subscribe(s.api, { url: slow.url, events: ["long.line"], max_in_flight: 1 });
+    for (let i = 0; i < 3; i++) await publish(s.api, { type: "long.line", data: { i } });
+    await waitFor(() => slow.concurrent === 1, { what: "the first delivery in flight" });
+    const redis = createRedisConnection(REDIS_URL, "gate");
+    defer(async () => redis.disconnect());
+    const gate = new DeliveryGate(redis, queueLayoutFor(loadConfig(s.env)));
+    await waitFor(async () => (await gate.lineLength(sub.id)) === 2, { what: "two deliveries in line" });
+    const deliveries = await deliveriesOfSubscription(s.api, sub.id);
+    const parkedUntil = async (deliveryId: string) => {
+      const queue = s.api.queue.queueOf(deliveryId);
+      const score = await redis.zscore(queue.keys.delayed!, deliveryId);
+      const job = await queue.getJob(deliveryId);
+      return score === null ? null : { at: Math.floor(Number(score) / 0x1000), data: job?.data };
+    };
+    // Parked on their first wait until a turn, or 15 minutes (a fifth either way) as a last resort.
+    const parked = (await Promise.all(deliveries.map((d) => parkedUntil(d.id)))).filter((p) => p !== null);
+    expect(parked).toHaveLength(2);
+    for (const { at, data } of parked) {
+      expect(at - Date.now()).toBeGreaterThan(11 * 60_000);
+      expect(at - Date.now()).toBeLessThan(18 * 60_000 + 1_000);
+      expect(data).toEqual({ deliveryId: expect.any(String), subscriptionId: sub.id, waited: true });
+    }
+
+    // The last in line's timer fires (promoted by hand): still behind the head, it is parked
+    // again, for an hour this time (deliverAttempt's tests show it is not claimed).
+    const inLine = await redis.zrange(`${queueLayoutFor(loadConfig(s.env)).gatePrefix}line:${sub.id}`, "0", "-1");
+    expect(inLine).toHaveLength(2);
+    const tail = inLine[1]!;
+    await (await s.api.queue.queueOf(tail).getJob(tail))!.promote();
+    const again = await waitFor(async () => {
+      const p = await parkedUntil(tail);
+      return p !== null && p.at - Date.now() > 30 * 60_000 ? p : undefined;
+    }, { what: "the job parked again, for longer" });
+    expect(again.at - Date.now()).toBeGreaterThan(47 * 60_000);
+    expect(again.at - Date.now()).toBeLessThan(72 * 60_000 + 1_000);
+    expect(await gate.lineLength(sub.id)).toBe(2);
+    const tailDelivery = (await deliveriesOfSubscription(s.api, sub.id)).find((d) => d.id === tail);
+    expect(tailDelivery).toMatchObject({ status: "queued", attempts: 0 });
+  });
+
   it("holds rate_limit across two worker processes", async ({ receiver, twoWorkerProcesses }) => {
     const { api } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "20" });
     const rx = await receiver();

@@ -114,6 +114,10 @@ export interface HeldSlotsOptions {
   logger: Logger;
 }
 
+/** What the pre-check found (see `precheck`). */
+export type PrecheckResult = "go" | "joined" | "stays";
+const PRECHECK_RESULTS: readonly PrecheckResult[] = ["go", "joined", "stays"];
+
 export type GateWaitReason = "in_line" | "disabled" | "retry_after" | "circuit_open" | "max_in_flight" | "origin_max_in_flight" | "rate_limit";
 
 /** A delivery to wake: run its job at `at` (epoch ms; now or later). */
@@ -376,7 +380,7 @@ return head
 `;
 
 // KEYS: in-flight:S, line:S, turn:S, lines, cap:S, disabled:S   ARGV: id, now, lost_turn_ms, subscription
-// 0: go on and claim (the gate decides after the claim); 1: it waits in the line (joined it, or stays).
+// 0: go on and claim (the gate decides after the claim); 1: it joined the line; 2: it was in line already, and stays.
 const PRECHECK_LUA = `
 local inflight, line, turn, lines, cap, disabled_mark = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, now, lost_turn_ms, subscription = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
@@ -388,7 +392,7 @@ if redis.call('ZSCORE', line, id) then
   -- ACQUIRE_LUA would let it out: as the head of a line nobody holds the turn of. Anyone else
   -- stays parked here, without a claim taken back: a line of a million deliveries behind an open
   -- circuit would otherwise cost a million claims per fallback period.
-  if disabled or redis.call('ZRANGE', line, 0, 0)[1] ~= id or redis.call('ZCARD', turn) > 0 then return 1 end
+  if disabled or redis.call('ZRANGE', line, 0, 0)[1] ~= id or redis.call('ZCARD', turn) > 0 then return 2 end
   return 0
 end
 -- Turns pending take room but do not make a newcomer wait (see ACQUIRE_LUA).
@@ -618,10 +622,11 @@ export class DeliveryGate {
    * parks its job without touching the database. A delivery already in line (its job's fallback
    * timer fired) stays there unless it is the head and nobody holds a turn.
    * Otherwise (its turn came, or there may be room) it goes on to the claim, and `acquire`, with
-   * the subscription's current limits, decides. Returns whether it waits in the line.
+   * the subscription's current limits, decides. Returns `go` (claim it), `joined` (it joined the
+   * line) or `stays` (it was in line already, and stays).
    */
-  async precheck(subscriptionId: string, deliveryId: string, now = Date.now()): Promise<boolean> {
-    const joined = await this.#redis.gatePrecheck(
+  async precheck(subscriptionId: string, deliveryId: string, now = Date.now()): Promise<PrecheckResult> {
+    const reply = await this.#redis.gatePrecheck(
       this.#key("in-flight", subscriptionId),
       this.#key("line", subscriptionId),
       this.#key("turn", subscriptionId),
@@ -633,7 +638,7 @@ export class DeliveryGate {
       LOST_TURN_MS,
       subscriptionId,
     );
-    return Number(joined) === 1;
+    return PRECHECK_RESULTS[Number(reply)] ?? "go";
   }
 
   /** When the delivery's turn is (epoch ms), if it has been given one. */

@@ -7,7 +7,8 @@ import { gateInput } from "./gate-input.ts";
 /**
  * Deliveries that wait in line a long time (behind an open circuit, or a disabled subscription)
  * must cost nothing while they wait: no claim that is only taken back. A parked job's fallback
- * timer fires every 15 minutes whatever happens, and the reconciler nudges every line each pass.
+ * timer fires whatever happens (after 15 minutes, then every hour), and the reconciler nudges
+ * every line each pass.
  *
  * Real Redis, the gate alone, with explicit clocks: `now` is passed to every call.
  */

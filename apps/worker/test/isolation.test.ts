@@ -132,8 +132,13 @@ describe("endpoint isolation", () => {
       return score === null ? null : { at: Math.floor(Number(score) / 0x1000), data: job?.data };
     };
     // Parked on their first wait until a turn, or 15 minutes (a fifth either way) as a last resort.
-    const parked = (await Promise.all(deliveries.map((d) => parkedUntil(d.id)))).filter((p) => p !== null);
-    expect(parked).toHaveLength(2);
+    const parked = await waitFor(
+      async () => {
+        const found = (await Promise.all(deliveries.map((d) => parkedUntil(d.id)))).filter((p) => p !== null);
+        return found.length === 2 ? found : undefined;
+      },
+      { what: "two parked jobs" },
+    );
     for (const { at, data } of parked) {
       expect(at - Date.now()).toBeGreaterThan(11 * 60_000);
       expect(at - Date.now()).toBeLessThan(18 * 60_000 + 1_000);

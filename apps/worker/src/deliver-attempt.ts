@@ -245,8 +245,7 @@ async function wake(deps: AttemptDeps, wakes: Wake[]): Promise<void> {
   try {
     await deps.queue.wake(wakes);
   } catch (error) {
-    // The reconciler's nudge keeps the line moving once these turns lapse; the deliveries woken
-    // here go when their parked job's fallback timer fires (delivery-worker.ts).
+    // Their turns lapse untaken, and the reconciler's next pass wakes them (see the gate).
     deps.logger.warn({ err: error, wakes: wakes.length }, "could not wake waiting deliveries");
   }
 }

@@ -6,13 +6,12 @@ import { deliverAttempt, type AttemptDeps } from "./deliver-attempt.ts";
 const catalog = jobCatalog.deliveries;
 
 /**
- * A parked delivery is woken by the gate when its turn comes; this timer is only a last resort
- * should its wake be lost (a worker killed between the gate's decision and the wake, or the
- * wake's call to Redis failing). A job whose timer fired while it was still in line is parked
- * again for longer: every waiting delivery's timer fires, so a line of N deliveries costs
- * N / fallback job runs per second (a million behind a circuit open for a day: ~280/s at an hour,
- * ~1,100/s at 15 minutes), and the timers of deliveries that began to wait together are spread
- * by a fifth either way.
+ * A parked delivery is woken by the gate when its turn comes, and if that wake is lost, by the
+ * reconciler once the turn lapses (see the gate). This timer is only the last resort, should
+ * both fail. A job whose timer fired while it was still in line is parked again for longer:
+ * every waiting delivery's timer fires, so a line of N deliveries costs N / fallback job runs per
+ * second (a million behind a circuit open for a day: ~280/s at an hour, ~1,100/s at 15 minutes),
+ * and the timers of deliveries that began to wait together are spread by a fifth either way.
  */
 const PARKED_FALLBACK_MS = 15 * 60_000;
 const STILL_IN_LINE_FALLBACK_MS = 60 * 60_000;

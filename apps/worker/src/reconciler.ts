@@ -94,8 +94,9 @@ export class Reconciler {
   }
 
   /**
-   * The gate's safety net: a subscription's line whose turn was lost (a worker died between
-   * deciding and waking) gets its head woken. Costs a call per subscription with a line.
+   * The gate's safety net for wakes that were lost (a worker died between deciding and waking):
+   * the deliveries whose turn lapsed untaken are woken, and so is the head of every line with
+   * nothing under way. Costs a call per subscription with a line, and one for the lapsed turns.
    */
   async nudgeLines(): Promise<number> {
     const wakes = await this.deps.gate.nudgeAll();

@@ -100,3 +100,36 @@ describe("the line of a subscription found disabled", () => {
     expect(await gate.nudgeAll(now + 10_002)).toEqual([{ deliveryId: "d1", at: now + 10_002 }]);
   });
 });
+
+describe("a turn whose wake was lost", () => {
+  it("lapses, and the reconciler's nudge wakes its delivery once", async () => {
+    const { gate } = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+    // d1 ends and gives d2 the turn; the worker that should wake d2's job dies before it does.
+    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+
+    // Not yet lapsed: the turn is still d2's to take.
+    expect(await gate.nudgeAll(now + 5_000)).toEqual([]);
+    // Over 10 s later it has lapsed: the nudge wakes d2 (nothing else would, but its job's
+    // fallback timer), once.
+    expect(await gate.nudgeAll(now + 10_100)).toEqual([{ deliveryId: "d2", at: now + 10_100 }]);
+    expect(await gate.nudgeAll(now + 10_200)).toEqual([]);
+    // When d2's job comes, it goes like any delivery: nobody waits, there is room.
+    expect(await gate.precheck("sub_parked", "d2", now + 10_300)).toBe("go");
+    expect(await gate.acquire(attempt("d2", { waited: true }), now + 10_300)).toMatchObject({ go: true });
+  });
+
+  it("lapses too when another call of the subscription finds it first", async () => {
+    const { gate } = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+    // A newcomer comes after the turn lapsed: it goes (the lapsed turn no longer takes room), and
+    // d2 is not forgotten: the next nudge wakes it.
+    expect(await gate.acquire(attempt("d3"), now + 10_100)).toMatchObject({ go: true });
+    expect(await gate.nudgeAll(now + 10_200)).toEqual([{ deliveryId: "d2", at: now + 10_200 }]);
+  });
+});

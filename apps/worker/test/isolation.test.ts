@@ -306,34 +306,39 @@ describe("endpoint isolation", () => {
     expect(rx.received).toHaveLength(1);
   });
 
-  it("leaves a disabled subscription's waiting deliveries unclaimed, and sends them once it is enabled again", async ({ stack, receiver, defer }) => {
-    const s = await stack({ RETRY_SCHEDULE: "100ms" });
+  it("leaves a disabled subscription's waiting deliveries unclaimed, and sends them once it is enabled again", async ({ database, inProcessWorker, receiver, defer }) => {
+    const env = testEnv(database.url, { RETRY_SCHEDULE: "100ms" });
+    const api = await startTestApi(loadConfig(env));
+    defer(() => api.close());
     let gone = true;
     const rx = await receiver(() => (gone ? { status: 410 } : { status: 200 }));
-    const sub = await subscribe(s.api, { url: rx.url, events: ["gone.then.back"], max_in_flight: 1 });
-    for (let i = 0; i < 4; i++) await publish(s.api, { type: "gone.then.back", data: { i } });
-    await waitFor(async () => (await health(s.api, sub.id)).disabled_reason === "gone", { what: "disabled on 410" });
+    const sub = await subscribe(api, { url: rx.url, events: ["gone.then.back"], max_in_flight: 1 });
+    // All four are created before any worker runs: once the first is answered 410, the
+    // subscription is inactive and would get no delivery of an event published after.
+    for (let i = 0; i < 4; i++) await publish(api, { type: "gone.then.back", data: { i } });
+    const worker = await inProcessWorker(env);
+    await waitFor(async () => (await health(api, sub.id)).disabled_reason === "gone", { what: "disabled on 410" });
 
     // The other three wait in its line, each claimed at most once and found disabled.
     const redis = createRedisConnection(REDIS_URL, "gate");
     defer(async () => redis.disconnect());
-    const gate = new DeliveryGate(redis, queueLayoutFor(loadConfig(s.env)));
+    const gate = new DeliveryGate(redis, queueLayoutFor(loadConfig(env)));
     await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
     // Nothing is in flight and nobody holds a turn, yet the reconciler's nudge (every 500 ms here)
     // wakes nobody: each wake would be a claim taken back at once, for as long as it stays disabled.
     for (let pass = 0; pass < 3; pass++) {
-      expect(await s.worker.reconciler.nudgeLines()).toBe(0);
+      expect(await worker.reconciler.nudgeLines()).toBe(0);
       await sleep(300);
     }
-    const waiting = (await deliveriesOfSubscription(s.api, sub.id)).filter((d) => d.attempts === 0);
+    const waiting = (await deliveriesOfSubscription(api, sub.id)).filter((d) => d.attempts === 0);
     expect(waiting.map((d) => d.status)).toEqual(["queued", "queued", "queued"]);
     expect(rx.received).toHaveLength(1);
 
     // Enabled again: the line drains, one at a time (max_in_flight 1), nothing lost.
     gone = false;
-    const enabled = await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: true } });
+    const enabled = await api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: true } });
     expect(enabled).toMatchObject({ status: 200, body: { active: true, disabled_reason: null } });
-    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).filter((d) => d.status === "delivered").length === 3, {
+    await waitFor(async () => (await deliveriesOfSubscription(api, sub.id)).filter((d) => d.status === "delivered").length === 3, {
       timeoutMs: 10_000,
       what: "the three waiting deliveries delivered",
     });

@@ -23,6 +23,8 @@ import type { RedisConnection } from "./redis.ts";
  *                    most a lease long: what it saves is the claims of the attempts in flight
  *                    when the hold began, which all end within a lease, and a hint that
  *                    outlived a hold PostgreSQL has already lifted only slows the line.
+ * - lapsed           deliveries whose turn lapsed untaken (their wake was lost), for the
+ *                    reconciler to wake (one set for all subscriptions);
  * - disabled:S       S was found disabled (contract §11) by an attempt's claim: while it is
  *                    there, nobody of S's line is claimed (the nudge and the pre-check leave
  *                    the line alone, see DISABLED_RECHECK_MS). Enabling S again removes it
@@ -33,10 +35,11 @@ import type { RedisConnection } from "./redis.ts";
  * for, when they may start: when an attempt of S ends (a slot is free), when an attempt starts
  * and S still has room (so a backlog drains at the subscription's full allowance, in parallel),
  * or at a known time (the end of a Retry-After hold, the next probe of an open circuit, the
- * moment the rate window has room). No delivery polls. A wake that
- * gets lost (a worker killed between the decision and the wake) is recovered by `nudge`, which
- * the reconciler runs for every subscription with a line, and by the parked job's own long
- * fallback timer.
+ * moment the rate window has room). No delivery polls. A wake that gets lost (a worker killed
+ * between the decision and the wake, or Redis failing the wake) leaves a turn nobody takes up: it
+ * lapses into the lapsed set, and the reconciler's `nudgeAll` wakes those deliveries and the
+ * head of every line with nothing under way. The parked job's own long fallback timer is the
+ * last resort.
  *
  * Held slots. Asking Redis before and after every attempt was most of what the gate cost when
  * nobody waits (~10% of the CPU per delivery of a fan-out workload, measured). So in a worker
@@ -64,8 +67,9 @@ import type { RedisConnection } from "./redis.ts";
 
 /**
  * A turn not taken up this long after its time was lost (the worker that gave it died before
- * waking the job): the line moves on. Forgetting a turn too early is harmless, since the caps are
- * checked when the delivery comes anyway; a turn only lets it go ahead of the line.
+ * waking the job): the line moves on, and the delivery is woken again by the reconciler (see
+ * LAPSE_LUA). Lapsing a turn too early is harmless, since the caps are checked when the delivery
+ * comes anyway; a turn only lets it go ahead of the line.
  */
 const LOST_TURN_MS = 10_000;
 
@@ -133,11 +137,30 @@ export type GateDecision =
 /** A single wake-up moves at most this many deliveries out of a line (bounds one script's work). */
 const MAX_WAKES = 50;
 
-const SHARED_LUA = `
+/** Lapsed turns woken per reconciler pass; more wait for the next pass. */
+const MAX_LAPSED_WAKES = 1_000;
+
+// A script that includes it defines `lapsed`, the lapsed set's key, before it.
+const LAPSE_LUA = `
+-- Turns not taken up lost_turn_ms after their time: the wake that should have brought the
+-- delivery was lost (its waker died between the decision and the wake, or Redis failed that
+-- call). They leave the turns, so that the line moves on, for the lapsed set, whose deliveries the
+-- reconciler wakes on its next pass (nudgeAll): without it, each would wait for its parked job's
+-- fallback timer.
+local function lapse(turn, now, lost_turn_ms)
+  local gone = redis.call('ZRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+  for _, id in ipairs(gone) do
+    redis.call('SADD', lapsed, id)
+    redis.call('ZREM', turn, id)
+  end
+end
+`;
+
+const SHARED_LUA = `${LAPSE_LUA}
 -- Gives the head of the line the turn for the time at, unless a turn of the line is pending (turns
--- lost are dropped first). Returns the head, or nil when nobody got it.
+-- lost lapse first). Returns the head, or nil when nobody got it.
 local function give_turn(line, turn, at, now, lost_turn_ms)
-  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+  lapse(turn, now, lost_turn_ms)
   if redis.call('ZCARD', turn) > 0 then return nil end
   local head = redis.call('ZRANGE', line, 0, 0)[1]
   if head then
@@ -164,7 +187,7 @@ local function wake_room(line, turn, inflight, origin, rate, max_in_flight, orig
   -- Room is counted without the slots of holders that died and the turns that were lost.
   redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
   redis.call('ZREMRANGEBYSCORE', origin, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+  lapse(turn, now, lost_turn_ms)
   local pending = redis.call('ZCARD', turn)
   local room = math.min(max_in_flight - redis.call('ZCARD', inflight), origin_max - redis.call('ZCARD', origin)) - pending
   if room <= 0 then return woken end
@@ -208,11 +231,11 @@ local disabled_mark = prefix .. 'disabled:' .. subscription
 -- is kept to a few calls: sweeps of expired entries happen only where they could change the
 -- decision (a set that looks full, a line being woken, turns that exist).
 
--- Turns not taken up in time were lost; then, is it this delivery's turn?
+-- Turns not taken up in time lapse; then, is it this delivery's turn?
 local my_turn = false
 local turns = redis.call('ZCARD', turn)
 if turns > 0 then
-  redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+  lapse(turn, now, lost_turn_ms)
   my_turn = redis.call('ZREM', turn, id) == 1
   turns = redis.call('ZCARD', turn)
 end
@@ -359,14 +382,15 @@ end
 return result
 `);
 
-// KEYS: in-flight:S, line:S, turn:S, lines, disabled:S, hold:S
+// KEYS: in-flight:S, line:S, turn:S, lines, disabled:S, hold:S, lapsed
 // ARGV: now, subscription, lost_turn_ms, resume (1: S was just enabled again, lift its disabled mark and hold first)
 const NUDGE_LUA = `
-local inflight, line, turn, lines, disabled_mark, hold = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local inflight, line, turn, lines, disabled_mark, hold, lapsed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now, subscription, lost_turn_ms, resume = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+${LAPSE_LUA}
 if resume then redis.call('DEL', disabled_mark, hold) end
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
-redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+lapse(turn, now, lost_turn_ms)
 if redis.call('ZCARD', line) == 0 then
   if redis.call('ZCARD', turn) == 0 then redis.call('SREM', lines, subscription) end
   return false
@@ -379,12 +403,13 @@ redis.call('ZADD', turn, now, head)
 return head
 `;
 
-// KEYS: in-flight:S, line:S, turn:S, lines, cap:S, disabled:S   ARGV: id, now, lost_turn_ms, subscription
+// KEYS: in-flight:S, line:S, turn:S, lines, cap:S, disabled:S, lapsed   ARGV: id, now, lost_turn_ms, subscription
 // 0: go on and claim (the gate decides after the claim); 1: it joined the line; 2: it was in line already, and stays.
 const PRECHECK_LUA = `
-local inflight, line, turn, lines, cap, disabled_mark = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local inflight, line, turn, lines, cap, disabled_mark, lapsed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, now, lost_turn_ms, subscription = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-redis.call('ZREMRANGEBYSCORE', turn, '-inf', now - lost_turn_ms)
+${LAPSE_LUA}
+lapse(turn, now, lost_turn_ms)
 if redis.call('ZSCORE', turn, id) then return 0 end
 local disabled = redis.call('EXISTS', disabled_mark) == 1
 if redis.call('ZSCORE', line, id) then
@@ -436,9 +461,11 @@ return 0
  * ARGV: key prefix, lost_turn_ms, rate_window, max_wakes, the calls.
  */
 function batched(body: string): string {
-  return `${SHARED_LUA}
+  return `
 local lines = KEYS[1]
 local prefix, lost_turn_ms, rate_window, max_wakes = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local lapsed = prefix .. 'lapsed'
+${SHARED_LUA}
 local function one(call)
 ${body}
 end
@@ -480,9 +507,9 @@ export class DeliveryGate {
     // Batched scripts: the first argument is the number of keys.
     redis.defineCommand("gateAcquire", { lua: ACQUIRE_LUA });
     redis.defineCommand("gateRelease", { lua: RELEASE_LUA });
-    redis.defineCommand("gateNudge", { numberOfKeys: 6, lua: NUDGE_LUA });
+    redis.defineCommand("gateNudge", { numberOfKeys: 7, lua: NUDGE_LUA });
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
-    redis.defineCommand("gatePrecheck", { numberOfKeys: 6, lua: PRECHECK_LUA });
+    redis.defineCommand("gatePrecheck", { numberOfKeys: 7, lua: PRECHECK_LUA });
     this.#redis = redis as RedisConnection & GateCommands;
     this.#batchArguments = [1, `${this.#prefix}lines`, this.#prefix, LOST_TURN_MS, RATE_WINDOW_MS, MAX_WAKES];
     this.#acquires = batchOf(async (calls) => repliesOf(await this.#redis.gateAcquire(...this.#batchArguments, JSON.stringify(calls)), calls.length));
@@ -633,6 +660,7 @@ export class DeliveryGate {
       `${this.#prefix}lines`,
       this.#key("cap", subscriptionId),
       this.#key("disabled", subscriptionId),
+      `${this.#prefix}lapsed`,
       deliveryId,
       now,
       LOST_TURN_MS,
@@ -660,6 +688,11 @@ export class DeliveryGate {
       cursor = next;
       for (const subscriptionId of subscriptions) wakes.push(...(await this.#nudge(subscriptionId, false, now)));
     } while (cursor !== "0");
+    // Deliveries whose turn lapsed (see LAPSE_LUA): their wake was lost; this is it. Taken out of
+    // the set as they are woken, so each is woken once: one whose delivery has ended meanwhile
+    // costs one job that finds nothing to do.
+    const lapsed = await this.#redis.spop(`${this.#prefix}lapsed`, MAX_LAPSED_WAKES);
+    for (const deliveryId of lapsed) wakes.push({ deliveryId, at: now });
     return wakes;
   }
 
@@ -680,6 +713,7 @@ export class DeliveryGate {
       `${this.#prefix}lines`,
       this.#key("disabled", subscriptionId),
       this.#key("hold", subscriptionId),
+      `${this.#prefix}lapsed`,
       now,
       subscriptionId,
       LOST_TURN_MS,

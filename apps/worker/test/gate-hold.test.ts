@@ -128,3 +128,25 @@ describe("the gate's line while deliveries woken from it are on their way", () =
   });
 });
 
+
+describe("the gate's rate window", () => {
+  it("starts at most rate_limit attempts in any 1.1 s, and gives the next one a turn for when the window frees", async () => {
+    const gate = newGate();
+    const limited = (id: string) => attempt(id, { maxInFlight: 100, rateLimit: 5 });
+    const now = Date.now();
+    for (let i = 0; i < 5; i++) expect(await gate.acquire(limited(`d${i}`), now + i * 10)).toMatchObject({ go: true });
+    // The sixth, within the window: it waits, with the turn for the moment the first start leaves it.
+    expect(await gate.acquire(limited("d5"), now + 100)).toEqual({ go: false, reason: "rate_limit", wakes: [{ deliveryId: "d5", at: now + 1_100 }] });
+    // At that moment it goes, and a seventh waits for the second start to leave the window.
+    expect(await gate.acquire(limited("d5"), now + 1_100)).toMatchObject({ go: true });
+    expect(await gate.acquire(limited("d6"), now + 1_101)).toMatchObject({ go: false, reason: "rate_limit" });
+  });
+
+  it("paces the sends themselves: a sixth send within 1.1 s is told how long to wait", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    for (let i = 0; i < 5; i++) expect(await gate.pace("sub_paced", 5, `d${i}`, now + i * 10)).toBe(0);
+    expect(await gate.pace("sub_paced", 5, "d5", now + 500)).toBe(600);
+    expect(await gate.pace("sub_paced", 5, "d5", now + 1_100)).toBe(0);
+  });
+});

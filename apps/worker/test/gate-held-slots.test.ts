@@ -1,9 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { createLogger } from "@webhooks/core";
-import { createRedisConnection, deleteKeysOfPrefix, DeliveryGate, queueLayout, type GateInput, type RedisConnection, type Wake } from "@webhooks/queue";
+import { createRedisConnection, DeliveryGate, queueLayout, type GateInput, type RedisConnection, type Wake } from "@webhooks/queue";
 import { REDIS_URL, waitFor } from "@webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { gateInput } from "./gate-input.ts";
+import { gateTestRedis } from "./gate-redis.ts";
 
 /**
  * Held slots (the gate's doc): in a worker process, an attempt that got its slot while nobody
@@ -14,15 +14,12 @@ import { gateInput } from "./gate-input.ts";
  * Real Redis; each gate stands for one worker process, on a connection whose commands are
  * counted. The in-flight set is read directly: a kept slot is an entry of it.
  */
-const redis = createRedisConnection(REDIS_URL, "gate");
-const prefixes: string[] = [];
+const { redis, newPrefix } = gateTestRedis();
 const connections: RedisConnection[] = [];
 const HOLD_MS = 300;
 
-afterAll(async () => {
-  for (const prefix of prefixes) await deleteKeysOfPrefix(redis, prefix);
+afterAll(() => {
   for (const connection of connections) connection.disconnect();
-  redis.disconnect();
 });
 
 interface Process {
@@ -31,12 +28,6 @@ interface Process {
   woken: Wake[];
   /** Commands its connection sent to Redis. */
   redisCalls(): number;
-}
-
-function newPrefix(): string {
-  const prefix = `test-${randomBytes(5).toString("hex")}`;
-  prefixes.push(prefix);
-  return prefix;
 }
 
 function processOn(prefix: string, options: { holdSlotsMs?: number; wake?: (wakes: Wake[]) => void } = {}): Process {

@@ -1,8 +1,7 @@
-import { randomBytes } from "node:crypto";
-import { createRedisConnection, DeliveryGate, type GateInput } from "@webhooks/queue";
-import { REDIS_URL } from "@webhooks/testing";
-import { afterAll, describe, expect, it } from "vitest";
+import { DeliveryGate, type GateInput } from "@webhooks/queue";
+import { describe, expect, it } from "vitest";
 import { gateInput } from "./gate-input.ts";
+import { gateTestRedis } from "./gate-redis.ts";
 
 /**
  * Deliveries that wait in line a long time (behind an open circuit, or a disabled subscription)
@@ -12,20 +11,10 @@ import { gateInput } from "./gate-input.ts";
  *
  * Real Redis, the gate alone, with explicit clocks: `now` is passed to every call.
  */
-const redis = createRedisConnection(REDIS_URL, "gate");
-const prefixes: string[] = [];
-
-afterAll(async () => {
-  for (const prefix of prefixes) {
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
-  redis.disconnect();
-});
+const { redis, newPrefix } = gateTestRedis();
 
 function newGate(): { gate: DeliveryGate; prefix: string } {
-  const prefix = `test-${randomBytes(5).toString("hex")}`;
-  prefixes.push(prefix);
+  const prefix = newPrefix();
   return { gate: new DeliveryGate(redis, prefix), prefix };
 }
 

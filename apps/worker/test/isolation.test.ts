@@ -35,6 +35,14 @@ async function health(api: TestApi, subscriptionId: string): Promise<Record<stri
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The gate as the workers of `env` see it, on a Redis connection of the test's own, closed after it. */
+function gateOf(env: Record<string, string>, defer: (close: () => Promise<unknown>) => void) {
+  const redis = createRedisConnection(REDIS_URL, "gate");
+  defer(async () => redis.disconnect());
+  const layout = queueLayoutFor(loadConfig(env));
+  return { redis, layout, gate: new DeliveryGate(redis, layout) };
+}
+
 describe("endpoint isolation", () => {
   it("keeps a healthy subscription's webhooks flowing beside endpoints that never answer", async ({ stack, receiver }) => {
     // 20 worker slots; five hanging endpoints may hold 2 each. Without isolation the hanging
@@ -120,9 +128,7 @@ describe("endpoint isolation", () => {
     const sub = await subscribe(s.api, { url: slow.url, events: ["long.line"], max_in_flight: 1 });
     for (let i = 0; i < 3; i++) await publish(s.api, { type: "long.line", data: { i } });
     await waitFor(() => slow.concurrent === 1, { what: "the first delivery in flight" });
-    const redis = createRedisConnection(REDIS_URL, "gate");
-    defer(async () => redis.disconnect());
-    const gate = new DeliveryGate(redis, queueLayoutFor(loadConfig(s.env)));
+    const { redis, layout, gate } = gateOf(s.env, defer);
     await waitFor(async () => (await gate.lineLength(sub.id)) === 2, { what: "two deliveries in line" });
     const deliveries = await deliveriesOfSubscription(s.api, sub.id);
     const parkedUntil = async (deliveryId: string) => {
@@ -147,7 +153,7 @@ describe("endpoint isolation", () => {
 
     // The last in line's timer fires (promoted by hand): still behind the head, it is parked
     // again, for an hour this time (deliverAttempt's tests show it is not claimed).
-    const inLine = await redis.zrange(`${queueLayoutFor(loadConfig(s.env)).gatePrefix}line:${sub.id}`, "0", "-1");
+    const inLine = await redis.zrange(`${layout.gatePrefix}line:${sub.id}`, "0", "-1");
     expect(inLine).toHaveLength(2);
     const tail = inLine[1]!;
     await (await s.api.queue.queueOf(tail).getJob(tail))!.promote();
@@ -332,9 +338,7 @@ describe("endpoint isolation", () => {
     await waitFor(async () => (await health(api, sub.id)).disabled_reason === "gone", { what: "disabled on 410" });
 
     // The other three wait in its line, each claimed at most once and found disabled.
-    const redis = createRedisConnection(REDIS_URL, "gate");
-    defer(async () => redis.disconnect());
-    const gate = new DeliveryGate(redis, queueLayoutFor(loadConfig(env)));
+    const { gate } = gateOf(env, defer);
     await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
     // Nothing is in flight and nobody holds a turn, yet the reconciler's nudge (every 500 ms here)
     // wakes nobody: each wake would be a claim taken back at once, for as long as it stays disabled.

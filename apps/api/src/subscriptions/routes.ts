@@ -161,14 +161,14 @@ async function enqueueRecovered(queue: DeliveryQueue, batch: RecoveredBatch): Pr
   }
 }
 
+const RESUME_TIMEOUT_MS = 2_000;
+
 /**
  * PUT `active: true` enables a subscription the service disabled, and closes its circuit: its
  * deliveries waiting at the workers' gate may go now. The gate forgets the disabled mark and the
  * hold it kept, and the head of the line is woken (the rest follow as it makes room). Answered
  * all the same if Redis fails: the mark lapses by itself within minutes and the line moves then.
  */
-const RESUME_TIMEOUT_MS = 2_000;
-
 async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger, subscriptionId: string): Promise<void> {
   try {
     await withDeadline(

@@ -1,0 +1,26 @@
+import { randomBytes } from "node:crypto";
+import { createRedisConnection, deleteKeysOfPrefix, type RedisConnection } from "@webhooks/queue";
+import { REDIS_URL } from "@webhooks/testing";
+import { afterAll } from "vitest";
+
+/**
+ * For a test file of the gate alone: one connection to the suite's Redis, and a fresh key prefix
+ * per gate (`newPrefix`), whose keys are deleted, and the connection closed, after the file.
+ * Call it at the top of the file.
+ */
+export function gateTestRedis(): { redis: RedisConnection; newPrefix(): string } {
+  const redis = createRedisConnection(REDIS_URL, "gate");
+  const prefixes: string[] = [];
+  afterAll(async () => {
+    for (const prefix of prefixes) await deleteKeysOfPrefix(redis, prefix);
+    redis.disconnect();
+  });
+  return {
+    redis,
+    newPrefix() {
+      const prefix = `test-${randomBytes(5).toString("hex")}`;
+      prefixes.push(prefix);
+      return prefix;
+    },
+  };
+}

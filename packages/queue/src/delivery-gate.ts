@@ -156,7 +156,18 @@ local function lapse(turn, now, lost_turn_ms)
 end
 `;
 
-const SHARED_LUA = `${LAPSE_LUA}
+// The rule for a delivery found already in its line (its parked job's fallback timer fired): the
+// acquire and the pre-check must agree on it, or a delivery the pre-check lets through would be
+// claimed only to be taken back.
+const LEAVE_LINE_LUA = `
+-- It may leave the line for an attempt only as the head of a line nobody holds a turn of: anyone
+-- else would jump the line, or take a turn's room.
+local function may_leave_line(line, turn, id)
+  return redis.call('ZRANGE', line, 0, 0)[1] == id and redis.call('ZCARD', turn) == 0
+end
+`;
+
+const SHARED_LUA = `${LAPSE_LUA}${LEAVE_LINE_LUA}
 -- Gives the head of the line the turn for the time at, unless a turn of the line is pending (turns
 -- lost lapse first). Returns the head, or nil when nobody got it.
 local function give_turn(line, turn, at, now, lost_turn_ms)
@@ -272,9 +283,8 @@ end
 
 if not my_turn then
   if redis.call('ZSCORE', line, id) then
-    -- Its own fallback timer fired: it may go only as the head of a line nobody holds the turn of.
-    local head = redis.call('ZRANGE', line, 0, 0)[1]
-    if head ~= id or turns > 0 then return {0, 'in_line'} end
+    -- Its own fallback timer fired.
+    if not may_leave_line(line, turn, id) then return {0, 'in_line'} end
     redis.call('ZREM', line, id)
   elseif redis.call('ZCARD', line) > 0 or (turns > 0 and (rate_limit > 0 or tonumber(redis.call('GET', hold) or '0') > now)) then
     -- The claim just read S enabled: a mark left from when it was disabled no longer holds the line
@@ -408,16 +418,16 @@ return head
 const PRECHECK_LUA = `
 local inflight, line, turn, lines, cap, disabled_mark, lapsed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, now, lost_turn_ms, subscription = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-${LAPSE_LUA}
+${LAPSE_LUA}${LEAVE_LINE_LUA}
 lapse(turn, now, lost_turn_ms)
 if redis.call('ZSCORE', turn, id) then return 0 end
 local disabled = redis.call('EXISTS', disabled_mark) == 1
 if redis.call('ZSCORE', line, id) then
   -- Its job's fallback timer fired while it waits in line. It goes on to the claim only where
-  -- ACQUIRE_LUA would let it out: as the head of a line nobody holds the turn of. Anyone else
-  -- stays parked here, without a claim taken back: a line of a million deliveries behind an open
-  -- circuit would otherwise cost a million claims per fallback period.
-  if disabled or redis.call('ZRANGE', line, 0, 0)[1] ~= id or redis.call('ZCARD', turn) > 0 then return 2 end
+  -- ACQUIRE_LUA would let it out. Anyone else stays parked here, without a claim taken back: a
+  -- line of a million deliveries behind an open circuit would otherwise cost a million claims per
+  -- fallback period.
+  if disabled or not may_leave_line(line, turn, id) then return 2 end
   return 0
 end
 -- Turns pending take room but do not make a newcomer wait (see ACQUIRE_LUA).

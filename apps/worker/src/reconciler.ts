@@ -99,8 +99,7 @@ export class Reconciler {
    * nothing under way. Costs a call per subscription with a line, and one for the lapsed turns.
    */
   async nudgeLines(): Promise<number> {
-    const wakes = await this.deps.gate.nudgeAll();
-    await this.deps.queue.wake(wakes);
+    const wakes = await this.deps.gate.nudgeAll((wakes) => this.deps.queue.wake(wakes));
     return wakes.length;
   }
 

@@ -18,6 +18,9 @@ function newGate(): { gate: DeliveryGate; prefix: string } {
   return { gate: new DeliveryGate(redis, prefix), prefix };
 }
 
+/** The nudge's waker, for tests that read what the nudge woke from its result. */
+const wakeNothing = async () => {};
+
 /** A delivery of the one subscription these tests use, one attempt in flight at most. */
 function attempt(deliveryId: string, overrides: Partial<GateInput> = {}): GateInput {
   return gateInput(deliveryId, { subscriptionId: "sub_parked", maxInFlight: 1, ...overrides });
@@ -64,7 +67,7 @@ describe("the line of a subscription found disabled", () => {
 
     // Nothing is in flight and nobody holds a turn, but the nudge wakes nobody: d2 would only be
     // claimed and taken back. Nor does the head's own fallback timer take it to a claim.
-    expect(await gate.nudgeAll(now + 10_000)).toEqual([]);
+    expect(await gate.nudgeAll(wakeNothing, now + 10_000)).toEqual([]);
     expect(await gate.precheck("sub_parked", "d2", now + 10_001)).toBe("stays");
     // A delivery of the subscription that comes due meanwhile (a retry) joins the line unclaimed.
     expect(await gate.precheck("sub_parked", "d3", now + 10_002)).toBe("joined");
@@ -81,12 +84,12 @@ describe("the line of a subscription found disabled", () => {
     const { gate, prefix } = newGate();
     const now = Date.now();
     expect(await gate.acquire(attempt("d1", { disabled: true }), now)).toMatchObject({ go: false, reason: "disabled" });
-    expect(await gate.nudgeAll(now + 10_000)).toEqual([]);
+    expect(await gate.nudgeAll(wakeNothing, now + 10_000)).toEqual([]);
     // The API enabled it but could not reach Redis. A newcomer (a test event) is claimed, finds it
     // enabled, and waits behind d1: the mark goes, and the next nudge wakes d1.
     expect(await gate.acquire(attempt("d2"), now + 10_001)).toMatchObject({ go: false, reason: "in_line" });
     expect(await redis.exists(`${prefix}:gate:disabled:sub_parked`)).toBe(0);
-    expect(await gate.nudgeAll(now + 10_002)).toEqual([{ deliveryId: "d1", at: now + 10_002 }]);
+    expect(await gate.nudgeAll(wakeNothing, now + 10_002)).toEqual([{ deliveryId: "d1", at: now + 10_002 }]);
   });
 });
 
@@ -100,11 +103,11 @@ describe("a turn whose wake was lost", () => {
     expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
 
     // Not yet lapsed: the turn is still d2's to take.
-    expect(await gate.nudgeAll(now + 5_000)).toEqual([]);
+    expect(await gate.nudgeAll(wakeNothing, now + 5_000)).toEqual([]);
     // Over 10 s later it has lapsed: the nudge wakes d2 (nothing else would, but its job's
     // fallback timer), once.
-    expect(await gate.nudgeAll(now + 10_100)).toEqual([{ deliveryId: "d2", at: now + 10_100 }]);
-    expect(await gate.nudgeAll(now + 10_200)).toEqual([]);
+    expect(await gate.nudgeAll(wakeNothing, now + 10_100)).toEqual([{ deliveryId: "d2", at: now + 10_100 }]);
+    expect(await gate.nudgeAll(wakeNothing, now + 10_200)).toEqual([]);
     // When d2's job comes, it goes like any delivery: nobody waits, there is room.
     expect(await gate.precheck("sub_parked", "d2", now + 10_300)).toBe("go");
     expect(await gate.acquire(attempt("d2", { waited: true }), now + 10_300)).toMatchObject({ go: true });
@@ -119,6 +122,26 @@ describe("a turn whose wake was lost", () => {
     // A newcomer comes after the turn lapsed: it goes (the lapsed turn no longer takes room), and
     // d2 is not forgotten: the next nudge wakes it.
     expect(await gate.acquire(attempt("d3"), now + 10_100)).toMatchObject({ go: true });
-    expect(await gate.nudgeAll(now + 10_200)).toEqual([{ deliveryId: "d2", at: now + 10_200 }]);
+    expect(await gate.nudgeAll(wakeNothing, now + 10_200)).toEqual([{ deliveryId: "d2", at: now + 10_200 }]);
+  });
+
+  it("is woken again by the next nudge if the nudge's own wake fails", async () => {
+    const { gate } = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+
+    // The reconciler's wake fails (Redis refused the call): d2 is not forgotten.
+    const failing = async () => {
+      throw new Error("Redis refused the wake");
+    };
+    await expect(gate.nudgeAll(failing, now + 10_100)).rejects.toThrow("Redis refused the wake");
+    const woken: string[] = [];
+    const wakes = await gate.nudgeAll(async (batch) => void woken.push(...batch.map((wake) => wake.deliveryId)), now + 20_000);
+    expect(wakes).toEqual([{ deliveryId: "d2", at: now + 20_000 }]);
+    expect(woken).toEqual(["d2"]);
+    // Woken now: the pass after wakes nobody.
+    expect(await gate.nudgeAll(wakeNothing, now + 30_000)).toEqual([]);
   });
 });

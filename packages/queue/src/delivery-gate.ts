@@ -688,9 +688,10 @@ export class DeliveryGate {
   /**
    * The safety net for lost wakes, run by the reconciler: every subscription with a line and
    * nothing under way (no attempt in flight, no turn pending), and not known to be disabled, gets
-   * its head woken. Work is per subscription with a line, not per waiting delivery.
+   * its head woken. Work is per subscription with a line, not per waiting delivery. `wake` runs
+   * the wakes (the queue's); returns them.
    */
-  async nudgeAll(now = Date.now()): Promise<Wake[]> {
+  async nudgeAll(wake: (wakes: Wake[]) => Promise<void>, now = Date.now()): Promise<Wake[]> {
     const wakes: Wake[] = [];
     let cursor = "0";
     do {
@@ -698,11 +699,16 @@ export class DeliveryGate {
       cursor = next;
       for (const subscriptionId of subscriptions) wakes.push(...(await this.#nudge(subscriptionId, false, now)));
     } while (cursor !== "0");
-    // Deliveries whose turn lapsed (see LAPSE_LUA): their wake was lost; this is it. Taken out of
-    // the set as they are woken, so each is woken once: one whose delivery has ended meanwhile
-    // costs one job that finds nothing to do.
-    const lapsed = await this.#redis.spop(`${this.#prefix}lapsed`, MAX_LAPSED_WAKES);
+    // Deliveries whose turn lapsed (see LAPSE_LUA): their wake was lost; this is it. They leave
+    // the set only once woken, so that a wake that fails, or a reconciler that dies meanwhile,
+    // leaves them to the next pass rather than to their jobs' fallback timers. Two reconcilers
+    // at once may wake one twice, and one whose delivery ended meanwhile is woken once more:
+    // each such job finds nothing to do. (A head woken above needs no such care: its turn
+    // lapses here if its wake is lost.)
+    const lapsed = await this.#redis.srandmember(`${this.#prefix}lapsed`, MAX_LAPSED_WAKES);
     for (const deliveryId of lapsed) wakes.push({ deliveryId, at: now });
+    await wake(wakes);
+    if (lapsed.length > 0) await this.#redis.srem(`${this.#prefix}lapsed`, ...lapsed);
     return wakes;
   }
 

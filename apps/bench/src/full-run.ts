@@ -5,6 +5,7 @@ import { measureLatency } from "./phases/latency.ts";
 import { measureListLatency } from "./phases/list-latency.ts";
 import { measureNoisyNeighbour } from "./phases/noisy-neighbour.ts";
 import { measureRetention } from "./phases/retention-load.ts";
+import { measureW1Share } from "./phases/w1-share.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./phases/throughput.ts";
 import type { RunContext } from "./phase-registry.ts";
 import { profileThroughput, type Profiles } from "./profiling/profiling.ts";
@@ -13,8 +14,8 @@ import { settings } from "./settings.ts";
 
 /**
  * Every phase, in an order where each can use what an earlier one found: phase 1 picks the best
- * worker setup, which phases 2, 4, 6 and 7 then use. With `profile`, a shorter profiled run of
- * phase 1 follows phase 2 (its figures are not results).
+ * worker setup, which phases 2, 4, 6 and 7 then use, and W1's best setup, which 4b uses. With
+ * `profile`, a shorter profiled run of phase 1 follows phase 2 (its figures are not results).
  */
 export async function runAllPhases({ receiver, host, profile }: RunContext, startedAt: Date): Promise<BenchResults> {
   console.log("1. end-to-end throughput: W10 (each event to 10 subscriptions), then W1 (each event to one)");
@@ -42,6 +43,10 @@ export async function runAllPhases({ receiver, host, profile }: RunContext, star
   console.log(`4. bare ceiling (${setup.workers} x ${setup.concurrency}, like the best setup)`);
   const ceiling = await measureCeiling(receiver, setup);
 
+  const w1Setup = { workers: bestW1.workers, concurrency: bestW1.concurrency };
+  console.log(`4b. W1 against the bare ceiling, back to back, ${settings.w1Share.rounds} rounds (${w1Setup.workers} x ${w1Setup.concurrency}, W1's best setup)`);
+  const w1Share = await measureW1Share(receiver, w1Setup);
+
   console.log("2. publish -> receive latency");
   const latency = await measureLatency(receiver, setup, settings.latency.ratePerSecond);
   const latencyBelowCapacity = await measureLatency(receiver, setup, settings.latency.diagnosticRatePerSecond);
@@ -67,5 +72,5 @@ export async function runAllPhases({ receiver, host, profile }: RunContext, star
   console.log("8. retention: publish and list latency on 10,000,000 deliveries, without and with a pruning pass");
   const retention = await measureRetention(receiver);
 
-  return { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, latency, latencyBelowCapacity, list, profiles, noisy, fanOut, backlog, retention };
+  return { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, w1Share, latency, latencyBelowCapacity, list, profiles, noisy, fanOut, backlog, retention };
 }

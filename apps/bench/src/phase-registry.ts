@@ -7,10 +7,11 @@ import { compareWithBaseline } from "./phases/isolation-cost.ts";
 import { measureNoisyNeighbour } from "./phases/noisy-neighbour.ts";
 import { measureRetention } from "./phases/retention-load.ts";
 import { measureThroughput } from "./phases/throughput.ts";
+import { measureW1Share } from "./phases/w1-share.ts";
 import type { Machine } from "./machine.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
 import { profileThroughput, type Profiles } from "./profiling/profiling.ts";
-import { cpuPerItemText, hottestTable, layersTable, noisySection, noisyVerdicts, printVerdicts } from "./report.ts";
+import { cpuPerItemText, hottestTable, layersTable, noisySection, noisyVerdicts, printVerdicts, w1ShareSection, w1Verdict } from "./report.ts";
 
 export interface RunContext {
   receiver: TestReceiver;
@@ -54,6 +55,15 @@ export const ALONE_PHASES = {
       console.log(`  CPU ms per delivery, W10: ${cpuPerItemText(w10.cpu, w10.deliveries)}`);
       console.log(`  CPU ms per delivery, W1: ${cpuPerItemText(w1.cpu, w1.deliveries)}`);
       console.log(`  CPU ms per job, bare ceiling: ${cpuPerItemText(ceiling.cpu, ceiling.jobs)}`);
+    },
+  },
+  w1: {
+    title: "4b. W1 against the bare ceiling, back to back",
+    usesFixedDatabases: true,
+    async run({ receiver }) {
+      const w1Share = await measureW1Share(receiver, { workers: 1, concurrency: 100 });
+      console.log(`\n${w1ShareSection(w1Share).join("\n\n")}\n`);
+      printVerdicts([w1Verdict(w1Share)]);
     },
   },
   list: {

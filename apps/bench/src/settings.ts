@@ -49,6 +49,10 @@ export const settings = {
     jobs: 20_000,
     timeoutMs: 120_000,
   },
+  /** Phase 4b: W1 and the bare ceiling back to back, this many times (the verdict reads the median). */
+  w1Share: {
+    rounds: 3,
+  },
   /** A shorter extra run of phase 1, profiled (perf, or node --cpu-prof without it). */
   profile: {
     events: 2_000,

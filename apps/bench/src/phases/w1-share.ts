@@ -1,0 +1,37 @@
+import type { TestReceiver } from "@webhooks/testing";
+import { settings } from "../settings.ts";
+import { measureCeiling, type CeilingResult } from "./ceiling.ts";
+import { measureThroughput, type ThroughputResult, type WorkerSetup } from "./throughput.ts";
+
+export interface W1ShareRound {
+  w1: ThroughputResult;
+  ceiling: CeilingResult;
+  /** W1's deliveries/s over the ceiling's jobs/s, measured back to back. */
+  share: number;
+}
+
+export interface W1ShareResult extends WorkerSetup {
+  rounds: W1ShareRound[];
+  /** The round of the median share: the one the W1 verdict reads. */
+  median: W1ShareRound;
+}
+
+/**
+ * Phase 4b: W1 against the bare ceiling, in rounds of one W1 run followed at once by one ceiling
+ * run. The hosts this runs on change speed within minutes: on one, in one hour, the ceiling ran
+ * at 1,298 to 2,179 jobs/s, and the same code's W1 at 49% to 64% of it. A W1 run and a ceiling
+ * run minutes apart compare the host's moments as much as the code; a pair back to back shares
+ * its moment, and the median of several pairs is not decided by one slow minute.
+ */
+export async function measureW1Share(receiver: TestReceiver, setup: WorkerSetup): Promise<W1ShareResult> {
+  const rounds: W1ShareRound[] = [];
+  for (let round = 1; round <= settings.w1Share.rounds; round++) {
+    const w1 = await measureThroughput(receiver, setup, { workload: "W1" });
+    const ceiling = await measureCeiling(receiver, setup);
+    const share = w1.perSecond / ceiling.perSecond;
+    console.log(`  round ${round}: W1 ${Math.round(w1.perSecond)}/s, bare ceiling ${Math.round(ceiling.perSecond)}/s = ${(share * 100).toFixed(0)}%`);
+    rounds.push({ w1, ceiling, share });
+  }
+  const byShare = [...rounds].sort((a, b) => a.share - b.share);
+  return { ...setup, rounds, median: byShare[Math.floor(byShare.length / 2)]! };
+}

@@ -1,5 +1,5 @@
 import type { Logger } from "@webhooks/core";
-import { databaseNow, findDueDeliveries, withReconcilerLock, type DueCursor, type SqlClient } from "@webhooks/db";
+import { databaseNow, findDueDeliveries, stillDue, withReconcilerLock, type DueCursor, type SqlClient } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue } from "@webhooks/queue";
 import type { WorkerMetrics } from "./metrics.ts";
 
@@ -83,7 +83,10 @@ export class Reconciler {
     while (checked < range.limit && !this.#stopped) {
       const due = await findDueDeliveries({ sql }, { graceMs: GRACE_MS, limit: Math.min(BATCH, range.limit - checked), after, dueSince: range.dueSince });
       if (due.length === 0) return undefined;
-      const missing = await this.deps.queue.withoutJob(due.map((row) => row.id));
+      // Read again after Redis answered: a delivery that ended (delivered, or failed for good)
+      // since the page was read has no job because it is done, not because its job was lost.
+      const withoutJob = await this.deps.queue.withoutJob(due.map((row) => row.id));
+      const missing = await stillDue({ sql }, { ids: withoutJob, graceMs: GRACE_MS });
       await this.deps.queue.enqueue(missing);
       pass.scanned += due.length;
       pass.enqueued += missing.length;

@@ -30,10 +30,12 @@ const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer
     if (keys.length > 0) await redis.del(...keys);
   });
   const metrics = createWorkerMetrics(queue);
-  const reconciler = new Reconciler(
-    { sql: database.sql, queue, gate: new DeliveryGate(gateRedis, prefix), logger: createLogger({ level: "silent", name: "test" }), metrics },
-    60_000,
-  );
+  const newReconciler = (queue: DeliveryQueue) =>
+    new Reconciler(
+      { sql: database.sql, queue, gate: new DeliveryGate(gateRedis, prefix), logger: createLogger({ level: "silent", name: "test" }), metrics },
+      60_000,
+    );
+  const reconciler = newReconciler(queue);
   await createSubscription(
     { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 5)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
     { url: "https://example.com/backlog", events: ["*"] },
@@ -42,10 +44,27 @@ const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer
     const results = await publishEvents({ sql: database.sql }, Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })));
     return results.flatMap((r) => (r instanceof Error ? [] : r.deliveryIds));
   };
-  return { databaseUrl: testDb.url, redis, queue, reconciler, publish };
+  return { databaseUrl: testDb.url, redis, queue, reconciler, newReconciler, publish };
 });
 
 describe("the reconciler", () => {
+  it("does not enqueue a delivery that ended while Redis was being asked about it", async ({ reconcilerSetUp: { databaseUrl, redis, queue, newReconciler, publish }, defer }) => {
+    const ids = await publish(3);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
+    // Workers deliver all three between the reconciler's read and its question to Redis: their
+    // rows are written first, then their finished jobs leave Redis (they never had one here).
+    class DeliveredMeanwhile extends DeliveryQueue {
+      override async withoutJob(deliveryIds: string[]): Promise<string[]> {
+        await sql(databaseUrl, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1::text[])", [deliveryIds]);
+        return super.withoutJob(deliveryIds);
+      }
+    }
+    const racing = new DeliveredMeanwhile(redis, prefix);
+    defer(() => racing.close());
+    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, full: true });
+    expect(await queue.withoutJob(ids)).toEqual(ids);
+  });
+
   it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {
     // A backlog that came due ten minutes ago, and whose jobs Redis never got.
     const backlog = await publish(1_500);

@@ -33,6 +33,24 @@ export async function findDueDeliveries(
   );
 }
 
+/**
+ * Those of `ids` that are still due (as findDueDeliveries means it), read now. The reconciler
+ * asks Redis about due deliveries after reading them: one delivered meanwhile has lost its job
+ * (a finished job leaves Redis) and is not missing one.
+ */
+export async function stillDue(ctx: { sql: SqlClient }, input: { ids: string[]; graceMs: number }): Promise<string[]> {
+  if (input.ids.length === 0) return [];
+  const rows = await ctx.sql.query<{ id: string }>(
+    `SELECT id FROM deliveries
+     WHERE id = ANY($1::text[])
+       AND next_attempt_at <= now() - $2::int * interval '1 millisecond'
+       AND (leased_until IS NULL OR leased_until < now())`,
+    [input.ids, input.graceMs],
+  );
+  const due = new Set(rows.map((row) => row.id));
+  return input.ids.filter((id) => due.has(id));
+}
+
 /** The database's clock, which next_attempt_at is measured on. */
 export async function databaseNow(ctx: { sql: SqlClient }): Promise<Date> {
   const [row] = await ctx.sql.query<{ now: Date }>("SELECT now() AS now", []);

@@ -173,7 +173,9 @@ describe("endpoint isolation", () => {
     const rx = await receiver();
     const sub = await subscribe(api, { url: rx.url, events: ["limited"], rate_limit: 5 });
     rx.secrets.push(sub.secret);
-    for (let i = 0; i < 20; i++) await publish(api, { type: "limited", data: { i } });
+    // Published at once, so that the span below is the limiter's: one at a time, the publishes
+    // would pace the deliveries themselves whenever a loaded host made each take over 200 ms.
+    await Promise.all(Array.from({ length: 20 }, (_, i) => publish(api, { type: "limited", data: { i } })));
     await waitFor(() => rx.received.length === 20, { timeoutMs: 30_000, what: "20 deliveries" });
     const times = rx.received.map((webhook) => webhook.receivedAt).sort((a, b) => a - b);
     // Any 6 requests leave at least 1.1 s apart (the limiter's window, held exactly by the gate's
@@ -183,8 +185,11 @@ describe("endpoint isolation", () => {
     // within 500 ms (over twice the limit). Without a limit, all 20 arrive within ~100 ms.
     expect(times.at(-1)! - times[0]!).toBeGreaterThanOrEqual(2_600);
     for (let i = 0; i + 5 < times.length; i++) expect(times[i + 5]! - times[i]!).toBeGreaterThanOrEqual(500);
-    // And the limit is a limit, not a stall: 20 at 5/s takes about 3.3 s.
-    expect(times.at(-1)! - times[0]!).toBeLessThan(6_000);
+    // And the limit is a limit, not a stall. 20 at 5/s take about 3.3 s (3.4-3.7 s here beside two
+    // CPU hogs), but each new window's deliveries go through a wake, a claim and the gate first,
+    // and in the full suite on 2 cores that took up to 6.2 s. A stall the gate could cause is
+    // longer: a lost wake waits 10 s for its turn to lapse, a parked job's timer 15 minutes.
+    expect(times.at(-1)! - times[0]!).toBeLessThan(9_000);
     expect(rx.received.every((webhook) => webhook.signatureValid)).toBe(true);
   });
 

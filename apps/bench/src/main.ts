@@ -5,7 +5,8 @@
 // starts or creates is stopped or deleted at the end, also on error or Ctrl-C (cleanup.ts).
 // `npm run bench -- --only noisy` runs phase 5 alone, `--only throughput` phase 1 (one setup) and the
 // ceiling, `--only w1` phase 4b (W1 and the ceiling back to back, in rounds), `--only list` phase 3,
-// `--only backlog` phase 6, `--only fanout` phase 7, `--only retention` phase 8, for development (phase-registry.ts): they print their figures and leave BENCHMARKS.md as it is.
+// `--only backlog` phase 6, `--only fanout` phase 7, `--only retention` phase 8, for development
+// (phase-registry.ts): they print their figures and leave BENCHMARKS.md as it is.
 // `--profile` adds the CPU profiles (profiling/: a shorter, profiled run of phase 1, and the API serving
 // phase 3's requests) and the report's sections on where the time goes; without it they are skipped,
 // as profiling takes minutes and its figures are not results. `--only throughput --baseline <dir>`

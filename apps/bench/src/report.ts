@@ -418,7 +418,7 @@ const NOT_PROFILED =
   "Not profiled in this run. `npm run bench -- --profile` adds a shorter, profiled run of phase 1 (Linux perf, or `node --cpu-prof` " +
   "without it) and a profile of the API serving phase 3's requests, with the breakdown of the worker's, the API's and PostgreSQL's CPU here.";
 
-/** Where the worker's and the API's CPU goes, from the profiled run (--profile). */
+/** Phase 4b's rounds, the median in bold. */
 export function w1ShareSection(w: W1ShareResult): string[] {
   const total = (cpu: CpuUsage, items: number) => [...cpuPerItem(cpu, items).values()].reduce((sum, value) => sum + value, 0).toFixed(2);
   return [
@@ -439,6 +439,7 @@ export function w1ShareSection(w: W1ShareResult): string[] {
   ];
 }
 
+/** Where the worker's and the API's CPU goes, from the profiled run (--profile). */
 function profileSections(p: Profiles): string[] {
   const overhead = p.queryOverhead;
   const blocks: string[] = [];

@@ -702,9 +702,9 @@ export class DeliveryGate {
     // Deliveries whose turn lapsed (see LAPSE_LUA): their wake was lost; this is it. They leave
     // the set only once woken, so that a wake that fails, or a reconciler that dies meanwhile,
     // leaves them to the next pass rather than to their jobs' fallback timers. Two reconcilers
-    // at once may wake one twice, and one whose delivery ended meanwhile is woken once more:
-    // each such job finds nothing to do. (A head woken above needs no such care: its turn
-    // lapses here if its wake is lost.)
+    // at once may wake one twice, and a delivery may have ended meanwhile: such a job finds
+    // nothing to do. (A head woken above needs no such care: if its wake is lost, its turn
+    // lapses into this set.)
     const lapsed = await this.#redis.srandmember(`${this.#prefix}lapsed`, MAX_LAPSED_WAKES);
     for (const deliveryId of lapsed) wakes.push({ deliveryId, at: now });
     await wake(wakes);

@@ -165,6 +165,11 @@ export function cpuPerItem(cpu: CpuUsage, items: number): Map<string, number> {
   return perItem;
 }
 
+/** Milliseconds of CPU per item, all processes together. */
+function totalCpuPerItem(cpu: CpuUsage, items: number): number {
+  return [...cpuPerItem(cpu, items).values()].reduce((sum, value) => sum + value, 0);
+}
+
 /** "api 0.152, worker process(es) 0.469, ...": CPU milliseconds per item, by process. */
 export function cpuPerItemText(cpu: CpuUsage, items: number): string {
   return [...cpuPerItem(cpu, items)].map(([label, ms]) => `${label} ${ms.toFixed(3)}`).join(", ");
@@ -260,8 +265,8 @@ export function renderReport(r: BenchResults): string {
   const { best, ceiling, latency, latencyBelowCapacity: lowRate, list, profiles } = r;
   const productCpu = cpuPerItem(best.cpu, best.deliveries);
   const ceilingCpu = cpuPerItem(ceiling.cpu, ceiling.jobs);
-  const productTotal = [...productCpu.values()].reduce((sum, value) => sum + value, 0);
-  const ceilingTotal = [...ceilingCpu.values()].reduce((sum, value) => sum + value, 0);
+  const productTotal = totalCpuPerItem(best.cpu, best.deliveries);
+  const ceilingTotal = totalCpuPerItem(ceiling.cpu, ceiling.jobs);
   const apiCpuPerEvent = (productCpu.get("api") ?? 0) * settings.throughput.subscriptions;
   const db = best.database;
   const seconds = (r.finishedAt.getTime() - r.startedAt.getTime()) / 1000;
@@ -420,7 +425,6 @@ const NOT_PROFILED =
 
 /** Phase 4b's rounds, the median in bold. */
 export function w1ShareSection(w: W1ShareResult): string[] {
-  const total = (cpu: CpuUsage, items: number) => [...cpuPerItem(cpu, items).values()].reduce((sum, value) => sum + value, 0).toFixed(2);
   return [
     "## 4b. W1 against the bare ceiling, back to back",
     table(
@@ -430,8 +434,8 @@ export function w1ShareSection(w: W1ShareResult): string[] {
         `${round(each.w1.perSecond)}${each.w1.timedOut ? " (timed out)" : ""}`,
         `${round(each.ceiling.perSecond)}${each.ceiling.timedOut ? " (timed out)" : ""}`,
         each === w.median ? `**${(each.share * 100).toFixed(0)}%**` : `${(each.share * 100).toFixed(0)}%`,
-        total(each.w1.cpu, each.w1.deliveries),
-        total(each.ceiling.cpu, each.ceiling.jobs),
+        totalCpuPerItem(each.w1.cpu, each.w1.deliveries).toFixed(2),
+        totalCpuPerItem(each.ceiling.cpu, each.ceiling.jobs).toFixed(2),
       ]),
     ),
     `W1's best setup (${w.workers} x ${w.concurrency}). Each round runs W1, then the ceiling at once: the host's speed changes within minutes. ` +

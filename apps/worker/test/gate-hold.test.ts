@@ -116,7 +116,6 @@ describe("the gate's line while deliveries woken from it are on their way", () =
   });
 });
 
-
 describe("the gate's rate window", () => {
   it("starts at most rate_limit attempts in any 1.1 s, and gives the next one a turn for when the window frees", async () => {
     const gate = newGate();

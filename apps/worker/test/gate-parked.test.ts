@@ -93,14 +93,22 @@ describe("the line of a subscription found disabled", () => {
   });
 });
 
+/**
+ * d1 goes, d2 waits behind it; d1 ends at now + 1 and gives d2 the turn, and the worker that
+ * should wake d2's job dies before it does.
+ */
+async function turnNobodyTakesUp(): Promise<{ gate: DeliveryGate; now: number }> {
+  const { gate } = newGate();
+  const now = Date.now();
+  expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+  expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+  expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+  return { gate, now };
+}
+
 describe("a turn whose wake was lost", () => {
   it("lapses, and the reconciler's nudge wakes its delivery once", async () => {
-    const { gate } = newGate();
-    const now = Date.now();
-    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
-    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
-    // d1 ends and gives d2 the turn; the worker that should wake d2's job dies before it does.
-    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+    const { gate, now } = await turnNobodyTakesUp();
 
     // Not yet lapsed: the turn is still d2's to take.
     expect(await gate.nudgeAll(wakeNothing, now + 5_000)).toEqual([]);
@@ -114,11 +122,7 @@ describe("a turn whose wake was lost", () => {
   });
 
   it("lapses too when another call of the subscription finds it first", async () => {
-    const { gate } = newGate();
-    const now = Date.now();
-    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
-    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
-    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+    const { gate, now } = await turnNobodyTakesUp();
     // A newcomer comes after the turn lapsed: it goes (the lapsed turn no longer takes room), and
     // d2 is not forgotten: the next nudge wakes it.
     expect(await gate.acquire(attempt("d3"), now + 10_100)).toMatchObject({ go: true });
@@ -126,11 +130,7 @@ describe("a turn whose wake was lost", () => {
   });
 
   it("is woken again by the next nudge if the nudge's own wake fails", async () => {
-    const { gate } = newGate();
-    const now = Date.now();
-    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
-    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
-    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+    const { gate, now } = await turnNobodyTakesUp();
 
     // The reconciler's wake fails (Redis refused the call): d2 is not forgotten.
     const failing = async () => {

@@ -10,6 +10,10 @@ export interface DueCursor {
   id: string;
 }
 
+/** Due, as both statements below mean it ($1: the grace in milliseconds). */
+const IS_DUE = `next_attempt_at <= now() - $1::int * interval '1 millisecond'
+       AND (leased_until IS NULL OR leased_until < now())`;
+
 /**
  * Deliveries that should be in the queue: queued ones, and failed ones whose retry time has
  * passed (by `graceMs`, so a job that is about to fire is left alone), that no worker holds.
@@ -24,9 +28,8 @@ export async function findDueDeliveries(
   // The row comparison walks the (next_attempt_at, id) index from the cursor.
   return ctx.sql.query<DueCursor>(
     `SELECT id, next_attempt_at AS "nextAttemptAt" FROM deliveries
-     WHERE next_attempt_at <= now() - $1::int * interval '1 millisecond'
+     WHERE ${IS_DUE}
        AND ($5::timestamptz IS NULL OR next_attempt_at >= $5::timestamptz)
-       AND (leased_until IS NULL OR leased_until < now())
        AND ($2::timestamptz IS NULL OR (next_attempt_at, id) > ($2::timestamptz, $3::text))
      ORDER BY next_attempt_at, id LIMIT $4`,
     [input.graceMs, after?.nextAttemptAt.toISOString() ?? null, after?.id ?? "", input.limit, input.dueSince?.toISOString() ?? null],
@@ -41,11 +44,8 @@ export async function findDueDeliveries(
 export async function stillDue(ctx: { sql: SqlClient }, input: { ids: string[]; graceMs: number }): Promise<string[]> {
   if (input.ids.length === 0) return [];
   const rows = await ctx.sql.query<{ id: string }>(
-    `SELECT id FROM deliveries
-     WHERE id = ANY($1::text[])
-       AND next_attempt_at <= now() - $2::int * interval '1 millisecond'
-       AND (leased_until IS NULL OR leased_until < now())`,
-    [input.ids, input.graceMs],
+    `SELECT id FROM deliveries WHERE id = ANY($2::text[]) AND ${IS_DUE}`,
+    [input.graceMs, input.ids],
   );
   const due = new Set(rows.map((row) => row.id));
   return input.ids.filter((id) => due.has(id));

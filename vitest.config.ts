@@ -5,7 +5,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["apps/*/test/**/*.test.ts", "packages/*/test/**/*.test.ts"],
-    globalSetup: ["packages/db/test/global-setup.ts"],
+    globalSetup: ["packages/db/test/global-setup.ts", "packages/queue/test/global-setup.ts"],
     pool: "forks",
     maxWorkers: 3,
     testTimeout: 60_000,

@@ -1,6 +1,5 @@
-import { randomBytes } from "node:crypto";
 import { createRedisConnection, deleteKeysOfPrefix, type RedisConnection } from "@webhooks/queue";
-import { REDIS_URL } from "@webhooks/testing";
+import { REDIS_URL, testQueuePrefix } from "@webhooks/testing";
 import { afterAll } from "vitest";
 
 /**
@@ -18,7 +17,7 @@ export function gateTestRedis(): { redis: RedisConnection; newPrefix(): string }
   return {
     redis,
     newPrefix() {
-      const prefix = `test-${randomBytes(5).toString("hex")}`;
+      const prefix = testQueuePrefix();
       prefixes.push(prefix);
       return prefix;
     },

@@ -1,8 +1,7 @@
 import { createLogger, SecretBox } from "@webhooks/core";
 import { createDatabase, createSubscription, publishEvents } from "@webhooks/db";
 import { createRedisConnection, DeliveryGate, DeliveryQueue } from "@webhooks/queue";
-import { REDIS_URL, sql } from "@webhooks/testing";
-import { randomBytes } from "node:crypto";
+import { REDIS_URL, sql, testQueuePrefix } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { createWorkerMetrics } from "../src/metrics.ts";
 import { Reconciler } from "../src/reconciler.ts";
@@ -13,7 +12,7 @@ import { workerTest } from "./fixtures.ts";
  * due since the last pass, and a bounded slice of a rolling sweep), not to the backlog; and it
  * still finds every delivery without a job.
  */
-const prefix = `test-${randomBytes(5).toString("hex")}`;
+const prefix = testQueuePrefix();
 
 /** `reconcilerSetUp`: a reconciler over the test's database and a queue prefix of its own, and one subscription to everything. */
 const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer }) => {

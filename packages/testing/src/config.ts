@@ -4,6 +4,21 @@ import { loadConfig, type Config } from "@webhooks/core";
 export const TEST_API_KEY = "test_key_0123456789abcdefghijklmnopqrstuv";
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
+/**
+ * A fresh queue prefix. Within a suite run (vitest's global setup sets TEST_RUN_ID) every prefix
+ * starts with the run's, so that the run's end can delete whatever keys its tests left in the
+ * shared Redis without touching another run's.
+ */
+export function testQueuePrefix(): string {
+  const run = process.env.TEST_RUN_ID;
+  return `${run ? testRunPrefix(run) : "test-"}${randomBytes(5).toString("hex")}`;
+}
+
+/** The prefix every queue prefix of this suite run starts with (see testQueuePrefix). */
+export function testRunPrefix(run: string): string {
+  return `test-${run}-`;
+}
+
 /** The environment of a test service: its own database and queue prefix, quick retries. */
 export function testEnv(databaseUrl: string, overrides: Record<string, string> = {}): Record<string, string> {
   return {
@@ -11,7 +26,7 @@ export function testEnv(databaseUrl: string, overrides: Record<string, string> =
     LOG_LEVEL: "silent",
     DATABASE_URL: databaseUrl,
     REDIS_URL,
-    QUEUE_PREFIX: `test-${randomBytes(5).toString("hex")}`,
+    QUEUE_PREFIX: testQueuePrefix(),
     API_KEYS: TEST_API_KEY,
     PORT: "0",
     HOST: "127.0.0.1",

@@ -175,6 +175,7 @@ describe("GET /v1/deliveries", () => {
     ["until=soon", "until", "parameter_invalid"],
     ["since=0000-01-01T00:00:00Z", "since", "parameter_invalid"],
     ["until=0001-01-01T00:00:00%2B23:59", "until", "parameter_invalid"],
+    ["since=9999-12-31T23:59:59-14:00", "since", "parameter_invalid"],
     ["colour=red", "colour", "parameter_unknown"],
     ["subscription_id=%00", "subscription_id", "parameter_invalid"],
     ["starting_after=dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "starting_after", "resource_missing"],

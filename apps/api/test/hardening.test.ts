@@ -104,6 +104,31 @@ describe("item 14: unknown, missing and repeated parameters", () => {
     await api.put("/v1/events", undefined, 405);
   });
 
+  test("refuses a query parameter on every route that takes none, naming it", async ({ api, database }) => {
+    const delivery = await createDelivery(api);
+    const { subscription_id: subscription, event_id: event } = (await api.get(`/v1/deliveries/${delivery}`, 200, { schema: deliverySchema })).body;
+    const ids: Record<string, string> = { delivery_id: delivery, subscription_id: subscription, event_id: event };
+    const document = (await api.call("GET", "/openapi.json", { key: null })).body as {
+      paths: Record<string, Record<string, { parameters?: { in: string }[] }>>;
+    };
+    let checked = 0;
+    for (const [template, operations] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        if ((operation.parameters ?? []).some((parameter) => parameter.in === "query")) continue;
+        const path = template.replace(/\{(\w+)\}/g, (_, name: string) => ids[name] ?? "unknown");
+        const response = await api.call(method.toUpperCase(), `${path}?bogus=1`, method === "get" || method === "delete" ? {} : { json: {} });
+        expect(response.status, `${method} ${path}`).toBe(400);
+        expect(response.body.error, `${method} ${path}`).toMatchObject({ type: "invalid_request_error", code: "parameter_unknown", param: "bogus" });
+        expectErrorShape(response);
+        checked++;
+      }
+    }
+    // Every route but the three lists, which refuse unknown parameters through their own schemas.
+    expect(checked).toBeGreaterThanOrEqual(12);
+    // Nothing was changed by the refused requests: the subscription is still there and active.
+    expect((await api.call("GET", `/v1/subscriptions/${subscription}`)).body).toMatchObject({ active: true });
+  });
+
   test("says a query parameter must be given once, for every query parameter", async ({ api, database }) => {
     const id = await createDelivery(api);
     const cases: [string, string][] = [
@@ -227,10 +252,34 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
     }
   });
 
+  test("answers what Node's HTTP parser refuses in the contract's shape too, and then closes", async ({ api, database }) => {
+    const cases: [string, number][] = [
+      ["FOO /v1/deliveries HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400],
+      ["GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\u0001b\r\n\r\n", 400],
+      ["GET /v1/deliveries/dlv_\u00e9 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400],
+      ["POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400],
+      ["POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400],
+      ["CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n", 400],
+      [`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, 431],
+      ["POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n", 417],
+    ];
+    for (const [request, status] of cases) {
+      const raw = await rawExchange(api.baseUrl, request);
+      const response = parseRawResponse(raw);
+      expect(response.status, request.slice(0, 60)).toBe(status);
+      expect(response.headers["content-type"]).toContain("application/json");
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_request" });
+      expectErrorShape(response);
+    }
+    // The server goes on serving.
+    expect((await api.call("GET", "/healthz", { key: null })).status).toBe(200);
+  });
+
   test("closes 200 connections that trickle their headers, and keeps serving others", { timeout: 30_000 }, async ({ api }) => {
     const started = Date.now();
     const closedAfter: number[] = [];
     const sockets: Socket[] = [];
+    let firstAnswer = "";
     const trickle = setInterval(() => {
       for (const socket of sockets) if (!socket.destroyed) socket.write("a");
     }, 500);
@@ -246,6 +295,7 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
               });
               socket.on("error", () => {});
               socket.on("close", () => closedAfter.push(Date.now() - started));
+              if (sockets.length === 0) socket.on("data", (chunk) => (firstAnswer += chunk.toString()));
               sockets.push(socket);
             }),
         ),
@@ -255,8 +305,11 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
       const deadline = SERVER_TIMEOUTS.headersTimeoutMs + SERVER_TIMEOUTS.connectionsCheckingIntervalMs + 3_000;
       while (closedAfter.length < 200 && Date.now() - started < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
       expect(closedAfter).toHaveLength(200);
-      // Closed by the headers timeout, not earlier.
+      // Closed by the headers timeout, not earlier, with a 408 in the contract's shape.
       expect(Math.min(...closedAfter)).toBeGreaterThanOrEqual(SERVER_TIMEOUTS.headersTimeoutMs - 1_000);
+      const timedOut = parseRawResponse(firstAnswer);
+      expect(timedOut.status).toBe(408);
+      expectErrorShape(timedOut);
     } finally {
       clearInterval(trickle);
       for (const socket of sockets) socket.destroy();

@@ -76,9 +76,24 @@ describe("authentication", () => {
 
 describe("routing errors", () => {
   test("answers 404 for unknown routes", async ({ api, database }) => {
-    for (const path of ["/v1/nothing", "/v2/deliveries", "/favicon.ico"]) {
-      const response = await api.call("GET", path);
-      expect(response.status).toBe(404);
+    const cases: [string, string][] = [
+      ["GET", "/v1/nothing"],
+      ["GET", "/v2/deliveries"],
+      ["GET", "/favicon.ico"],
+      // A trailing slash is another path: the router does not serve it, so neither 405 nor 200.
+      ["POST", "/v1/events/"],
+      ["GET", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/"],
+      // Routes that take the method but find nothing by that name; `constructor` and its kind are
+      // names every JavaScript object answers to.
+      ["GET", "/docs/assets/x"],
+      ["GET", "/docs/assets/constructor"],
+      ["GET", "/docs/assets/__proto__"],
+      ["GET", "/docs/assets/toString"],
+      ["GET", "/portal/assets/nope.js"],
+    ];
+    for (const [method, path] of cases) {
+      const response = await api.call(method, path, method === "POST" ? { json: {} } : {});
+      expect(response.status, `${method} ${path}`).toBe(404);
       expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "resource_missing" });
       expectErrorShape(response.body, response.headers);
     }

@@ -236,6 +236,15 @@ describe("POST /v1/subscriptions/{id}/recover", () => {
     expect((await post({ since: "yesterday" })).body.error.param).toBe("since");
     expect((await post({ since: "2026-01-02T00:00:00Z", until: "2026-01-01T00:00:00Z" })).body.error.param).toBe("until");
     expect((await post({ since: "2026-01-02T00:00:00Z", extra: 1 })).body.error.param).toBe("extra");
+    // Without until, the window ends at the time of the request: a since after it is refused too.
+    const future = await post({ since: "2099-01-01T00:00:00Z" });
+    expect(future.status).toBe(400);
+    expect(future.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "since" });
+    // Years 1-9999 once in UTC, whatever the offset (a later year has no four-digit ISO form).
+    const pastYear9999 = await post({ since: "2026-01-01T00:00:00Z", until: "9999-12-31T23:59:59-14:00" });
+    expect(pastYear9999.status).toBe(400);
+    expect(pastYear9999.body.error.param).toBe("until");
+    await api.post(`/v1/subscriptions/${sub.id}/recover`, { since: "2026-01-01T00:00:00Z", until: "9999-12-31T09:59:59-14:00" }, 202, { schema: recoverySchema });
     const missing = await api.post("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/recover", { since: "2026-01-01T00:00:00Z" }, 404);
   });
 });

@@ -54,6 +54,11 @@ describe("POST /v1/subscriptions", () => {
     [{ url: "https://example.com", events: ["has space"] }, "parameter_invalid", "events[0]"],
     [{ url: "not a url", events: ["a"] }, "url_invalid", "url"],
     [{ url: "ftp://example.com", events: ["a"] }, "url_invalid", "url"],
+    // Urls that parse, but not into what they read as (core's urlSpellingProblem).
+    [{ url: "https://user:secret@example.com/in", events: ["a"] }, "url_invalid", "url"],
+    [{ url: "https://example.com\\@evil.example/", events: ["a"] }, "url_invalid", "url"],
+    [{ url: "https:example.com/in", events: ["a"] }, "url_invalid", "url"],
+    [{ url: " https://example.com/in", events: ["a"] }, "url_invalid", "url"],
     [{ url: "https://example.com", events: ["a"], active: "yes" }, "parameter_invalid", "active"],
     [{ url: "https://example.com", events: ["a"], description: 5 }, "parameter_invalid", "description"],
     [{ url: "https://example.com", events: ["a"], description: "x".repeat(1025) }, "parameter_invalid", "description"],

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkDestinationUrl, ipLiteralHost, isPublicAddress, type DestinationPolicy } from "../src/destination-policy.ts";
+import { checkDestinationUrl, ipLiteralHost, isPublicAddress, urlSpellingProblem, type DestinationPolicy } from "../src/destination-policy.ts";
 
 const production: DestinationPolicy = { allowHttp: false, allowPrivateNetworks: false };
 const development: DestinationPolicy = { allowHttp: true, allowPrivateNetworks: true };
@@ -168,6 +168,32 @@ describe("checkDestinationUrl with other policies", () => {
     expect(checkDestinationUrl("http://127.0.0.1/", policy)).toEqual({ ok: false, reason: PRIVATE_REASON });
     expect(checkDestinationUrl("http://localhost/", policy)).toEqual({ ok: false, reason: PRIVATE_REASON });
   });
+});
+
+describe("urlSpellingProblem", () => {
+  it.each([
+    ["https://example.com/a b", "must not contain spaces or control characters"],
+    [" https://example.com/", "must not contain spaces or control characters"],
+    ["https://example.com/\n", "must not contain spaces or control characters"],
+    ["https://example.com/\u0000", "must not contain spaces or control characters"],
+    ["https://example.com\\@evil.com/", "must not contain a backslash (it would be read as a slash)"],
+    ["https:example.com/hooks", "must start with https:// (or http:// where the deployment allows it)"],
+    ["https:/example.com/hooks", "must start with https:// (or http:// where the deployment allows it)"],
+    ["https://user:pass@example.com/", "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization"],
+    ["https://user@example.com/", "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization"],
+    ["https://example.com:0/", "must not use port 0"],
+  ])("refuses %j", (url, problem) => {
+    // Each of these parses, so only this check tells the client what the url would really do.
+    expect(checkDestinationUrl(url.trim(), development).ok).toBe(true);
+    expect(urlSpellingProblem(url)).toBe(problem);
+  });
+
+  it.each(["https://example.com/hooks?a=b#c", "HTTPS://Example.COM:8443/a/%20b", "http://127.0.0.1:3000/x", "https://[2001:db8::1]/", "https://bücher.example/in", "https://example.com/@x"])(
+    "accepts %j",
+    (url) => {
+      expect(urlSpellingProblem(url)).toBeUndefined();
+    },
+  );
 });
 
 describe("ipLiteralHost", () => {

@@ -4,6 +4,7 @@ import {
   isId,
   newId,
   NotFoundError,
+  urlSpellingProblem,
   ValidationError,
   type DestinationPolicy,
   type DisabledReason,
@@ -97,6 +98,8 @@ const reenabledHealth = {
 function assertDeliverableUrl(url: string, policy: DestinationPolicy): void {
   const verdict = checkDestinationUrl(url, policy);
   if (!verdict.ok) throw new ValidationError(`url ${verdict.reason}`, "url_invalid", "url");
+  const misspelt = urlSpellingProblem(url);
+  if (misspelt) throw new ValidationError(`url ${misspelt}`, "url_invalid", "url");
 }
 
 export async function createSubscription(

@@ -49,8 +49,7 @@ export function portalRoutes(): Hono {
     .get(`${PORTAL_PATH}/`, (c) => c.redirect(PORTAL_PATH, 301))
     .get(`${PORTAL_PATH}/assets/:file`, async (c) => {
       const asset = (await load()).assets.get(c.req.param("file"));
-      // Thrown, not c.notFound(): the API's error handler answers it in the error shape, whereas its
-      // not-found handler would see that GET matches this path and answer 405.
+      // Thrown: the API's error handler answers it in the error shape (resource_missing).
       if (!asset) throw new HTTPException(404, { message: `No such portal asset: ${c.req.param("file")}` });
       return c.body(asset.body, 200, {
         "content-type": asset.contentType,

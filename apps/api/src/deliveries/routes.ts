@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { getDelivery, listAttempts, listDeliveries, resendDelivery, type TenantScope } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
-import { DEFAULT_PAGE_SIZE, jsonResponse, noParametersBody, operationErrors } from "../http/schemas.ts";
+import { DEFAULT_PAGE_SIZE, jsonResponse, noParametersBody, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import {
   attemptListSchema,
@@ -36,7 +36,7 @@ const getRouteDef = createRoute({
   tags,
   summary: "Retrieve a delivery",
   description: "Its state, attempt count and last response code; its attempts are listed at /attempts.",
-  request: { params: deliveryIdParam },
+  request: { query: noQueryParameters, params: deliveryIdParam },
   responses: { 200: jsonResponse(deliverySchema, "The delivery"), ...operationErrors(404) },
 });
 
@@ -61,7 +61,7 @@ const resendRouteDef = createRoute({
   description:
     "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
     "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing.",
-  request: { params: deliveryIdParam, body: { required: false, content: { "application/json": { schema: noParametersBody } } } },
+  request: { query: noQueryParameters, params: deliveryIdParam, body: { required: false, content: { "application/json": { schema: noParametersBody } } } },
   responses: { 202: jsonResponse(deliverySchema, "The delivery, queued"), ...operationErrors(404, 413, 415) },
 });
 

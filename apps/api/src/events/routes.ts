@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { getEventInScope, requireUnscoped } from "@webhooks/db";
-import { jsonResponse, operationErrors } from "../http/schemas.ts";
+import { jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import { newRouter } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { eventIdParam, eventSchema, idempotencyHeaders, publishEventBody, toEventJson } from "./schemas.ts";
@@ -19,6 +19,7 @@ const publishRouteDef = createRoute({
     "With `tenant_id` it reaches only that tenant's subscriptions; without, only subscriptions of no tenant. " +
     "A tenant-scoped credential cannot publish (403); it sends test events with POST /v1/subscriptions/{id}/test.",
   request: {
+    query: noQueryParameters,
     headers: idempotencyHeaders,
     body: { required: true, content: { "application/json": { schema: publishEventBody } } },
   },
@@ -39,7 +40,7 @@ const getRouteDef = createRoute({
   tags,
   summary: "Retrieve an event",
   description: "The event as it was published.",
-  request: { params: eventIdParam },
+  request: { query: noQueryParameters, params: eventIdParam },
   responses: { 200: jsonResponse(eventSchema, "The event"), ...operationErrors(404) },
 });
 

@@ -6,7 +6,7 @@ export type ErrorType = "invalid_request_error" | "authentication_error" | "perm
 /** An error that leaves the API in the contract's shape (contract §2). */
 export class ApiError extends Error {
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 499 | 500 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 429 | 431 | 499 | 500 | 503,
     readonly type: ErrorType,
     readonly code: string,
     message: string,

@@ -35,7 +35,7 @@ export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
     if (status === 401) {
       return respond(c, new ApiError(401, "authentication_error", "credentials_required", "Valid credentials are required", undefined, headers));
     }
-    const code = status === 415 ? "unsupported_media_type" : status === 413 ? "body_too_large" : "invalid_request";
+    const code = status === 415 ? "unsupported_media_type" : status === 413 ? "body_too_large" : status === 404 ? "resource_missing" : "invalid_request";
     return respond(c, new ApiError(status, "invalid_request_error", code, err.message || "Invalid request", undefined, headers));
   }
   // Anything else is our fault: log it with the request id, answer without any detail.

@@ -24,13 +24,24 @@ export const text = (max: number) =>
       if (problem) ctx.addIssue({ code: "custom", message: problem });
     });
 
-/** Contract §1: any ISO 8601 date-time with `Z` or an offset. */
+/**
+ * Contract §1: any ISO 8601 date-time with `Z` or an offset, within years 1-9999 once in UTC: year
+ * 0 does not exist for PostgreSQL, and a later year would come back in the expanded form
+ * (+010000-...), which is not the contract's format. The offset can cross either bound
+ * (9999-12-31T23:00:00-14:00), so the year is checked once converted.
+ */
+export function isIsoTimestamp(value: string): boolean {
+  if (!z.iso.datetime({ offset: true }).safeParse(value).success) return false;
+  const year = new Date(value).getUTCFullYear();
+  return year >= 1 && year <= 9999;
+}
+
+/** A query parameter that takes a date-time (see isIsoTimestamp). */
 export const timestampQuery = (name: string, description: string) =>
   z
     .string()
     .refine(
-      // Year 0 does not exist for PostgreSQL; keep to years 1-9999 once in UTC.
-      (value) => z.iso.datetime({ offset: true }).safeParse(value).success && new Date(value).getUTCFullYear() >= 1,
+      isIsoTimestamp,
       `${name} must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z`,
     )
     .transform((value) => new Date(value))
@@ -74,6 +85,9 @@ export const tenantIdResponseField = z
 
 /** `{ tenant_id }` for a resource of a tenant, `{}` for one of none (see tenantIdResponseField). */
 export const tenantIdJson = (tenantId: string | null): { tenant_id?: string } => (tenantId === null ? {} : { tenant_id: tenantId });
+
+/** The query of a route that takes none: a parameter sent anyway is a 400 naming it (contract §2). */
+export const noQueryParameters = z.strictObject({});
 
 /** The body of an action that takes no parameters: none, `{}`, or a 400 naming the unknown one. */
 export const noParametersBody = z.strictObject({}).openapi("NoParameters", { description: "No parameters: send no body, or `{}`." });

@@ -1,4 +1,5 @@
-import { createServer, type Server } from "node:http";
+import { createServer, STATUS_CODES, type Server } from "node:http";
+import type { Duplex } from "node:stream";
 import { getRequestListener, RequestError } from "@hono/node-server";
 import { newId, type Logger } from "@webhooks/core";
 import { ApiError, errorBody } from "./api-error.ts";
@@ -43,7 +44,7 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
       });
     },
   });
-  return createServer(
+  const server = createServer(
     {
       headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
       requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
@@ -55,4 +56,52 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
     },
     listener,
   );
+  answerUnreadableRequests(server, logger);
+  return server;
+}
+
+/**
+ * Requests that Node's HTTP parser refuses never reach the app: a malformed request line or
+ * header, a head over the size limit, a body that stops arriving, an unknown Expect, CONNECT.
+ * Node would answer them with an empty 400 (431, 408, 417), or, for CONNECT, close the
+ * connection. They get the contract's error shape and a request id instead, and the connection
+ * is closed: after a parse error nothing more can be read from it.
+ */
+function answerUnreadableRequests(server: Server, logger: Logger): void {
+  const refuse = (socket: Duplex, status: 400 | 408 | 431, reason: string, message: string) => {
+    const requestId = newId("request");
+    logger.info({ requestId, status, reason }, "request refused before routing");
+    const apiError = new ApiError(status, "invalid_request_error", "invalid_request", message);
+    const body = JSON.stringify(errorBody(apiError, requestId));
+    // Closed for good once written, as Node does: a half-open socket would stay open for as long
+    // as the client kept it so, beyond the reach of the server's timeouts.
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
+    );
+  };
+
+  server.on("clientError", (error: Error & { code?: string }, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }) => {
+    // Gone, or its response has begun: nothing more can be said on this connection.
+    if (error.code === "ECONNRESET" || !socket.writable || socket._httpMessage?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    if (error.code === "HPE_HEADER_OVERFLOW") {
+      refuse(socket, 431, error.code, "The request's headers are too large");
+    } else if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+      refuse(socket, 408, error.code, `The request did not arrive in time (headers within ${SERVER_TIMEOUTS.headersTimeoutMs / 1000} s, all of it within ${SERVER_TIMEOUTS.requestTimeoutMs / 1000} s)`);
+    } else {
+      refuse(socket, 400, error.code ?? "parse error", "The request could not be read: it is not well-formed HTTP/1.1");
+    }
+  });
+  server.on("connect", (_request, socket: Duplex) => refuse(socket, 400, "CONNECT", "CONNECT is not supported: this server is not a proxy"));
+  server.on("checkExpectation", (request, response) => {
+    const requestId = newId("request");
+    const apiError = new ApiError(417, "invalid_request_error", "invalid_request", `Expect: ${request.headers.expect} is not supported; only 100-continue is`);
+    const body = JSON.stringify(errorBody(apiError, requestId));
+    response.writeHead(417, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "request-id": requestId, connection: "close" });
+    response.end(body);
+  });
 }

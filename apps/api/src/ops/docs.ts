@@ -22,10 +22,11 @@ const page = `<!doctype html>
 </body>
 </html>`;
 
-const assets: Record<string, string> = {
-  "swagger-ui.css": "text/css; charset=utf-8",
-  "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
-};
+/** A Map, not an object: a name such as `constructor` must not find the object's own properties. */
+const assets = new Map([
+  ["swagger-ui.css", "text/css; charset=utf-8"],
+  ["swagger-ui-bundle.js", "text/javascript; charset=utf-8"],
+]);
 
 export function docsRoutes() {
   const cache = new Map<string, Promise<Buffer>>();
@@ -33,7 +34,7 @@ export function docsRoutes() {
     .get("/docs", (c) => c.html(page))
     .get("/docs/assets/:file", async (c) => {
       const file = c.req.param("file");
-      const type = assets[file];
+      const type = assets.get(file);
       if (!type) return c.notFound();
       if (!cache.has(file)) cache.set(file, readFile(join(absolutePath(), file)));
       const body = await cache.get(file)!;

@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { createPortalSession, requireUnscoped } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
-import { jsonResponse, operationErrors } from "../http/schemas.ts";
+import { jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { createPortalSessionBody, DEFAULT_EXPIRES_IN, expiresInMs, portalSessionSchema, toPortalSessionJson } from "./schemas.ts";
 
@@ -16,7 +16,7 @@ const createRouteDef = createRoute({
     "server when your customer asks for their webhook settings, and redirect them to `url`. Only an unscoped API key may " +
     "create sessions (403 otherwise). The token works as a tenant-scoped key on the /v1 API until expires_at (then 401), " +
     "except that it cannot publish events nor create sessions.",
-  request: { body: { required: true, content: { "application/json": { schema: createPortalSessionBody } } } },
+  request: { query: noQueryParameters, body: { required: true, content: { "application/json": { schema: createPortalSessionBody } } } },
   responses: { 201: jsonResponse(portalSessionSchema, "The session, with its token (shown once) and portal url"), ...operationErrors(403, 413, 415) },
 });
 

@@ -16,7 +16,8 @@ import {
 import { parseDuration, withDeadline, type Logger } from "@webhooks/core";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
-import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, operationErrors } from "../http/schemas.ts";
+import { ApiError } from "../http/api-error.ts";
+import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import { newRouter, rawInput } from "../http/router.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { validationError } from "../http/validation.ts";
@@ -48,7 +49,7 @@ const createRouteDef = createRoute({
   tags,
   summary: "Create a subscription",
   description: "The response is the only one that ever contains the signing secret.",
-  request: { body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } } },
+  request: { query: noQueryParameters, body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } } },
   responses: { 201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"), ...operationErrors(403, 413, 415) },
 });
 
@@ -59,7 +60,7 @@ const getRouteDef = createRoute({
   tags,
   summary: "Retrieve a subscription",
   description: "Its settings and its endpoint's health; never its secret. A deleted subscription is a 404.",
-  request: { params: subscriptionIdParam },
+  request: { query: noQueryParameters, params: subscriptionIdParam },
   responses: { 200: jsonResponse(subscriptionSchema, "The subscription"), ...operationErrors(404) },
 });
 
@@ -87,7 +88,7 @@ const updateRouteDef = createRoute({
     "deliveries created after it; deliveries already created keep the settings they were created with. " +
     "`max_in_flight` and `rate_limit` apply to attempts that start after the change. `active: true` also re-enables a " +
     "subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.",
-  request: { params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } } },
+  request: { query: noQueryParameters, params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } } },
   responses: { 200: jsonResponse(subscriptionSchema, "The updated subscription"), ...operationErrors(404, 413, 415) },
 });
 
@@ -98,7 +99,7 @@ const deleteRouteDef = createRoute({
   tags,
   summary: "Delete a subscription",
   description: "Stops new deliveries. The delivery log stays listable; deliveries already created go out as planned.",
-  request: { params: subscriptionIdParam },
+  request: { query: noQueryParameters, params: subscriptionIdParam },
   responses: { 200: jsonResponse(deletedSubscriptionSchema, "The subscription was deleted"), ...operationErrors(404) },
 });
 
@@ -114,6 +115,7 @@ const rotateSecretRouteDef = createRoute({
     "both signatures in webhook-signature (`v1,<new> v1,<old>`), so a receiver verifies with either secret; after it, " +
     "only the new one. Rotating again during an overlap ends the oldest secret's overlap at once.",
   request: {
+    query: noQueryParameters,
     params: subscriptionIdParam,
     body: { required: false, content: { "application/json": { schema: rotateSecretBody } } },
   },
@@ -130,7 +132,7 @@ const recoverRouteDef = createRoute({
     "Queues again every delivery of the subscription that is `failed` (for good, or waiting for a retry) and was " +
     "created in [since, until), each as a manual resend with the url and headers it was created with. The answer comes " +
     "once all of them are queued, with their exact count. Calling it again while one runs resends nothing twice.",
-  request: { params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: recoverBody } } } },
+  request: { query: noQueryParameters, params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: recoverBody } } } },
   responses: { 202: jsonResponse(recoverySchema, "The failed deliveries of the window are queued"), ...operationErrors(404, 413, 415) },
 });
 
@@ -144,6 +146,7 @@ const testEventRouteDef = createRoute({
     "Stores an example event (default type `webhook.test`) and one delivery of it to this subscription alone, whatever " +
     "its `events` and even while it is paused, and queues it. The event goes to no other subscription.",
   request: {
+    query: noQueryParameters,
     params: subscriptionIdParam,
     body: { required: false, content: { "application/json": { schema: testEventBody } } },
   },
@@ -237,6 +240,10 @@ export function subscriptionRoutes(deps: ApiDeps) {
     .openapi(recoverRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");
       const { since, until } = c.req.valid("json");
+      // The schema compares since with an until that was sent; the default one is now.
+      if (until === undefined && since >= new Date()) {
+        throw new ApiError(400, "invalid_request_error", "parameter_invalid", "since must be earlier than until, which is the time of the request when not sent", "since");
+      }
       const ctx = scoped(c);
       await getSubscription(ctx, subscription_id);
       // Answered once every batch is committed and enqueued, so the count is exact; one batch of

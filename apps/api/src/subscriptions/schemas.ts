@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { customHeadersProblem, healthState, heldUntil, MAX_CUSTOM_HEADERS, MAX_CUSTOM_HEADERS_BYTES, parseDuration, subscribedEventsSchema } from "@webhooks/core";
 import type { SubscriptionRecord } from "@webhooks/db";
 import { publishEventBody } from "../events/schemas.ts";
-import { cursorQueries, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text } from "../http/schemas.ts";
+import { cursorQueries, isIsoTimestamp, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text } from "../http/schemas.ts";
 
 const events = subscribedEventsSchema.meta({
   description: 'Event types to receive; "*" means every type. An update replaces the whole list.',
@@ -218,11 +218,6 @@ export const listSubscriptionsQuery = z.strictObject({
   limit: limitQuery,
   ...cursorQueries,
 });
-
-function isIsoTimestamp(value: string): boolean {
-  // As timestampQuery: any ISO 8601 date-time with Z or an offset, years 1-9999 once in UTC.
-  return z.iso.datetime({ offset: true }).safeParse(value).success && new Date(value).getUTCFullYear() >= 1;
-}
 
 const isoOrNull = (date: Date | null): string | null => (date === null ? null : isoTimestamp(date));
 

@@ -144,6 +144,10 @@ describe("GET /v1/deliveries", () => {
     // An offset means the same instant.
     const offset = new Date(edge.created_at.getTime() + 2 * 3600_000).toISOString().replace("Z", "+02:00");
     expect(await listAll(api, new URLSearchParams({ since: offset }), 100)).toEqual(atSince);
+    // So do ISO 8601's other spellings: an offset without its colon, and the basic format.
+    expect(await listAll(api, new URLSearchParams({ since: offset.replace("+02:00", "+0200") }), 100)).toEqual(atSince);
+    const basic = iso.replace(/[-:]/g, "").replace(".", ",");
+    expect(await listAll(api, new URLSearchParams({ since: basic }), 100)).toEqual(atSince);
   });
 
   test("returns an empty list for an unknown subscription", async ({ api, database, seed }) => {

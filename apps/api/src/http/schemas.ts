@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { TENANT_ID_PATTERN, TENANT_ID_RULE } from "@webhooks/core";
+import { parseIsoTimestamp } from "./timestamps.ts";
 
 /**
  * Building blocks shared by the resources' schemas. Every string a client sends is checked for
@@ -25,28 +26,24 @@ export const text = (max: number) =>
     });
 
 /**
- * Contract §1: any ISO 8601 date-time with `Z` or an offset, within years 1-9999 once in UTC: year
- * 0 does not exist for PostgreSQL, and a later year would come back in the expanded form
- * (+010000-...), which is not the contract's format. The offset can cross either bound
- * (9999-12-31T23:00:00-14:00), so the year is checked once converted.
+ * A date-time parameter (contract §1, see parseIsoTimestamp): the instant it names, or a 400
+ * naming the parameter.
  */
-export function isIsoTimestamp(value: string): boolean {
-  if (!z.iso.datetime({ offset: true }).safeParse(value).success) return false;
-  const year = new Date(value).getUTCFullYear();
-  return year >= 1 && year <= 9999;
-}
+export const timestampString = (name: string) => {
+  const message = `${name} must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z`;
+  return z.string({ error: message }).transform((value, ctx) => {
+    const instant = parseIsoTimestamp(value);
+    if (instant === undefined) {
+      ctx.addIssue({ code: "custom", message });
+      return z.NEVER;
+    }
+    return instant;
+  });
+};
 
-/** A query parameter that takes a date-time (see isIsoTimestamp). */
+/** A query parameter that takes a date-time. */
 export const timestampQuery = (name: string, description: string) =>
-  z
-    .string()
-    .refine(
-      isIsoTimestamp,
-      `${name} must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z`,
-    )
-    .transform((value) => new Date(value))
-    .optional()
-    .openapi({ type: "string", format: "date-time", description });
+  timestampString(name).optional().openapi({ type: "string", format: "date-time", description });
 
 export const limitQuery = z
   .string()

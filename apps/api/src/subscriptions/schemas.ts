@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { customHeadersProblem, healthState, heldUntil, MAX_CUSTOM_HEADERS, MAX_CUSTOM_HEADERS_BYTES, parseDuration, subscribedEventsSchema } from "@webhooks/core";
 import type { SubscriptionRecord } from "@webhooks/db";
 import { publishEventBody } from "../events/schemas.ts";
-import { cursorQueries, isIsoTimestamp, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text } from "../http/schemas.ts";
+import { cursorQueries, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text, timestampString } from "../http/schemas.ts";
 
 const events = subscribedEventsSchema.meta({
   description: 'Event types to receive; "*" means every type. An update replaces the whole list.',
@@ -171,15 +171,8 @@ export const DEFAULT_OVERLAP = "24h";
 
 export const recoverBody = z
   .strictObject({
-    since: z
-      .string({ error: "since must be an ISO 8601 date-time with Z or an offset" })
-      .refine(isIsoTimestamp, "since must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z")
-      .transform((value) => new Date(value))
-      .openapi({ type: "string", format: "date-time", description: "Resend failed deliveries created at or after this time." }),
-    until: z
-      .string({ error: "until must be an ISO 8601 date-time with Z or an offset" })
-      .refine(isIsoTimestamp, "until must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z")
-      .transform((value) => new Date(value))
+    since: timestampString("since").openapi({ type: "string", format: "date-time", description: "Resend failed deliveries created at or after this time." }),
+    until: timestampString("until")
       .optional()
       .openapi({ type: "string", format: "date-time", description: "Resend failed deliveries created before this time (exclusive). Default: the time of the request." }),
   })

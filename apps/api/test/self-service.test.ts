@@ -86,6 +86,13 @@ describe("custom headers", () => {
     expect((await post({ "X-A": "caf\u00e9" })).body.error.param).toBe("headers.X-A");
     expect((await post({ "X-A": 5 })).body.error.param).toBe("headers.X-A");
     expect((await post({ "X-A": "1", "x-a": "2" })).body.error.param).toBe("headers.x-a");
+    // A key JSON.parse keeps, which an object copied key by key loses: refused, not silently dropped.
+    const proto = await api.call("POST", "/v1/subscriptions", {
+      body: '{"url":"https://example.com/h","events":["*"],"headers":{"__proto__":"x"}}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(proto.status).toBe(400);
+    expect(proto.body.error.param).toBe("headers.__proto__");
     const many = await post(Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-H${i}`, "v"])));
     expect(many.status).toBe(400);
     expect(many.body.error.param).toBe("headers");

@@ -50,6 +50,9 @@ export function customHeadersProblem(headers: Record<string, unknown>): HeaderPr
   for (const name of names) {
     const value = headers[name];
     if (!TOKEN.test(name)) return { header: name, message: "is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)" };
+    // A token, but JSON.parse's own key `__proto__` becomes the prototype wherever the object is
+    // copied key by key on its way to PostgreSQL, and the header would vanish: refused, not lost.
+    if (name === "__proto__") return { header: name, message: "cannot be used as a header name" };
     if (isReservedHeader(name)) return { header: name, message: `cannot be set: the service sets ${name.toLowerCase()} itself or it governs the connection` };
     if (seen.has(name.toLowerCase())) return { header: name, message: "is given twice (header names are case-insensitive)" };
     seen.add(name.toLowerCase());

@@ -22,6 +22,7 @@ describe("customHeadersProblem", () => {
     expect(customHeadersProblem({ "X-A": " padded" })).toMatchObject({ header: "X-A" });
     expect(customHeadersProblem({ "X-A": 1 })).toMatchObject({ header: "X-A" });
     expect(customHeadersProblem({ "X-A": "1", "x-a": "2" })).toMatchObject({ header: "x-a" });
+    expect(customHeadersProblem(JSON.parse('{"__proto__": "x"}') as Record<string, unknown>)).toMatchObject({ header: "__proto__" });
     const many = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-${i}`, "v"]));
     expect(customHeadersProblem(many)).toMatchObject({ message: expect.stringContaining("20") });
     expect(customHeadersProblem({ "X-Big": "v".repeat(4096) })).toMatchObject({ message: expect.stringContaining("4096") });

@@ -48,19 +48,14 @@ export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
  * stored as sent and shown back, so it must mean what it reads as; WHATWG parsing (undici's, and
  * every browser's) would drop spaces and control characters, read a backslash as a slash
  * (`https://example.com\@evil.com` goes to example.com), accept `https:example.com`, and undici
- * sends no `user:password@` it finds there. Checked when a subscription is saved, not when an
- * attempt is sent, so that urls saved before still deliver as they did.
+ * sends no `user:password@` it finds there. `url` is the text as parsed (checkDestinationUrl's).
+ * Checked when a subscription is saved, not when an attempt is sent, so that urls saved before
+ * still deliver as they did.
  */
-export function urlSpellingProblem(text: string): string | undefined {
+export function urlSpellingProblem(text: string, url: URL): string | undefined {
   if (/[\s\x00-\x1f\x7f]/.test(text)) return "must not contain spaces or control characters";
   if (text.includes("\\")) return "must not contain a backslash (it would be read as a slash)";
   if (!/^https?:\/\//i.test(text)) return "must start with https:// (or http:// where the deployment allows it)";
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return undefined; // checkDestinationUrl says why
-  }
   if (url.username !== "" || url.password !== "") {
     return "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization";
   }

@@ -185,13 +185,13 @@ describe("urlSpellingProblem", () => {
   ])("refuses %j", (url, problem) => {
     // Each of these parses, so only this check tells the client what the url would really do.
     expect(checkDestinationUrl(url.trim(), development).ok).toBe(true);
-    expect(urlSpellingProblem(url)).toBe(problem);
+    expect(urlSpellingProblem(url, new URL(url))).toBe(problem);
   });
 
   it.each(["https://example.com/hooks?a=b#c", "HTTPS://Example.COM:8443/a/%20b", "http://127.0.0.1:3000/x", "https://[2001:db8::1]/", "https://bücher.example/in", "https://example.com/@x"])(
     "accepts %j",
     (url) => {
-      expect(urlSpellingProblem(url)).toBeUndefined();
+      expect(urlSpellingProblem(url, new URL(url))).toBeUndefined();
     },
   );
 });

@@ -98,7 +98,7 @@ const reenabledHealth = {
 function assertDeliverableUrl(url: string, policy: DestinationPolicy): void {
   const verdict = checkDestinationUrl(url, policy);
   if (!verdict.ok) throw new ValidationError(`url ${verdict.reason}`, "url_invalid", "url");
-  const misspelt = urlSpellingProblem(url);
+  const misspelt = urlSpellingProblem(url, verdict.url);
   if (misspelt) throw new ValidationError(`url ${misspelt}`, "url_invalid", "url");
 }
 

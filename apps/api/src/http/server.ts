@@ -68,11 +68,15 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
  * is closed: after a parse error nothing more can be read from it.
  */
 function answerUnreadableRequests(server: Server, logger: Logger): void {
-  const refuse = (socket: Duplex, status: 400 | 408 | 431, reason: string, message: string) => {
+  /** A refusal's log line, and its answer's request id and JSON body. */
+  const refusal = (status: 400 | 408 | 417 | 431, reason: string, message: string) => {
     const requestId = newId("request");
     logger.info({ requestId, status, reason }, "request refused before routing");
     const apiError = new ApiError(status, "invalid_request_error", "invalid_request", message);
-    const body = JSON.stringify(errorBody(apiError, requestId));
+    return { requestId, body: JSON.stringify(errorBody(apiError, requestId)) };
+  };
+  const refuse = (socket: Duplex, status: 400 | 408 | 431, reason: string, message: string) => {
+    const { requestId, body } = refusal(status, reason, message);
     // Closed for good once written, as Node does: a half-open socket would stay open for as long
     // as the client kept it so, beyond the reach of the server's timeouts.
     socket.end(
@@ -98,9 +102,7 @@ function answerUnreadableRequests(server: Server, logger: Logger): void {
   });
   server.on("connect", (_request, socket: Duplex) => refuse(socket, 400, "CONNECT", "CONNECT is not supported: this server is not a proxy"));
   server.on("checkExpectation", (request, response) => {
-    const requestId = newId("request");
-    const apiError = new ApiError(417, "invalid_request_error", "invalid_request", `Expect: ${request.headers.expect} is not supported; only 100-continue is`);
-    const body = JSON.stringify(errorBody(apiError, requestId));
+    const { requestId, body } = refusal(417, "Expect", `Expect: ${request.headers.expect} is not supported; only 100-continue is`);
     response.writeHead(417, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "request-id": requestId, connection: "close" });
     response.end(body);
   });

@@ -6,7 +6,7 @@
 import { isId, NotFoundError, type DeliveryStatus } from "@webhooks/core";
 import { Prisma } from "./client.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
-import { scopeConditions, type ScopedContext, type TenantScope } from "./tenant-scope.ts";
+import { scopeConditions, type ScopedContext, type ScopedListContext, type TenantScope } from "./tenant-scope.ts";
 
 export interface DeliveryRecord {
   id: string;
@@ -70,8 +70,8 @@ const deliveryColumns = Prisma.sql`
   CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId", created_at AS "createdAt"`;
 
 /** The delivery log, newest first (spec §4.1, contract §4). */
-export async function listDeliveries(ctx: ScopedContext, filters: DeliveryFilters, page: PageRequest): Promise<Page<DeliveryRecord>> {
-  return fetchPage<DeliveryRecord>(ctx.db, deliveryListQuery(ctx.scope, filters), page);
+export async function listDeliveries(ctx: ScopedListContext, filters: DeliveryFilters, page: PageRequest): Promise<Page<DeliveryRecord>> {
+  return fetchPage<DeliveryRecord>(ctx.sql, deliveryListQuery(ctx.scope, filters), page);
 }
 
 /** What listDeliveries reads, for the caller's scope and the filters (exported for EXPLAIN in tests). */
@@ -113,13 +113,13 @@ export async function getDelivery(ctx: ScopedContext, id: string): Promise<Deliv
 
 /** A delivery's attempt log (contract §5), newest first. */
 export async function listAttempts(
-  ctx: ScopedContext,
+  ctx: ScopedContext & ScopedListContext,
   deliveryId: string,
   page: PageRequest,
 ): Promise<Page<AttemptRecord>> {
   await getDelivery(ctx, deliveryId);
   return fetchPage<AttemptRecord>(
-    ctx.db,
+    ctx.sql,
     {
       // The attempts that ended and the one in flight (the view is in prisma/migrations).
       table: "delivery_attempt_log",

@@ -1,5 +1,6 @@
 import { CursorError, isId, type IdKind } from "@webhooks/core";
-import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import { Prisma } from "./client.ts";
+import type { SqlClient } from "./sql.ts";
 
 /**
  * Cursor paging over `(created_at desc, id desc)` (contract §4). A cursor is the id of a record
@@ -79,7 +80,14 @@ export function pageWithCursorCheck(query: PageQuery, page: PageRequest): Prisma
     LEFT JOIN LATERAL (${statement}) AS page ON true`;
 }
 
-export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
+/**
+ * Reads a page. The statement runs on node-postgres directly, not through Prisma's $queryRaw:
+ * Prisma's client was about a fifth of the API's CPU per list request, and through the API the
+ * median p50 of the benchmark's 18 list requests fell from ~3 ms to ~1.8 ms (README, *Benchmark*).
+ * The statement is still built with Prisma.sql, so its values are bound as parameters ($1, $2,
+ * ...), never spliced into the text.
+ */
+export async function fetchPage<Row extends object>(sql: SqlClient, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
   if (page.startingAfter !== undefined && page.endingBefore !== undefined) {
     throw new CursorError("both_cursors", "endingBefore", query.resource, page.endingBefore);
   }
@@ -91,9 +99,9 @@ export async function fetchPage<Row>(db: PrismaClientOrTransaction, query: PageQ
 
   let rows: Row[];
   if (cursorId === undefined) {
-    rows = await db.$queryRaw<Row[]>(statement);
+    rows = await sql.query<Row>(statement.text, statement.values);
   } else {
-    const withCursor = await db.$queryRaw<(Row & { cursorFound: boolean; id: string | null })[]>(statement);
+    const withCursor = await sql.query<Row & { cursorFound: boolean; id: string | null }>(statement.text, statement.values);
     if (!withCursor[0]?.cursorFound) throw missingCursor();
     rows = withCursor.filter((row) => row.id !== null).map(({ cursorFound: _, ...row }) => row as unknown as Row);
   }

@@ -11,10 +11,11 @@ import type pg from "pg";
  */
 
 /**
- * The delivery path's few hot statements (publishing, claiming, recording) run on node-postgres
- * directly, through the same pool as Prisma: measured here, a query through Prisma's $queryRaw
- * costs about 220 us of client CPU against 90 us on node-postgres, and these statements run
- * several times per delivery. Everything else goes through Prisma.
+ * The delivery path's few hot statements (publishing, claiming, recording) and the three lists
+ * (paging.ts) run on node-postgres directly, through the same pool as Prisma: measured here, a
+ * query through Prisma's $queryRaw costs about 220 us of client CPU against 90 us on
+ * node-postgres, and these statements run several times per delivery or are the API's most
+ * frequent reads. Everything else goes through Prisma.
  */
 export class SqlClient {
   constructor(private readonly pool: pg.Pool | pg.PoolClient) {}

@@ -14,7 +14,7 @@ import {
 } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
-import { scopeConditions, scopeWhere, type ScopedContext, type TenantScope } from "./tenant-scope.ts";
+import { scopeConditions, scopeWhere, type ScopedContext, type ScopedListContext, type TenantScope } from "./tenant-scope.ts";
 
 export interface SubscriptionContext {
   db: PrismaClientOrTransaction;
@@ -149,11 +149,11 @@ export async function getSubscription(ctx: ScopedContext, id: string): Promise<S
 
 /** Newest first; deleted subscriptions are not listed. */
 export async function listSubscriptions(
-  ctx: ScopedContext,
+  ctx: ScopedListContext,
   filters: { tenantId?: string | undefined },
   page: PageRequest,
 ): Promise<Page<SubscriptionRecord>> {
-  const rows = await fetchPage<SubscriptionRow>(ctx.db, subscriptionListQuery(ctx.scope, filters), page);
+  const rows = await fetchPage<SubscriptionRow>(ctx.sql, subscriptionListQuery(ctx.scope, filters), page);
   return { data: rows.data.map(toSubscriptionRecord), hasMore: rows.hasMore };
 }
 

@@ -1,5 +1,6 @@
 import { PermissionError } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import type { SqlClient } from "./sql.ts";
 
 /**
  * Who is asking (contract §13): every tenant's resources (an unscoped API key), or one tenant's
@@ -18,6 +19,12 @@ export type TenantScope = { readonly kind: "unscoped" } | { readonly kind: "tena
 /** What every read or write a route can reach takes: the database, and who is asking. */
 export interface ScopedContext {
   db: PrismaClientOrTransaction;
+  scope: TenantScope;
+}
+
+/** What the lists take: they read through node-postgres directly (paging.ts says why), in the caller's scope. */
+export interface ScopedListContext {
+  sql: SqlClient;
   scope: TenantScope;
 }
 

@@ -67,7 +67,7 @@ const resendRouteDef = createRoute({
 
 export function deliveryRoutes(deps: ApiDeps) {
   // Every verb below applies the caller's tenant scope itself (packages/db/src/tenant-scope.ts).
-  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ db: deps.prisma, scope: c.var.principal.scope });
+  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ db: deps.prisma, sql: deps.pool, scope: c.var.principal.scope });
   return newRouter()
     .openapi(listRouteDef, async (c) => {
       const query = c.req.valid("query");

@@ -187,6 +187,7 @@ async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger,
 export function subscriptionRoutes(deps: ApiDeps) {
   const base = {
     db: deps.prisma,
+    sql: deps.pool,
     secretBox: deps.secretBox,
     destinationPolicy: deps.config.destinationPolicy,
     defaultMaxInFlight: deps.config.isolation.defaultMaxInFlight,

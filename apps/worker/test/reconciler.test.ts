@@ -1,7 +1,8 @@
-import { createLogger, SecretBox } from "@webhooks/core";
+import { Writable } from "node:stream";
+import { createLogger, SecretBox, type Logger } from "@webhooks/core";
 import { createDatabase, createSubscription, publishEvents } from "@webhooks/db";
 import { createRedisConnection, DeliveryGate, DeliveryQueue } from "@webhooks/queue";
-import { REDIS_URL, sql, testQueuePrefix } from "@webhooks/testing";
+import { REDIS_URL, sql, testQueuePrefix, waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { createWorkerMetrics } from "../src/metrics.ts";
 import { Reconciler } from "../src/reconciler.ts";
@@ -29,11 +30,8 @@ const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer
     if (keys.length > 0) await redis.del(...keys);
   });
   const metrics = createWorkerMetrics(queue);
-  const newReconciler = (queue: DeliveryQueue) =>
-    new Reconciler(
-      { sql: database.sql, queue, gate: new DeliveryGate(gateRedis, prefix), logger: createLogger({ level: "silent", name: "test" }), metrics },
-      60_000,
-    );
+  const newReconciler = (queue: DeliveryQueue, logger: Logger = createLogger({ level: "silent", name: "test" })) =>
+    new Reconciler({ sql: database.sql, queue, gate: new DeliveryGate(gateRedis, prefix), logger, metrics }, 60_000);
   const reconciler = newReconciler(queue);
   await createSubscription(
     { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 5)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
@@ -62,6 +60,31 @@ describe("the reconciler", () => {
     defer(() => racing.close());
     expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, full: true });
     expect(await queue.withoutJob(ids)).toEqual(ids);
+  });
+
+  it("warns of lost jobs, and logs deliveries that came due moments ago (perhaps still being enqueued by the API) at info", async ({ reconcilerSetUp: { databaseUrl, queue, newReconciler, publish } }) => {
+    const [lost, onTheirWay] = await publish(2);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes' WHERE id = $1", [lost]);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [onTheirWay]);
+    const lines: { level: number; msg: string; enqueued: number }[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(JSON.parse(chunk.toString()));
+        done();
+      },
+    });
+    const reconciler = newReconciler(queue, createLogger({ level: "info", name: "test", destination: sink }));
+    reconciler.start();
+    try {
+      await waitFor(() => lines.length >= 2, { what: "the pass's two log lines" });
+    } finally {
+      await reconciler.stop();
+    }
+    expect(lines.map(({ level, msg, enqueued }) => ({ level, msg, enqueued }))).toEqual([
+      { level: 40, msg: "reconciler enqueued deliveries whose job was lost", enqueued: 1 },
+      { level: 30, msg: expect.stringContaining("came due in the last 30 s"), enqueued: 1 },
+    ]);
+    expect(await queue.withoutJob([lost!, onTheirWay!])).toEqual([]);
   });
 
   it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {

@@ -1,4 +1,4 @@
-import { pino, type Logger } from "pino";
+import { pino, type DestinationStream, type Logger } from "pino";
 
 export type { Logger };
 
@@ -6,8 +6,15 @@ export type { Logger };
  * JSON logs (pino) for both apps. Secrets and API keys must never reach a log: code never logs
  * them, and these paths are redacted as a second line of defence.
  */
-export function createLogger(options: { level: string; name: string }): Logger {
-  return pino({
+export interface LoggerOptions {
+  level: string;
+  name: string;
+  /** Where the lines go: stdout unless given (a test that reads them gives its own stream). */
+  destination?: DestinationStream;
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  const settings = {
     name: options.name,
     level: options.level,
     redact: {
@@ -33,5 +40,6 @@ export function createLogger(options: { level: string; name: string }): Logger {
       ],
       censor: "[redacted]",
     },
-  });
+  };
+  return options.destination ? pino(settings, options.destination) : pino(settings);
 }

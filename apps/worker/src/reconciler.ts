@@ -137,7 +137,7 @@ export class Reconciler {
           if (pass.justDue > 0) {
             this.deps.logger.info(
               { enqueued: pass.justDue },
-              "reconciler enqueued deliveries that came due in the last 30 s and had no job yet (on their way from the API, or an API that could not reach Redis)",
+              `reconciler enqueued deliveries that came due in the last ${JUST_DUE_MS / 1000} s and had no job yet (on their way from the API, or an API that could not reach Redis)`,
             );
           }
         })

@@ -2,10 +2,6 @@ import { pino, type DestinationStream, type Logger } from "pino";
 
 export type { Logger };
 
-/**
- * JSON logs (pino) for both apps. Secrets and API keys must never reach a log: code never logs
- * them, and these paths are redacted as a second line of defence.
- */
 export interface LoggerOptions {
   level: string;
   name: string;
@@ -13,6 +9,10 @@ export interface LoggerOptions {
   destination?: DestinationStream;
 }
 
+/**
+ * JSON logs (pino) for both apps. Secrets and API keys must never reach a log: code never logs
+ * them, and these paths are redacted as a second line of defence.
+ */
 export function createLogger(options: LoggerOptions): Logger {
   const settings = {
     name: options.name,

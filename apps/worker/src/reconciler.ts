@@ -105,10 +105,12 @@ export class Reconciler {
       const withoutJob = await this.deps.queue.withoutJob(due.map((row) => row.id));
       const missing = await stillDue({ sql }, { ids: withoutJob, graceMs: GRACE_MS });
       await this.deps.queue.enqueue(missing);
-      const dueAt = new Map(due.map((row) => [row.id, row.nextAttemptAt.getTime()]));
       pass.scanned += due.length;
       pass.enqueued += missing.length;
-      pass.justDue += missing.filter((id) => (dueAt.get(id) ?? 0) >= justDueSince).length;
+      if (missing.length > 0) {
+        const missingIds = new Set(missing);
+        pass.justDue += due.filter((row) => missingIds.has(row.id) && row.nextAttemptAt.getTime() >= justDueSince).length;
+      }
       checked += due.length;
       after = due[due.length - 1];
     }

@@ -100,6 +100,9 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   // (null: not held; undefined: it cannot tell). A success clears the gate's hold even when its
   // health write was skipped: a hold the gate keeps wrongly would slow the line down.
   let holdUntil: number | null | undefined;
+  // Whether the request may have left: until then, a failure (Redis failing the pacing, a secret
+  // that does not decrypt) takes the attempt back, as the gate's own failure does above.
+  let sending = false;
   try {
     // 3. Sign and send (paced, for a rate-limited subscription).
     const rateLimit = delivery.subscription.rateLimit;
@@ -112,7 +115,9 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
       body,
     });
     // The custom headers go under the signature headers; reserved names (content-type, user-agent, ...) are dropped.
-    const result = await deps.sender.send(delivery.url, mergeRequestHeaders(delivery.headers, { ...signed }), body);
+    const headers = mergeRequestHeaders(delivery.headers, { ...signed });
+    sending = true;
+    const result = await deps.sender.send(delivery.url, headers, body);
     deps.metrics.attemptDuration.observe(result.durationMs / 1000);
 
     // 4. Decide.
@@ -140,6 +145,12 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
 
     // 6. Schedule (the slot is released below).
     return next.nextAttemptInMs === null ? { kind: "done" } : { kind: "wait", delayMs: next.nextAttemptInMs };
+  } catch (error) {
+    // Nothing was sent: the attempt must not count, nor show in the log as one of unknown
+    // outcome once its lease expires (the job is tried again). Once the request may have left,
+    // the open attempt stays, and is closed as unknown if nobody records it.
+    if (!sending) await deps.batches.withdraw(lease).catch(() => {});
+    throw error;
   } finally {
     // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
     const wakes = await deps.gate.release({ ...gateInput, holdUntil }).catch((error: unknown) => {

@@ -1,6 +1,6 @@
 import type { GateDecision, GateInput } from "@webhooks/queue";
 import { describe, expect } from "vitest";
-import { deliverAttempt } from "../src/deliver-attempt.ts";
+import { deliverAttempt, type AttemptDeps } from "../src/deliver-attempt.ts";
 import { workerTest } from "./fixtures.ts";
 
 // The claim records the attempt as started (contract §5); when the gate does not let it start,
@@ -23,7 +23,7 @@ const it = workerTest.extend("setUp", async ({ queuedAttempt }) => async (acquir
     );
     return row;
   };
-  return { deps, deliveryId, subscriptionId, sent, stored };
+  return { db, deps, deliveryId, subscriptionId, sent, stored };
 });
 
 describe("an attempt the gate does not let start", () => {
@@ -77,6 +77,52 @@ describe("an attempt the gate does not let start", () => {
     expect(next.kind).toBe("done");
     expect(sent).toEqual(["http://127.0.0.1:9/never"]);
     expect(await stored()).toEqual({ attempts: 1, attemptOpen: false, leaseToken: null, logged: 1 });
+  });
+});
+
+// The same holds after the gate let it start, for as long as its request cannot have left.
+describe("an attempt that fails before its request leaves", () => {
+  const letsStart = async (): Promise<GateDecision> => ({ go: true, probe: false, wakes: [] });
+
+  it("is taken back when a signing secret does not decrypt, and the job fails", async ({ setUp }) => {
+    const { deps, deliveryId, sent, stored } = await setUp(letsStart);
+    const secretKeys = {
+      get: () => {
+        throw new Error("Unsupported state or unable to authenticate data");
+      },
+    } as unknown as AttemptDeps["secretKeys"];
+    await expect(deliverAttempt({ ...deps, secretKeys }, { deliveryId })).rejects.toThrow("unable to authenticate data");
+    expect(sent).toEqual([]);
+    expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });
+  });
+
+  it("is taken back when pacing a rate-limited subscription fails (Redis), and the job fails", async ({ setUp }) => {
+    const { db, deps, deliveryId, sent, stored } = await setUp(letsStart);
+    await db.sql.query("UPDATE subscriptions SET rate_limit = 5", []);
+    // The set-up's gate is a plain object: spreading it keeps its acquire and release.
+    const gate = {
+      ...deps.gate,
+      pace: async () => {
+        throw new Error("Connection is closed.");
+      },
+    } as AttemptDeps["gate"];
+    await expect(deliverAttempt({ ...deps, gate }, { deliveryId })).rejects.toThrow("Connection is closed.");
+    expect(sent).toEqual([]);
+    expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });
+  });
+
+  it("stays open once the request may have left (the sender failed mid-send): it is closed as unknown later", async ({ setUp }) => {
+    const { deps, deliveryId, stored } = await setUp(letsStart);
+    const sender = {
+      send: async () => {
+        throw new Error("socket hang up");
+      },
+    } as unknown as AttemptDeps["sender"];
+    await expect(deliverAttempt({ ...deps, sender }, { deliveryId })).rejects.toThrow("socket hang up");
+    // In the log as in flight, under its lease.
+    const row = await stored();
+    expect(row).toMatchObject({ attempts: 1, attemptOpen: true, logged: 1 });
+    expect(row?.leaseToken).not.toBeNull();
   });
 });
 

@@ -105,7 +105,7 @@ describe("an attempt that fails before its request leaves", () => {
       pace: async () => {
         throw new Error("Connection is closed.");
       },
-    } as AttemptDeps["gate"];
+    } as unknown as AttemptDeps["gate"];
     await expect(deliverAttempt({ ...deps, gate }, { deliveryId })).rejects.toThrow("Connection is closed.");
     expect(sent).toEqual([]);
     expect(await stored()).toEqual({ attempts: 0, attemptOpen: false, leaseToken: null, logged: 0 });

@@ -44,6 +44,19 @@ describe("the gate while a subscription is held", () => {
     expect(await gate.turnOf("sub_held", "d3")).toBe(holdEnd);
   });
 
+  it("gives the turn for a hold's end at once when the subscription is resumed (PUT active: true lifted the hold)", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    await fullWithLine(gate, now);
+    // d1 got a 429 with Retry-After: 3600: the head's turn is for an hour from now.
+    const holdEnd = now + 3_600_000;
+    expect(await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d3", at: holdEnd }]);
+    // The owner enables it again, which lifts the hold in PostgreSQL: d3's turn is now, not in an hour.
+    expect(await gate.resume("sub_held", now + 20)).toEqual([{ deliveryId: "d3", at: now + 20 }]);
+    expect(await gate.turnOf("sub_held", "d3")).toBe(now + 20);
+    expect(await gate.acquire(attempt("d3", { waited: true }), now + 21)).toMatchObject({ go: true });
+  });
+
   it("wakes the line at once when an attempt's health write says nothing holds it any more", async () => {
     const gate = newGate();
     const now = Date.now();

@@ -394,11 +394,22 @@ return result
 
 // KEYS: in-flight:S, line:S, turn:S, lines, disabled:S, hold:S, lapsed
 // ARGV: now, subscription, lost_turn_ms, resume (1: S was just enabled again, lift its disabled mark and hold first)
+// Replies the deliveries to wake now, or nil.
 const NUDGE_LUA = `
 local inflight, line, turn, lines, disabled_mark, hold, lapsed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now, subscription, lost_turn_ms, resume = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 ${LAPSE_LUA}
-if resume then redis.call('DEL', disabled_mark, hold) end
+if resume then
+  redis.call('DEL', disabled_mark, hold)
+  -- Turns given for the end of the hold just lifted (a Retry-After, an open circuit's next
+  -- probe) are now: left at their time, they would keep the line waiting for it, newcomers
+  -- included, up to MAX_RETRY_AFTER after the API said the deliveries go at once.
+  local held = redis.call('ZRANGEBYSCORE', turn, '(' .. now, '+inf')
+  if #held > 0 then
+    for _, id in ipairs(held) do redis.call('ZADD', turn, now, id) end
+    return held
+  end
+end
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', now)
 lapse(turn, now, lost_turn_ms)
 if redis.call('ZCARD', line) == 0 then
@@ -410,7 +421,7 @@ if redis.call('ZCARD', turn) > 0 or redis.call('ZCARD', inflight) > 0 then retur
 local head = redis.call('ZRANGE', line, 0, 0)[1]
 redis.call('ZREM', line, head)
 redis.call('ZADD', turn, now, head)
-return head
+return {head}
 `;
 
 // KEYS: in-flight:S, line:S, turn:S, lines, cap:S, disabled:S, lapsed   ARGV: id, now, lost_turn_ms, subscription
@@ -490,7 +501,7 @@ const MAX_BATCH = 200;
 interface GateCommands {
   gateAcquire(...args: (string | number)[]): Promise<string>;
   gateRelease(...args: (string | number)[]): Promise<string>;
-  gateNudge(...args: (string | number)[]): Promise<string | null>;
+  gateNudge(...args: (string | number)[]): Promise<string[] | null>;
   gatePace(...args: (string | number)[]): Promise<number>;
   gatePrecheck(...args: (string | number)[]): Promise<number>;
 }
@@ -715,14 +726,15 @@ export class DeliveryGate {
   /**
    * The subscription was enabled again (or its circuit closed by hand): what the gate remembers
    * of it being disabled or held goes, and the head of its line, if any, is woken now rather than
-   * by the next nudge. Returns the wake (for the caller to run).
+   * by the next nudge; so are deliveries whose turn was for the end of the hold just lifted.
+   * Returns the wakes (for the caller to run).
    */
   async resume(subscriptionId: string, now = Date.now()): Promise<Wake[]> {
     return this.#nudge(subscriptionId, true, now);
   }
 
   async #nudge(subscriptionId: string, resume: boolean, now: number): Promise<Wake[]> {
-    const head = await this.#redis.gateNudge(
+    const woken = await this.#redis.gateNudge(
       this.#key("in-flight", subscriptionId),
       this.#key("line", subscriptionId),
       this.#key("turn", subscriptionId),
@@ -735,7 +747,7 @@ export class DeliveryGate {
       LOST_TURN_MS,
       resume ? 1 : 0,
     );
-    return head ? [{ deliveryId: head, at: now }] : [];
+    return (woken ?? []).map((deliveryId) => ({ deliveryId, at: now }));
   }
 
   /** Deliveries waiting in a subscription's line (for metrics and tests). */

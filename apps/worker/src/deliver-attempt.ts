@@ -187,7 +187,7 @@ function recentlyWaiting(subscriptionId: string): boolean {
 }
 
 function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDeps): GateInput {
-  const { health, maxInFlight, rateLimit } = delivery.subscription;
+  const { health, maxInFlight, rateLimit, deleted } = delivery.subscription;
   return {
     deliveryId: delivery.deliveryId,
     subscriptionId: delivery.subscriptionId,
@@ -198,7 +198,9 @@ function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDe
     heldUntil: health.heldUntil?.getTime() ?? null,
     circuitOpen: health.circuitOpenedAt !== null,
     probeIntervalMs: deps.isolation.circuitProbeIntervalMs,
-    disabled: health.disabledReason !== null,
+    // A disabled subscription's deliveries wait until it is enabled again; once it is deleted,
+    // it never will be, so they go out as every deleted subscription's do.
+    disabled: health.disabledReason !== null && !deleted,
     leaseMs: deps.leaseMs,
     waited,
   };

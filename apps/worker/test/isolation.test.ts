@@ -370,6 +370,31 @@ describe("endpoint isolation", () => {
     expect(await gate.lineLength(sub.id)).toBe(0);
   });
 
+  it("sends a disabled subscription's waiting deliveries once it is deleted (it can never be enabled again)", async ({ database, inProcessWorker, receiver, defer }) => {
+    const env = testEnv(database.url, { RETRY_SCHEDULE: "100ms" });
+    const api = await startTestApi(loadConfig(env));
+    defer(() => api.close());
+    let gone = true;
+    const rx = await receiver(() => (gone ? { status: 410 } : { status: 200 }));
+    const sub = await subscribe(api, { url: rx.url, events: ["gone.then.deleted"], max_in_flight: 1 });
+    for (let i = 0; i < 4; i++) await publish(api, { type: "gone.then.deleted", data: { i } });
+    await inProcessWorker(env);
+    await waitFor(async () => (await health(api, sub.id)).disabled_reason === "gone", { what: "disabled on 410" });
+    const { gate } = gateOf(env, defer);
+    await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
+
+    // Deleted deliveries of a subscription go out as planned (README: DELETE); a disabled one's
+    // would otherwise wait for an enable that can no longer come.
+    gone = false;
+    expect(await api.call("DELETE", `/v1/subscriptions/${sub.id}`)).toMatchObject({ status: 200 });
+    await waitFor(async () => (await deliveriesOfSubscription(api, sub.id)).filter((d) => d.status === "delivered").length === 3, {
+      timeoutMs: 10_000,
+      what: "the three waiting deliveries delivered",
+    });
+    expect(rx.received).toHaveLength(4);
+    expect(await gate.lineLength(sub.id)).toBe(0);
+  });
+
   it("delivers everything once receivers recover, with nothing lost or left waiting", async ({ stack, receiver }) => {
     const s = await stack({ WORKER_CONCURRENCY: "10", DEFAULT_MAX_IN_FLIGHT: "2", RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms", CIRCUIT_FAILURE_THRESHOLD: "2", CIRCUIT_PROBE_INTERVAL: "500ms", DELIVERY_TIMEOUT: "1s" });
     let up = false;

@@ -51,8 +51,11 @@ export interface ClaimedDelivery {
   attempt: OpenAttempt;
   /** An earlier attempt was started and never recorded (its worker died mid-send); the claim closed it. */
   closedAbandonedAttempt: boolean;
-  /** The subscription as it is now (contract §11: limits apply to attempts that start after a change). */
-  subscription: { maxInFlight: number; rateLimit: number | null; health: EndpointHealth };
+  /**
+   * The subscription as it is now (contract §11: limits apply to attempts that start after a
+   * change). `deleted`: its deliveries already created still go out, as with a pause.
+   */
+  subscription: { maxInFlight: number; rateLimit: number | null; deleted: boolean; health: EndpointHealth };
 }
 
 /** An attempt started and not yet recorded, as its delivery's row holds it. */
@@ -95,7 +98,7 @@ export const CLAIM_SQL = `WITH claimed AS (
             (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
             c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt",
             c.open_attempt_id AS "attemptId", c.attempts, c.open_attempt_started_at AS "attemptStartedAt", c.abandoned_id IS NOT NULL AS "wasOpen",
-            sub.max_in_flight AS "maxInFlight", sub.rate_limit AS "rateLimit", ${healthColumns("sub")}
+            sub.max_in_flight AS "maxInFlight", sub.rate_limit AS "rateLimit", sub.deleted_at IS NOT NULL AS "subscriptionDeleted", ${healthColumns("sub")}
      FROM claimed c
      JOIN events e ON e.id = c.event_id
      JOIN subscriptions sub ON sub.id = c.subscription_id
@@ -149,6 +152,7 @@ export async function claimDeliveries(
     wasOpen: boolean;
     maxInFlight: number;
     rateLimit: number | null;
+    subscriptionDeleted: boolean;
   } & EndpointHealth>(
     CLAIM_SQL,
     [
@@ -184,6 +188,7 @@ export async function claimDeliveries(
         subscription: {
           maxInFlight: row.maxInFlight,
           rateLimit: row.rateLimit,
+          deleted: row.subscriptionDeleted,
           health: healthFromRow(row),
         },
       },

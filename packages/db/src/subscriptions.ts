@@ -243,14 +243,20 @@ export async function rotateSubscriptionSecret(
   return { subscription: await getSubscription(ctx, id), secret };
 }
 
-/** Soft delete: no new deliveries; the delivery log, and deliveries already created, stay. */
-export async function deleteSubscription(ctx: ScopedContext, id: string): Promise<void> {
+/**
+ * Soft delete: no new deliveries; the delivery log, and deliveries already created, stay (and go
+ * out). Returns whether the service had disabled it: its deliveries waiting at the workers' gate
+ * for it to be enabled again may go now (the caller wakes them).
+ */
+export async function deleteSubscription(ctx: ScopedContext, id: string): Promise<{ wasDisabled: boolean }> {
   if (!isId("subscription", id)) throw notFound(id);
-  const { count } = await ctx.db.subscription.updateMany({
-    where: { id, deletedAt: null, ...scopeWhere(ctx.scope) },
-    data: { deletedAt: new Date(), active: false },
-  });
-  if (count === 0) throw notFound(id);
+  const inScope = Prisma.join([Prisma.sql`TRUE`, ...scopeConditions(ctx.scope)], " AND ");
+  const [deleted] = await ctx.db.$queryRaw<{ wasDisabled: boolean }[]>`
+    UPDATE subscriptions SET deleted_at = now(), active = false, updated_at = now()
+    WHERE id = ${id} AND deleted_at IS NULL AND ${inScope}
+    RETURNING disabled_reason IS NOT NULL AS "wasDisabled"`;
+  if (!deleted) throw notFound(id);
+  return deleted;
 }
 
 export type SubscriptionHealthLabel = HealthState | "disabled";

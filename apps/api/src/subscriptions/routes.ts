@@ -167,8 +167,9 @@ async function enqueueRecovered(queue: DeliveryQueue, batch: RecoveredBatch): Pr
 const RESUME_TIMEOUT_MS = 2_000;
 
 /**
- * PUT `active: true` enables a subscription the service disabled, and closes its circuit: its
- * deliveries waiting at the workers' gate may go now. The gate forgets the disabled mark and the
+ * PUT `active: true` enables a subscription the service disabled, and closes its circuit (and
+ * DELETE of a disabled one lets its deliveries go, as a deleted one's do): its deliveries waiting
+ * at the workers' gate may go now. The gate forgets the disabled mark and the
  * hold it kept, and the head of the line is woken (the rest follow as it makes room). Answered
  * all the same if Redis fails: the mark lapses by itself within minutes and the line moves then.
  */
@@ -293,7 +294,9 @@ export function subscriptionRoutes(deps: ApiDeps) {
     })
     .openapi(deleteRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");
-      await deleteSubscription(scoped(c), subscription_id);
+      const { wasDisabled } = await deleteSubscription(scoped(c), subscription_id);
+      // Its deliveries waiting for it to be enabled again go out now, as a deleted one's do.
+      if (wasDisabled) await resumeLine(deps, c.var.logger, subscription_id);
       return c.json({ id: subscription_id, object: "subscription" as const, deleted: true as const }, 200);
     });
 }

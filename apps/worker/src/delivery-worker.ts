@@ -1,4 +1,5 @@
 import { jobCatalog, type DeliveryJob } from "@webhooks/core";
+import { whyNotClaimed } from "@webhooks/db";
 import { DelayedError, UnrecoverableError, Worker, type Job } from "bullmq";
 import type { RedisConnection } from "@webhooks/queue";
 import { deliverAttempt, type AttemptDeps } from "./deliver-attempt.ts";
@@ -56,6 +57,7 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
       const next = await deliverAttempt(deps, payload.data);
       if (next.kind === "wait") {
         await job.moveToDelayed(Date.now() + next.delayMs, token);
+        await runIfResent(deps, job, deliveryId);
         throw new DelayedError();
       }
       if (next.kind === "parked") {
@@ -103,6 +105,27 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
     deps.logger.error({ err: error }, unreachable ? "worker error: Redis is unreachable" : "worker error");
   });
   return worker;
+}
+
+/**
+ * A manual resend that came while this job was ending its attempt could not promote the job, then
+ * active, and left a note (DeliveryQueue.enqueueResend). If the delivery is due now, the resend
+ * came after this attempt's record, and the job just parked until the next retry runs now
+ * instead. If not, the attempt began after the resend and was its attempt: the retry's time stands.
+ * Never thrown: the job is parked already, and a failure here only leaves it at the retry's time.
+ */
+async function runIfResent(deps: AttemptDeps, job: Job<DeliveryJob>, deliveryId: string): Promise<void> {
+  try {
+    if (!(await deps.queue.takeResendNote(deliveryId))) return;
+    const why = await whyNotClaimed({ sql: deps.sql }, deliveryId);
+    if (why.reason !== "not_due" || why.retryInMs > 0) return;
+    // The API's own second look may have promoted it already.
+    await job.promote().catch(async (error: unknown) => {
+      if (await job.isDelayed()) throw error;
+    });
+  } catch (error) {
+    deps.logger.warn({ err: error, deliveryId }, "could not run a resent delivery at once; it runs at its retry's time");
+  }
 }
 
 /** Errors ioredis and Node give when the connection to Redis is down or cannot be made. */

@@ -14,7 +14,10 @@ import { scopeConditions, type ScopedContext } from "./tenant-scope.ts";
 /**
  * Manual resend (contract §5): a delivered delivery, or one that failed, is queued again and
  * attempted at once, also one waiting for a scheduled retry (the resend replaces it). One already
- * queued is left as it is: it is about to be attempted anyway, so resending is a no-op.
+ * queued is left as it is: it is about to be attempted anyway, so resending is a no-op. So is a
+ * resend of a delivery being attempted at this moment (a retry under way, leased): that attempt
+ * is its resend, as in a recovery. Queuing it under the attempt would be undone by the attempt's
+ * record, which writes the outcome and the next retry's time.
  * The attempt uses the delivery's own snapshot (url, secret, event), not the subscription's
  * current settings (contract §8). The caller enqueues the delivery once this has committed.
  */
@@ -26,7 +29,8 @@ export async function resendDelivery(ctx: ScopedContext, id: string): Promise<De
     await ctx.db.$executeRaw`
       UPDATE deliveries SET status = ${next.status}::delivery_status,
         next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
-      WHERE id = ${id} AND status = ${current.status}::delivery_status`;
+      WHERE id = ${id} AND status = ${current.status}::delivery_status
+        AND (leased_until IS NULL OR leased_until < now())`;
   }
   return getDelivery(ctx, id);
 }

@@ -14,6 +14,13 @@ export interface ReconcilerState {
 }
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
+/**
+ * How long a resend's note for an active job lasts. It matters for a job that has recorded its
+ * attempt and is parking itself, which takes milliseconds; a note left for a job still
+ * mid-attempt (the resend changed nothing then) only costs the worker one look at the delivery.
+ */
+const RESEND_NOTE_MS = 10 * 60_000;
+
 
 /** The BullMQ queue of one shard; DeliveryQueue is all of them. */
 type ShardQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
@@ -100,16 +107,38 @@ export class DeliveryQueue {
 
   /**
    * The job of a delivery just resent (manual resend, or recover): run it now. One waiting for
-   * its retry has a delayed job, which is promoted; otherwise a job is added.
+   * its retry has a delayed job, which is promoted; otherwise a job is added (a waiting job runs
+   * soon anyway, and a finished one has already left Redis).
+   *
+   * An active job cannot be promoted. It is ending an attempt that began before the resend (its
+   * record came first: the resend leaves a delivery being attempted to that attempt), and it may
+   * be about to park itself until the next retry, hours away. So the resend leaves a note, which
+   * the worker reads once it has parked the job (`takeResendNote`), and looks once more in case
+   * the job parked itself before the note was there. A job that finishes instead leaves the
+   * delivery due and without a job, for the reconciler's next pass.
    */
   async enqueueResend(deliveryId: string): Promise<void> {
     const job = await this.#failFast(() => this.queueOf(deliveryId).getJob(deliveryId));
-    if (job && (await job.isDelayed())) {
-      await job.promote();
+    if (job && (await job.isActive())) {
+      await this.redis.set(this.#resendNoteKey(deliveryId), "1", "PX", RESEND_NOTE_MS);
+      if (await job.isDelayed()) await promoteStill(job);
       return;
     }
-    // A waiting or active job runs soon anyway; a finished job has already left Redis.
+    if (job && (await job.isDelayed())) {
+      await promoteStill(job);
+      return;
+    }
     await this.enqueue([deliveryId]);
+  }
+
+  /** Whether a resend left a note for this delivery's job while it was active (see `enqueueResend`); the note goes. */
+  async takeResendNote(deliveryId: string): Promise<boolean> {
+    return (await this.redis.getdel(this.#resendNoteKey(deliveryId))) !== null;
+  }
+
+  /** Beside the job's own keys, so that on a cluster it is on the job's slot. */
+  #resendNoteKey(deliveryId: string): string {
+    return `${this.queueOf(deliveryId).toKey(deliveryId)}:resent`;
   }
 
   /**
@@ -208,5 +237,14 @@ export class DeliveryQueue {
 
   async close(): Promise<void> {
     await Promise.all(this.queues.map((queue) => queue.close()));
+  }
+}
+
+/** Promotes a delayed job, unless it left the delayed state meanwhile (promoted by another caller, or started). */
+async function promoteStill(job: { promote(): Promise<void>; isDelayed(): Promise<boolean> }): Promise<void> {
+  try {
+    await job.promote();
+  } catch (error) {
+    if (await job.isDelayed()) throw error;
   }
 }

@@ -80,8 +80,11 @@ const PUBLISH_SQL = `
     SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::text[], $7::text[])
       AS i(id, type, data, idempotency_key, request_hash, tenant_id, delivery_block)
   ), event AS (
+    -- In the order of their keys: two batches carrying some of the same keys (a client's
+    -- retries) then wait for each other's rows in the same order, and never deadlock.
     INSERT INTO events (id, type, data, idempotency_key, request_hash, tenant_id)
     SELECT id, type, data, idempotency_key, request_hash, tenant_id FROM input
+    ORDER BY idempotency_key
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, created_at
   ), candidate AS (
@@ -125,7 +128,8 @@ const PUBLISH_SQL = `
  * It takes a batch: the API gathers the publishes that arrive together and writes them with one
  * statement and one commit, which is what lets one API process accept thousands of events a
  * second. The result for each input is its PublishResult, or the error that applies to it alone
- * (an Idempotency-Key reused with another request).
+ * (an Idempotency-Key reused with another request, or a failure to read the event that won its
+ * key); a rejection means nothing was written.
  *
  * `returnLimit`: the batch's deliveries come back in the results only if there are at most this
  * many (default: all); past it the caller reads them with `deliveryJobChunks`, so that a fan-out
@@ -135,11 +139,12 @@ export async function publishEvents(
   ctx: PublishContext,
   inputs: PublishInput[],
   options: { returnLimit?: number } = {},
-): Promise<(PublishResult | IdempotencyConflictError)[]> {
-  const results: (PublishResult | IdempotencyConflictError | undefined)[] = inputs.map(() => undefined);
+): Promise<(PublishResult | Error)[]> {
+  const results: (PublishResult | Error | undefined)[] = inputs.map(() => undefined);
   const hashes = inputs.map((input) => (input.idempotencyKey === undefined ? null : hashRequest(input)));
 
-  // Retries carrying an Idempotency-Key get the event published the first time.
+  // Retries carrying an Idempotency-Key get the event published the first time. (A failure
+  // here fails the whole batch: nothing is written yet.)
   const keyed = inputs.flatMap((input, index) => (input.idempotencyKey === undefined ? [] : [index]));
   if (keyed.length > 0) {
     const earlier = await findIdempotentEvents(ctx.sql, keyed.map((index) => inputs[index]!.idempotencyKey!));
@@ -192,17 +197,20 @@ export async function publishEvents(
     }
   }
   if (conflicted.length > 0) {
-    const winners = await findIdempotentEvents(ctx.sql, conflicted.map((c) => c.key));
+    // After the commit: a failure here is the conflicted inputs' alone. The batch's other events
+    // are committed, and must be answered as accepted, not with an error a client would retry.
+    const winners = await findIdempotentEvents(ctx.sql, conflicted.map((c) => c.key)).catch((error: unknown) =>
+      error instanceof Error ? error : new Error(String(error)),
+    );
     for (const { index, key, hash } of conflicted) {
-      const winner = winners.get(key);
-      if (!winner) throw new Error("idempotent event vanished after a key conflict");
-      results[index] = replay(winner, key, hash);
+      const winner = winners instanceof Error ? winners : winners.get(key);
+      results[index] = winner === undefined ? new Error("idempotent event vanished after a key conflict") : winner instanceof Error ? winner : replay(winner, key, hash);
     }
   }
   return finish(results);
 }
 
-function finish(results: (PublishResult | IdempotencyConflictError | undefined)[]): (PublishResult | IdempotencyConflictError)[] {
+function finish(results: (PublishResult | Error | undefined)[]): (PublishResult | Error)[] {
   return results.map((result) => {
     if (result === undefined) throw new Error("publishEvents left an input without a result");
     return result;

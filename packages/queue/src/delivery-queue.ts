@@ -200,10 +200,17 @@ export class DeliveryQueue {
    * Where the reconciler left off, kept in Redis on purpose: if Redis loses its data, this goes
    * with the jobs, and the next pass knows to check everything. So does a change of the number
    * of shards: deliveries move to other queues, and the full pass enqueues each in its new one.
+   *
+   * On a Redis Cluster the shards' queues are on other nodes than this state, and one node can
+   * lose its data alone (a master restarted empty). So each shard also keeps a mark in its own
+   * slot, written with the state: a shard whose mark is gone lost its jobs, and the next pass
+   * checks everything too.
    */
   async reconcilerState(): Promise<ReconcilerState | undefined> {
     const fields = await this.redis.hgetall(this.#reconcilerKey);
     if (!fields.watermark || Number(fields.shards ?? 1) !== this.queues.length) return undefined;
+    const marks = await Promise.all(this.queues.map((_, shard) => this.redis.exists(this.#reconciledMarkKey(shard))));
+    if (marks.some((exists) => exists === 0)) return undefined;
     return {
       watermark: new Date(Number(fields.watermark)),
       sweep: fields.sweep_at && fields.sweep_id ? { nextAttemptAt: new Date(Number(fields.sweep_at)), id: fields.sweep_id } : undefined,
@@ -211,6 +218,8 @@ export class DeliveryQueue {
   }
 
   async saveReconcilerState(state: ReconcilerState): Promise<void> {
+    // The marks first: a state saved without them would stand for shards that were never checked.
+    await Promise.all(this.queues.map((_, shard) => this.redis.set(this.#reconciledMarkKey(shard), 1)));
     await this.redis
       .multi()
       .del(this.#reconcilerKey)
@@ -224,6 +233,11 @@ export class DeliveryQueue {
 
   get #reconcilerKey(): string {
     return this.layout.reconcilerKey;
+  }
+
+  /** A key in the shard's own slot (beside its queue's keys), there as long as the shard's data is. */
+  #reconciledMarkKey(shard: number): string {
+    return `${this.layout.shardPrefixes[shard]}:${catalog.queueName}:reconciled`;
   }
 
   /** Jobs by state, summed over the shards, for the queue-depth metric. */

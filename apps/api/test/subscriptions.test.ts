@@ -59,6 +59,10 @@ describe("POST /v1/subscriptions", () => {
     [{ url: "https://example.com\\@evil.example/", events: ["a"] }, "url_invalid", "url"],
     [{ url: "https:example.com/in", events: ["a"] }, "url_invalid", "url"],
     [{ url: " https://example.com/in", events: ["a"] }, "url_invalid", "url"],
+    // Host names that parse but that DNS cannot look up: every attempt would fail.
+    [{ url: `https://${"a".repeat(64)}.example.com/in`, events: ["a"] }, "url_invalid", "url"],
+    [{ url: `https://${"abcd.".repeat(51)}com/in`, events: ["a"] }, "url_invalid", "url"],
+    [{ url: "https://a..example.com/in", events: ["a"] }, "url_invalid", "url"],
     [{ url: "https://example.com", events: ["a"], active: "yes" }, "parameter_invalid", "active"],
     [{ url: "https://example.com", events: ["a"], description: 5 }, "parameter_invalid", "description"],
     [{ url: "https://example.com", events: ["a"], description: "x".repeat(1025) }, "parameter_invalid", "description"],

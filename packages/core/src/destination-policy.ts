@@ -64,6 +64,22 @@ export function urlSpellingProblem(text: string, url: URL): string | undefined {
 }
 
 /**
+ * What DNS cannot look up (RFC 1035 §2.3.4): a name over 253 characters, or with a label (the
+ * text between dots) empty or over 63. Parsing takes such names, and the lookup then fails on
+ * every attempt, so they are refused up front. Measured on the parsed name, which spells an
+ * internationalized one as DNS sees it (`xn--...`).
+ */
+function hostNameProblem(url: URL): string | undefined {
+  if (ipLiteralHost(url) !== undefined) return undefined;
+  // A fully qualified name may end in a dot, which counts neither as a label nor in the length.
+  const host = url.hostname.endsWith(".") ? url.hostname.slice(0, -1) : url.hostname;
+  if (host.length > 253 || host.split(".").some((label) => label.length === 0 || label.length > 63)) {
+    return "must have a host name of at most 253 characters, each part between dots 1 to 63 characters long";
+  }
+  return undefined;
+}
+
+/**
  * Checks what can be checked from the URL alone. Host names are checked again on the resolved
  * address when the worker connects, because DNS can change between now and then.
  */
@@ -80,6 +96,8 @@ export function checkDestinationUrl(text: string, policy: DestinationPolicy): Ur
   if (url.protocol === "http:" && !policy.allowHttp) {
     return { ok: false, reason: "must use https" };
   }
+  const hostProblem = hostNameProblem(url);
+  if (hostProblem) return { ok: false, reason: hostProblem };
   if (!policy.allowPrivateNetworks) {
     const literal = ipLiteralHost(url);
     if (literal !== undefined && !isPublicAddress(literal)) {

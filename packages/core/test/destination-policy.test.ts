@@ -148,6 +148,21 @@ describe("checkDestinationUrl with the production policy", () => {
   });
 });
 
+describe("checkDestinationUrl and host names DNS cannot look up", () => {
+  const reason = "must have a host name of at most 253 characters, each part between dots 1 to 63 characters long";
+  const label63 = "a".repeat(63);
+  const host253 = `${label63}.${label63}.${label63}.${"b".repeat(61)}`;
+
+  it.each([`${"a".repeat(64)}.example.com`, `${host253}c`, `${host253}c.`, "a..example.com", ".example.com"])("refuses %j, whatever the policy", (host) => {
+    expect(checkDestinationUrl(`https://${host}/hooks`, production)).toEqual({ ok: false, reason });
+    expect(checkDestinationUrl(`https://${host}/hooks`, development)).toEqual({ ok: false, reason });
+  });
+
+  it.each([`${label63}.example.com`, host253, `${host253}.`, "example.com.", "8.8.8.8", "[2606:4700:4700::1111]"])("accepts %j", (host) => {
+    expect(checkDestinationUrl(`https://${host}/hooks`, production).ok).toBe(true);
+  });
+});
+
 describe("checkDestinationUrl with other policies", () => {
   it("allows loopback over http when both switches are on", () => {
     for (const url of ["http://127.0.0.1:4000/hooks", "http://localhost:4000/hooks", "http://[::1]:4000/", "http://10.0.0.5/", "http://169.254.169.254/"]) {

@@ -2,4 +2,4 @@ export { createApp } from "./app.ts";
 export { CredentialAuthenticator } from "./http/auth.ts";
 export type { ApiDeps } from "./http/types.ts";
 export { connectApiDeps } from "./deps.ts";
-export { createApiServer, SERVER_TIMEOUTS } from "./http/server.ts";
+export { createApiServer } from "./http/server.ts";

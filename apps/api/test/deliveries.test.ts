@@ -190,6 +190,23 @@ describe("GET /v1/deliveries", () => {
     expect(response.body.error.message).toContain(param);
   });
 
+  test.for([
+    // Past 2^53 too: the same message as every other limit out of range.
+    ["limit=99999999999999999999999", "limit", "parameter_out_of_range", "limit must be an integer between 1 and 100"],
+    // Past what a double holds (Infinity): not a number at all.
+    [`limit=${"9".repeat(400)}`, "limit", "parameter_invalid", "limit must be an integer between 1 and 100"],
+    // An empty window, as POST /v1/subscriptions/{id}/recover refuses it.
+    ["since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "until", "parameter_invalid", "until must be later than since"],
+    ["since=2026-01-01T00:00:00Z&until=2026-01-01T00:00:00Z", "until", "parameter_invalid", "until must be later than since"],
+    ["since=2026-01-01T02:00:00%2B02:00&until=2026-01-01T00:00:00Z", "until", "parameter_invalid", "until must be later than since"],
+    // An empty filter is a form field left blank, not a filter that matches nothing.
+    ["subscription_id=", "subscription_id", "parameter_invalid", "subscription_id must not be empty: leave it out to list the deliveries of every subscription"],
+    ["event=", "event", "parameter_invalid", "event must not be empty: leave it out to list the deliveries of every event type"],
+  ])("rejects %s with a 400 that says why", async ([query, param, code, message], { api, database, seed }) => {
+    const response = await api.get(`/v1/deliveries?${query}`, 400);
+    expect(response.body.error).toMatchObject({ type: "invalid_request_error", param, code, message });
+  });
+
   test("rejects starting_after and ending_before together", async ({ api, database, seed }) => {
     const { rows } = seed;
     const response = await api.get(`/v1/deliveries?starting_after=${rows[5]!.id}&ending_before=${rows[1]!.id}`, 400);

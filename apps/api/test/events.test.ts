@@ -165,6 +165,18 @@ describe("POST /v1/events", () => {
       expect(response.status).toBe(400);
       expect(response.body.error.param).toBe("Idempotency-Key");
     });
+
+    test("rejects a key with characters outside printable ASCII, instead of storing it garbled", async ({ api }) => {
+      // The header's bytes: "é" in UTF-8, "é" in latin1, a tab.
+      for (const key of [Buffer.from("clé", "utf8"), Buffer.from("cl\u00e9", "latin1"), Buffer.from("a\tb")]) {
+        const response = await send(api, "idem.ascii", {}, { "Idempotency-Key": key.toString("latin1") });
+        expect(response.status, key.toString("hex")).toBe(400);
+        expect(response.body.error).toMatchObject({ code: "parameter_invalid", param: "Idempotency-Key", message: "Idempotency-Key must be 1 to 255 printable ASCII characters" });
+      }
+      expect(await api.db.event.count({ where: { type: "idem.ascii" } })).toBe(0);
+      // Spaces and every other printable ASCII character are fine.
+      expect((await send(api, "idem.ascii", {}, { "Idempotency-Key": "order 42 ~!@#$%^&*()_+{}|:<>?" })).status).toBe(202);
+    });
   });
 
   test.for([

@@ -1,6 +1,6 @@
 import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
-import { connectApiDeps, createApiServer, createApp, SERVER_TIMEOUTS } from "@webhooks/api";
-import { newId } from "@webhooks/core";
+import { connectApiDeps, createApiServer, createApp } from "@webhooks/api";
+import { newId, SERVER_TIMEOUTS } from "@webhooks/core";
 import { testConfig, TEST_API_KEY } from "@webhooks/testing";
 import { publish, startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
 import { pino } from "pino";
@@ -38,6 +38,19 @@ function parseRawResponse(text: string) {
   const [statusLine = "", ...headerLines] = head.split("\r\n");
   const headers = Object.fromEntries(headerLines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
   return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(rest.join("\r\n")) };
+}
+
+/** Every response in `text`, in order: a head, and a body as long as its Content-Length says. */
+function parseRawResponses(text: string) {
+  const responses: ReturnType<typeof parseRawResponse>[] = [];
+  let rest = text;
+  while (rest.includes("\r\n\r\n")) {
+    const headEnd = rest.indexOf("\r\n\r\n") + 4;
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(rest.slice(0, headEnd))?.[1]);
+    responses.push(parseRawResponse(rest.slice(0, headEnd + length)));
+    rest = rest.slice(headEnd + length);
+  }
+  return responses;
 }
 
 /** A TCP proxy on loopback to PostgreSQL, which a test can cut as if the server went down. */
@@ -88,6 +101,15 @@ describe("item 14: unknown, missing and repeated parameters", () => {
 
     await api.post(`/v1/deliveries/${id}/retry`, undefined, 202, { schema: deliverySchema });
     await api.post(`/v1/deliveries/${id}/retry`, {}, 202, { schema: deliverySchema });
+    // An empty body is no body, whatever its type: fetch(url, { method: "POST", body: "" }) sends text/plain.
+    for (const type of ["text/plain;charset=UTF-8", "application/json", "application/x-www-form-urlencoded"]) {
+      const response = await api.call("POST", `/v1/deliveries/${id}/retry`, { body: "", headers: { "content-type": type } });
+      expect(response.status, type).toBe(202);
+    }
+    // Where a body is required, its fields are named as missing, as with no body at all.
+    const publish = await api.call("POST", "/v1/events", { body: "", headers: { "content-type": "text/plain;charset=UTF-8" } });
+    expect(publish.status).toBe(400);
+    expect(publish.body.error).toMatchObject({ code: "parameter_missing", param: "type" });
   });
 
   test("answers 400 to PUT /v1/subscriptions/{id} without a body; {} is still a no-op update", async ({ api, database }) => {
@@ -273,6 +295,33 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
     }
     // The server goes on serving.
     expect((await api.call("GET", "/healthz", { key: null })).status).toBe(200);
+  });
+
+  test("answers the requests read whole before bytes the parser refuses, and refuses those after", async ({ api }) => {
+    const type = `hardening.trailing.${Math.random().toString(36).slice(2, 8)}`;
+    const first = JSON.stringify({ type, data: { n: 1 } });
+    const second = JSON.stringify({ type, data: { n: 2 } });
+    const head = (length: number) =>
+      `POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TEST_API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    // What each answer must be, in order: an event (a 202), or an error code.
+    const cases: [string, string[]][] = [
+      // A publish, then a stray byte: the event is published, and the client is told so first.
+      [`${head(first.length)}${first}\u0001`, ["event", "invalid_request"]],
+      // Two pipelined publishes, then a stray byte: both answers, in order, then the refusal.
+      [`${head(first.length)}${first}${head(second.length)}${second}\u0001`, ["event", "event", "invalid_request"]],
+      // A Content-Length one short: the body as counted is not JSON, and that answer comes first.
+      [`${head(first.length - 1)}${first}`, ["invalid_json", "invalid_request"]],
+    ];
+    for (const [request, answers] of cases) {
+      const responses = parseRawResponses(await rawExchange(api.baseUrl, request));
+      expect(responses.map((response) => (response.status === 202 ? response.body.object : response.body.error.code)), request.slice(-40)).toEqual(answers);
+      for (const response of responses) {
+        if (response.status === 202) expect(response.body).toMatchObject({ object: "event", type });
+        else expectErrorShape(response);
+      }
+    }
+    // Each accepted publish was answered 202: three events, as the client was told.
+    expect(await api.db.event.count({ where: { type } })).toBe(3);
   });
 
   test("closes 200 connections that trickle their headers, and keeps serving others", { timeout: 30_000 }, async ({ api }) => {

@@ -116,6 +116,28 @@ describe("routing errors", () => {
   });
 });
 
+describe("routing comes before the body", () => {
+  test("answers 404 or 405 whatever the body, as it does without one", async ({ api, database }) => {
+    const json = { "content-type": "application/json" };
+    const cases: [string, string, string, Record<string, string>, number][] = [
+      ["POST", "/v1/deliveries", "type=a", { "content-type": "text/plain" }, 405],
+      ["PUT", "/v1/events", "{bad", json, 405],
+      ["PATCH", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "{}", { ...json, "content-encoding": "gzip" }, 405],
+      ["POST", "/v1/nothing", "{bad", json, 404],
+      ["POST", "/v1/events/", "{bad", json, 404],
+      // Over BODY_LIMIT_BYTES (2048 here), sent whole or announced by Content-Length alone.
+      ["POST", "/v1/nothing", JSON.stringify({ blob: "x".repeat(4096) }), json, 404],
+      ["PUT", "/v1/events", JSON.stringify({ blob: "x".repeat(4096) }), json, 405],
+    ];
+    for (const [method, path, body, headers, status] of cases) {
+      const response = await api.call(method, path, { body, headers });
+      expect(response.status, `${method} ${path} ${body.slice(0, 10)}`).toBe(status);
+      expect(response.body.error.code).toBe(status === 404 ? "resource_missing" : "method_not_allowed");
+      expectErrorShape(response.body, response.headers);
+    }
+  });
+});
+
 describe("request bodies", () => {
   const big = JSON.stringify({ type: "big.one", data: { blob: "x".repeat(4096) } });
 
@@ -166,6 +188,70 @@ describe("request bodies", () => {
       headers: { "content-type": "application/vnd.api+json; charset=utf-8" },
     });
     expect(vendorJson.status).toBe(202);
+  });
+
+  test("refuses a malformed Content-Type with a 415 that says what to send", async ({ api, database }) => {
+    for (const type of ["application/json;;;", "application/json; charset", "application/json ;charset=utf-8", "application/vnd.v2+json"]) {
+      const response = await api.call("POST", "/v1/events", { body: '{"type":"a.b","data":{}}', headers: { "content-type": type } });
+      expect(response.status, type).toBe(415);
+      expect(response.body.error.code).toBe("unsupported_media_type");
+      expect(response.body.error.message, type).toMatch(/^The (Content-Type header|request body) .*application\/json/);
+      expectErrorShape(response.body, response.headers);
+    }
+  });
+
+  test("reads bodies as UTF-8 only: another charset or a Content-Encoding is a 415", async ({ api, database }) => {
+    const publish = async (headers: Record<string, string>) =>
+      api.call("POST", "/v1/events", { body: '{"type":"charset.check","data":{}}', headers: { "content-type": "application/json", ...headers } });
+    for (const charset of ["latin1", "ISO-8859-1", '"utf-16"']) {
+      const response = await publish({ "content-type": `application/json; charset=${charset}` });
+      expect(response.status, charset).toBe(415);
+      expect(response.body.error).toMatchObject({ code: "unsupported_media_type", message: expect.stringContaining("must be UTF-8") });
+    }
+    for (const encoding of ["gzip", "br", "identity, gzip"]) {
+      const response = await publish({ "content-encoding": encoding });
+      expect(response.status, encoding).toBe(415);
+      expect(response.body.error).toMatchObject({ code: "unsupported_media_type", message: expect.stringContaining("Content-Encoding") });
+      expect(response.headers["accept-encoding"]).toBe("identity");
+      expectErrorShape(response.body, response.headers);
+    }
+    const accepted: Record<string, string>[] = [
+      { "content-type": "application/json; charset=UTF-8" },
+      { "content-type": 'application/json;charset="utf-8"' },
+      { "content-encoding": "identity" },
+    ];
+    for (const headers of accepted) {
+      expect((await publish(headers)).status, JSON.stringify(headers)).toBe(202);
+    }
+  });
+
+  test("refuses bytes that are not UTF-8 instead of replacing them, and keeps those that are", async ({ api, database }) => {
+    const send = async (body: Buffer | AsyncIterable<Buffer>) => {
+      const response = await request(`${api.baseUrl}/v1/events`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TEST_API_KEY}`, "content-type": "application/json" },
+        body: body instanceof Buffer ? body : Readable.from(body),
+      });
+      return { status: response.statusCode, body: (await response.body.json()) as Record<string, any> };
+    };
+    const type = "utf8.check";
+    for (const invalid of [[0xff], [0xc3], [0xed, 0xa0, 0x80]]) {
+      const response = await send(Buffer.concat([Buffer.from(`{"type":"${type}","data":{"s":"`), Buffer.from(invalid), Buffer.from('"}}')]));
+      expect(response.status, String(invalid)).toBe(400);
+      expect(response.body.error).toMatchObject({ code: "invalid_json", message: "The request body is not valid UTF-8" });
+    }
+    expect(await api.db.event.count({ where: { type } })).toBe(0);
+    // A character split between two chunks arrives whole.
+    const text = Buffer.from(`{"type":"${type}","data":{"s":"é€😀"}}`);
+    const split = text.indexOf(Buffer.from("€")) + 1;
+    const accepted = await send(
+      (async function* () {
+        yield text.subarray(0, split);
+        yield text.subarray(split);
+      })(),
+    );
+    expect(accepted.status).toBe(202);
+    expect(accepted.body.data).toEqual({ s: "é€😀" });
   });
 });
 

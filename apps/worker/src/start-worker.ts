@@ -82,7 +82,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const retentionMs = config.retention.maxAgeMs;
   const pruner = retentionMs === undefined ? undefined : new Pruner({ sql: database.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
 
-  const opsServer = options.metrics !== false ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort) : undefined;
+  const opsServer = options.metrics !== false ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort, logger) : undefined;
   const metricsPort = opsServer?.port ?? 0;
 
   for (const worker of workers) void worker.run();

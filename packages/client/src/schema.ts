@@ -227,7 +227,7 @@ export interface paths {
         put?: never;
         /**
          * Resend a delivery
-         * @description Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing.
+         * @description Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing, and on one being attempted at that moment neither: that attempt is its resend.
          */
         post: operations["retryDelivery"];
         delete?: never;
@@ -831,7 +831,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1071,7 +1071,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1311,7 +1311,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1444,7 +1444,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1577,7 +1577,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1631,7 +1631,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes retries safe: the same key with the same body returns the event created the first time. */
+                /** @description Makes retries safe: the same key with the same body returns the event created the first time. 1 to 255 printable ASCII characters. */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -1724,7 +1724,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -2300,7 +2300,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -2431,7 +2431,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The request body is not sent as JSON (Content-Type: application/json) */
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */

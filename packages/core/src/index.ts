@@ -14,6 +14,7 @@ export * from "./jobs.ts";
 export * from "./logger.ts";
 export * from "./retry-schedule.ts";
 export * from "./secret-box.ts";
+export * from "./server-timeouts.ts";
 export * from "./signing.ts";
 export * from "./startup.ts";
 export * from "./tenants.ts";

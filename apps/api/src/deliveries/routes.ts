@@ -60,7 +60,8 @@ const resendRouteDef = createRoute({
   summary: "Resend a delivery",
   description:
     "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
-    "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing.",
+    "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing, and on one being " +
+    "attempted at that moment neither: that attempt is its resend.",
   request: { query: noQueryParameters, params: deliveryIdParam, body: { required: false, content: { "application/json": { schema: noParametersBody } } } },
   responses: { 202: jsonResponse(deliverySchema, "The delivery, queued"), ...operationErrors(404, 413, 415) },
 });

@@ -60,20 +60,33 @@ const responseCodeQuery = z
     example: "5xx",
   });
 
-export const listDeliveriesQuery = z.strictObject({
-  subscription_id: text(64).optional().openapi({ description: "Only deliveries of this subscription." }),
-  status: z
-    .enum(deliveryStatuses, { error: "status must be one of queued, delivered, failed" })
-    .optional()
-    .openapi({ description: "Only deliveries in this state." }),
-  event: text(255).optional().openapi({ description: "Only deliveries of this event type.", example: "invoice.paid" }),
-  since: timestampQuery("since", "Only deliveries created at or after this time."),
-  until: timestampQuery("until", "Only deliveries created before this time."),
-  response_code: responseCodeQuery,
-  tenant_id: tenantIdField("Only this tenant's deliveries.").optional(),
-  limit: limitQuery,
-  ...cursorQueries,
-});
+export const listDeliveriesQuery = z
+  .strictObject({
+    // An empty filter is a mistake (a form field left blank), not "match nothing": a 400 says so.
+    subscription_id: text(64)
+      .min(1, "subscription_id must not be empty: leave it out to list the deliveries of every subscription")
+      .optional()
+      .openapi({ description: "Only deliveries of this subscription." }),
+    status: z
+      .enum(deliveryStatuses, { error: "status must be one of queued, delivered, failed" })
+      .optional()
+      .openapi({ description: "Only deliveries in this state." }),
+    event: text(255)
+      .min(1, "event must not be empty: leave it out to list the deliveries of every event type")
+      .optional()
+      .openapi({ description: "Only deliveries of this event type.", example: "invoice.paid" }),
+    since: timestampQuery("since", "Only deliveries created at or after this time."),
+    until: timestampQuery("until", "Only deliveries created before this time."),
+    response_code: responseCodeQuery,
+    tenant_id: tenantIdField("Only this tenant's deliveries.").optional(),
+    limit: limitQuery,
+    ...cursorQueries,
+  })
+  // An empty window is a mistake, as POST /v1/subscriptions/{id}/recover says of the same one.
+  .refine((query) => query.since === undefined || query.until === undefined || query.until > query.since, {
+    error: "until must be later than since",
+    path: ["until"],
+  });
 
 export const listAttemptsQuery = z.strictObject({ limit: limitQuery, ...cursorQueries });
 

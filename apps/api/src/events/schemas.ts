@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { eventTypeSchema, isOperationalEventType, OPERATIONAL_PREFIX } from "@webhooks/core";
 import type { EventRecord } from "@webhooks/db";
-import { isoTimestamp, tenantIdField, tenantIdJson, tenantIdResponseField, text, unstorableText } from "../http/schemas.ts";
+import { isoTimestamp, tenantIdField, tenantIdJson, tenantIdResponseField, unstorableText } from "../http/schemas.ts";
 
 /** Deeper than this is almost certainly a mistake, and PostgreSQL's jsonb has a nesting limit. */
 const MAX_DATA_DEPTH = 32;
@@ -55,13 +55,20 @@ export const publishEventBody = z
   })
   .openapi("PublishEvent");
 
+const idempotencyKeyMessage = "Idempotency-Key must be 1 to 255 printable ASCII characters";
+
 export const idempotencyHeaders = z.object({
-  "Idempotency-Key": text(255)
-    .min(1)
+  // Printable ASCII only: Node reads other header bytes as latin1, so a UTF-8 key would be stored
+  // garbled, and would not match the same key sent through a client that encodes it otherwise.
+  "Idempotency-Key": z
+    .string()
+    .regex(/^[\x20-\x7e]{1,255}$/, idempotencyKeyMessage)
     .optional()
     .openapi({
       param: { name: "Idempotency-Key", in: "header" },
-      description: "Makes retries safe: the same key with the same body returns the event created the first time.",
+      description:
+        "Makes retries safe: the same key with the same body returns the event created the first time. " +
+        "1 to 255 printable ASCII characters.",
     }),
 });
 

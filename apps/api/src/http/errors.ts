@@ -3,6 +3,7 @@ import type { Context, ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError, apiErrorFromDomain, errorBody } from "./api-error.ts";
+import { NOT_JSON_MESSAGE } from "./content-type.ts";
 import { DATABASE_RETRY_AFTER_SECONDS, isDatabaseUnreachable } from "./database-unavailable.ts";
 import type { ApiEnv } from "./types.ts";
 
@@ -35,7 +36,11 @@ export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
     if (status === 401) {
       return respond(c, new ApiError(401, "authentication_error", "credentials_required", "Valid credentials are required", undefined, headers));
     }
-    const code = status === 415 ? "unsupported_media_type" : status === 413 ? "body_too_large" : status === 404 ? "resource_missing" : "invalid_request";
+    if (status === 415) {
+      // The routes' validator's own "Unsupported Media Type" says less than json-body.ts's 415s.
+      return respond(c, new ApiError(415, "invalid_request_error", "unsupported_media_type", NOT_JSON_MESSAGE, undefined, headers));
+    }
+    const code = status === 413 ? "body_too_large" : status === 404 ? "resource_missing" : "invalid_request";
     return respond(c, new ApiError(status, "invalid_request_error", code, err.message || "Invalid request", undefined, headers));
   }
   // Anything else is our fault: log it with the request id, answer without any detail.

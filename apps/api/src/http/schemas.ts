@@ -45,11 +45,14 @@ export const timestampString = (name: string) => {
 export const timestampQuery = (name: string, description: string) =>
   timestampString(name).optional().openapi({ type: "string", format: "date-time", description });
 
+const limitMessage = "limit must be an integer between 1 and 100";
+// Digits only, so the number is an integer: no int() check, whose own message would answer a
+// value past 2^53 instead of this one. Over 308 digits it is Infinity, which z.number() refuses.
 export const limitQuery = z
   .string()
-  .regex(/^\d+$/, "limit must be an integer between 1 and 100")
+  .regex(/^\d+$/, limitMessage)
   .transform(Number)
-  .pipe(z.number().int().min(1, "limit must be an integer between 1 and 100").max(100, "limit must be an integer between 1 and 100"))
+  .pipe(z.number({ error: limitMessage }).min(1, limitMessage).max(100, limitMessage))
   .optional()
   .openapi({ type: "integer", minimum: 1, maximum: 100, default: 20, description: "How many records to return, 1 to 100." });
 
@@ -144,7 +147,10 @@ export const errorResponses = {
   }),
   409: jsonResponse(errorSchema, "The Idempotency-Key was used before with a different request"),
   413: jsonResponse(errorSchema, "The request body is larger than BODY_LIMIT_BYTES allows"),
-  415: jsonResponse(errorSchema, "The request body is not sent as JSON (Content-Type: application/json)"),
+  415: jsonResponse(
+    errorSchema,
+    "The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding)",
+  ),
   429: jsonResponse(
     errorSchema,
     "Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address",

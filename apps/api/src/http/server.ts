@@ -1,30 +1,17 @@
-import { createServer, STATUS_CODES, type Server } from "node:http";
+import { createServer, STATUS_CODES, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { getRequestListener, RequestError } from "@hono/node-server";
-import { newId, type Logger } from "@webhooks/core";
+import { newId, SERVER_TIMEOUTS, serverTimeoutOptions, type Logger } from "@webhooks/core";
 import { ApiError, errorBody } from "./api-error.ts";
-
-/**
- * Timeouts of the HTTP server. Node's defaults hold a connection that trickles its headers for a
- * minute (and check only every 30 s), so a few hundred slow clients (slowloris) can tie the
- * server up; these close such connections within about 11 s.
- */
-export const SERVER_TIMEOUTS = {
-  /** The whole request head must arrive within this. */
-  headersTimeoutMs: 10_000,
-  /** The whole request, body included (at most BODY_LIMIT_BYTES), must arrive within this. */
-  requestTimeoutMs: 30_000,
-  /** An idle keep-alive connection is closed after this. */
-  keepAliveTimeoutMs: 5_000,
-  /** How often Node looks for connections past headersTimeoutMs or requestTimeoutMs. */
-  connectionsCheckingIntervalMs: 1_000,
-} as const;
 
 type FetchHandler = Parameters<typeof getRequestListener>[0];
 
+/** A server's socket as Node's HTTP server sees it: `_httpMessage` is the response being written on it. */
+type Socket = Duplex & { _httpMessage?: ServerResponse | null };
+
 /**
- * The API's HTTP server: the app behind @hono/node-server's request listener, with the timeouts
- * above. Requests that the adapter refuses before the app sees them (a backslash in the path, a
+ * The API's HTTP server: the app behind @hono/node-server's request listener, with core's
+ * SERVER_TIMEOUTS. Requests that the adapter refuses before the app sees them (a backslash in the path, a
  * missing or invalid Host, `OPTIONS *`) are answered in the contract's error shape, with a
  * request id, instead of the adapter's empty 400.
  */
@@ -46,10 +33,7 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
   });
   const server = createServer(
     {
-      headersTimeout: SERVER_TIMEOUTS.headersTimeoutMs,
-      requestTimeout: SERVER_TIMEOUTS.requestTimeoutMs,
-      keepAliveTimeout: SERVER_TIMEOUTS.keepAliveTimeoutMs,
-      connectionsCheckingInterval: SERVER_TIMEOUTS.connectionsCheckingIntervalMs,
+      ...serverTimeoutOptions,
       // Node answers an HTTP/1.1 request without Host with an empty 400 of its own; let the
       // adapter refuse it instead, so that the answer is in the contract's shape.
       requireHostHeader: false,
@@ -66,6 +50,11 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
  * Node would answer them with an empty 400 (431, 408, 417), or, for CONNECT, close the
  * connection. They get the contract's error shape and a request id instead, and the connection
  * is closed: after a parse error nothing more can be read from it.
+ *
+ * The bytes the parser refuses may follow a request it read whole and that is still being
+ * handled (a publish followed by stray bytes, or by the last byte of a body whose Content-Length
+ * was one short). That request's answer goes out first: the refusal waits for it, lest the client
+ * read a 400 for a request that took effect.
  */
 function answerUnreadableRequests(server: Server, logger: Logger): void {
   /** A refusal's log line, and its answer's request id and JSON body. */
@@ -85,13 +74,7 @@ function answerUnreadableRequests(server: Server, logger: Logger): void {
       () => socket.destroy(),
     );
   };
-
-  server.on("clientError", (error: Error & { code?: string }, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }) => {
-    // Gone, or its response has begun: nothing more can be said on this connection.
-    if (error.code === "ECONNRESET" || !socket.writable || socket._httpMessage?.headersSent) {
-      socket.destroy();
-      return;
-    }
+  const refuseUnreadable = (error: Error & { code?: string }, socket: Duplex) => {
     if (error.code === "HPE_HEADER_OVERFLOW") {
       refuse(socket, 431, error.code, "The request's headers are too large");
     } else if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
@@ -99,6 +82,36 @@ function answerUnreadableRequests(server: Server, logger: Logger): void {
     } else {
       refuse(socket, 400, error.code ?? "parse error", "The request could not be read: it is not well-formed HTTP/1.1");
     }
+  };
+  /** Sockets whose refusal waits for the answers to the requests read before it. */
+  const refusing = new WeakSet<Duplex>();
+  /**
+   * Refuses once the response on `socket` (Node's `_httpMessage`, the one being written; the
+   * answers to pipelined requests follow it in turn) is out, if its request was read whole. A
+   * request whose body the error cut short cannot be answered: the refusal is its answer.
+   */
+  const refuseAfterAnswers = (error: Error & { code?: string }, socket: Socket) => {
+    const answering = socket._httpMessage;
+    if (answering?.req.complete && socket.writable) {
+      refusing.add(socket);
+      // Node's own 'finish' listener, added first, has by then moved on to the next response, or
+      // is closing the connection (a response that said `connection: close`): then so be it.
+      answering.once("finish", () => {
+        if (socket.writable) refuseAfterAnswers(error, socket);
+      });
+    } else if (!socket.writable || answering?.headersSent) {
+      // Gone, or its response has begun: nothing more can be said on this connection.
+      socket.destroy();
+    } else {
+      refuseUnreadable(error, socket);
+    }
+  };
+
+  server.on("clientError", (error: Error & { code?: string }, socket: Socket) => {
+    // The parser goes on failing on whatever else arrives: the refusal is already planned.
+    if (refusing.has(socket)) return;
+    if (error.code === "ECONNRESET") socket.destroy();
+    else refuseAfterAnswers(error, socket);
   });
   server.on("connect", (_request, socket: Duplex) => refuse(socket, 400, "CONNECT", "CONNECT is not supported: this server is not a proxy"));
   server.on("checkExpectation", (request, response) => {

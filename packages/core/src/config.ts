@@ -27,6 +27,9 @@ const duration = durationUpTo(MAX_TIMER_MS, "24d");
 
 const boolean = z.enum(["true", "false", "1", "0"], { error: "must be true or false" }).transform((v) => v === "true" || v === "1");
 
+/** One of a few words, said as plainly as the other messages. */
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T) => z.enum(values, { error: `must be one of ${values.join(", ")}` });
+
 const integer = (min: number, max: number) =>
   z
     .string()
@@ -53,7 +56,7 @@ function parseClusterNode(text: string): { host: string; port: number } | undefi
 }
 
 const envSchema = z.object({
-  NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
+  NODE_ENV: oneOf(["development", "test", "production"]).default("development"),
   HOST: z.string().min(1).default("0.0.0.0"),
   PORT: integer(0, 65535).default(3000),
   // Contract §13: where people reach the API, for the links it hands out (portal session urls).
@@ -90,7 +93,7 @@ const envSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes encoded in base64 (openssl rand -base64 32)")
     .optional(),
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  LOG_LEVEL: oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   BODY_LIMIT_BYTES: integer(1024, 100 * 1024 * 1024).default(256 * 1024),
   RATE_LIMIT_PER_SECOND: integer(0, 1_000_000).default(0),
   ALLOW_HTTP_URLS: boolean.optional(),

@@ -274,6 +274,8 @@ describe("loadConfig errors", () => {
     expect(configError({ DELIVERY_TIMEOUT: "15" }).message).toMatch(/DELIVERY_TIMEOUT must be a duration/);
     expect(configError({ ALLOW_HTTP_URLS: "yes" }).message).toMatch(/ALLOW_HTTP_URLS must be true or false/);
     expect(configError({ REDIS_URL: "http://x" }).message).toMatch(/REDIS_URL must be a URL starting with redis:\/\/ or rediss:\/\//);
+    expect(configError({ LOG_LEVEL: "verbose" }).message).toBe('Invalid configuration: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent (got "verbose")');
+    expect(configError({ NODE_ENV: "prod" }).message).toBe('Invalid configuration: NODE_ENV must be one of development, test, production (got "prod")');
   });
 
   it.each([

@@ -75,7 +75,9 @@ export async function* recoverDeliveries(
   // this changes nothing for a subscription in scope and resends nothing for one outside it.
   const inScope = scopeConditions(ctx.scope).map((condition) => Prisma.sql`AND ${condition}`);
   const scoped = inScope.length > 0 ? Prisma.join(inScope, " ") : Prisma.empty;
-  const [start] = await ctx.db.$queryRaw<{ now: Date }[]>`SELECT now() AS now`;
+  // Rounded to the millisecond as updated_at is stored (timestamptz(3)): a delivery that failed
+  // in the same millisecond just before the start would otherwise look updated after it.
+  const [start] = await ctx.db.$queryRaw<{ now: Date }[]>`SELECT now()::timestamptz(3) AS now`;
   const startedAt = start!.now;
   const until = window.until ?? startedAt;
   const next = nextState("failed", { type: "resend" }, { retryScheduleMs: [] });
@@ -94,7 +96,7 @@ export async function* recoverDeliveries(
         UPDATE deliveries d SET status = ${next.status}::delivery_status,
           next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
         FROM batch
-        WHERE d.id = batch.id AND d.status = 'failed' AND d.updated_at < ${startedAt}
+        WHERE d.id = batch.id AND d.status = 'failed' AND d.updated_at <= ${startedAt}
           AND (d.leased_until IS NULL OR d.leased_until < now())
         RETURNING d.id, batch.retrying
       ), last AS (

@@ -6,6 +6,7 @@ import { checkEvictionPolicy, checkRedis } from "@webhooks/queue";
 import { createApp } from "./app.ts";
 import { connectApiDeps } from "./deps.ts";
 import { createApiServer } from "./http/server.ts";
+import { ADMIN_BASE_PATH } from "./ops/admin.ts";
 
 const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "api" });
@@ -30,7 +31,9 @@ const app = createApp(deps);
 const server = createApiServer(app.fetch, logger);
 server.listen(config.port, config.host, () => {
   const port = (server.address() as AddressInfo).port;
-  logger.info({ port, host: config.host, docs: `http://localhost:${port}/docs` }, "API listening");
+  const base = `http://localhost:${port}`;
+  const admin = config.admin ? `${base}${ADMIN_BASE_PATH}` : "off (set ADMIN_USERNAME and ADMIN_PASSWORD)";
+  logger.info({ port, host: config.host, docs: `${base}/docs`, metrics: `${base}/metrics`, bullBoard: admin }, "API listening");
 });
 
 let stopping = false;

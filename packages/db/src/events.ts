@@ -203,8 +203,12 @@ export async function publishEvents(
       error instanceof Error ? error : new Error(String(error)),
     );
     for (const { index, key, hash } of conflicted) {
-      const winner = winners instanceof Error ? winners : winners.get(key);
-      results[index] = winner === undefined ? new Error("idempotent event vanished after a key conflict") : winner instanceof Error ? winner : replay(winner, key, hash);
+      if (winners instanceof Error) {
+        results[index] = winners;
+      } else {
+        const winner = winners.get(key);
+        results[index] = winner ? replay(winner, key, hash) : new Error("idempotent event vanished after a key conflict");
+      }
     }
   }
   return finish(results);

@@ -21,7 +21,6 @@ const ENQUEUE_TIMEOUT_MS = 2_000;
  */
 const RESEND_NOTE_MS = 10 * 60_000;
 
-
 /** The BullMQ queue of one shard; DeliveryQueue is all of them. */
 type ShardQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
 
@@ -218,7 +217,7 @@ export class DeliveryQueue {
   }
 
   async saveReconcilerState(state: ReconcilerState): Promise<void> {
-    // The marks first: a state saved without them would stand for shards that were never checked.
+    // Each shard's mark (see reconcilerState), then the state.
     await Promise.all(this.queues.map((_, shard) => this.redis.set(this.#reconciledMarkKey(shard), 1)));
     await this.redis
       .multi()

@@ -9,6 +9,7 @@ import {
   type ClaimedDelivery,
   type EndpointResult,
   type HealthUpdate,
+  type RecordedAttempt,
   type SqlClient,
 } from "@webhooks/db";
 
@@ -33,8 +34,8 @@ export interface AttemptBatches {
   claim(deliveryId: string, leaseToken: string): Promise<ClaimedDelivery | null>;
   /** Takes the claimed attempt back, unsent, and gives the lease back. */
   withdraw(lease: AttemptLease): Promise<void>;
-  /** Whether the attempt was recorded (false: the lease was lost to another worker). */
-  record(record: AttemptToRecord): Promise<boolean>;
+  /** The attempt as recorded, or undefined when it was not (the lease was lost to another worker). */
+  record(record: AttemptToRecord): Promise<RecordedAttempt | undefined>;
   /**
    * The subscription's health after this attempt (undefined when another attempt of the same
    * batch reports it), and the operational deliveries it published.
@@ -59,10 +60,10 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
     { maxBatchSize: MAX_BATCH },
   );
 
-  const records = batchLoader<AttemptToRecord, boolean>(
+  const records = batchLoader<AttemptToRecord, RecordedAttempt | undefined>(
     async (requests) => {
       const recorded = await recordAttempts({ sql }, [...requests]);
-      return requests.map((request) => recorded.has(request.deliveryId));
+      return requests.map((request) => recorded.get(request.deliveryId));
     },
     { maxBatchSize: MAX_BATCH, inFlight: BATCHES_IN_FLIGHT },
   );

@@ -139,7 +139,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     }
     deps.metrics.attempts.inc({ outcome: next.status === "delivered" ? "delivered" : next.nextAttemptInMs === null ? "failed" : "retry_scheduled" });
     deps.logger.debug({ deliveryId, attempt: attempt.number, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
-    const health = await recordHealth(deps, delivery, result);
+    const health = await recordHealth(deps, delivery, result, recorded.subscriptionUnwell);
     if (health) holdUntil = heldUntil(health, new Date())?.getTime() ?? null;
     else if (isSuccess(result)) holdUntil = null;
 
@@ -223,15 +223,17 @@ function originOf(url: string): string {
 const successWritten = new Map<string, Date>();
 
 /**
- * The endpoint's health: written only when this attempt changes it (see core's changesHealth).
+ * The endpoint's health: written only when this attempt changes it (see core's changesHealth),
+ * or when the stored health is unwell (`storedUnwell`, read by the record): the claim's snapshot
+ * may predate failures, an open circuit or a hold recorded since, which a success must clear.
  * Returns the health as written, when this attempt's write is the one that reports it.
  */
-async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result: SendResult): Promise<EndpointHealth | undefined> {
+async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result: SendResult, storedUnwell: boolean): Promise<EndpointHealth | undefined> {
   const finishedAt = new Date();
   const snapshot = delivery.subscription.health;
   const written = successWritten.get(delivery.subscriptionId);
   const health = written && (snapshot.lastSuccessAt === null || written > snapshot.lastSuccessAt) ? { ...snapshot, lastSuccessAt: written } : snapshot;
-  if (!changesHealth(health, result, finishedAt)) return undefined;
+  if (!storedUnwell && !changesHealth(health, result, finishedAt)) return undefined;
   try {
     const { update, deliveryIds } = await deps.batches.recordHealth({ subscriptionId: delivery.subscriptionId, result, finishedAt });
     if (isSuccess(result)) {

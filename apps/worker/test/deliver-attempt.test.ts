@@ -126,6 +126,33 @@ describe("an attempt that fails before its request leaves", () => {
   });
 });
 
+describe("a success whose claim saw the subscription healthy", () => {
+  it("writes the health all the same when failures were recorded after the claim: the success ends the streak", async ({ queuedAttempt }) => {
+    let failMeanwhile = async () => {};
+    const { db, deps, deliveryId, subscriptionId } = await queuedAttempt({
+      gate: { acquire: async () => ({ go: true, probe: false, wakes: [] }), release: async () => [] },
+      sender: {
+        send: async () => {
+          await failMeanwhile();
+          return { durationMs: 1, responseCode: 200, responseBody: "", retryAfter: null, error: null };
+        },
+      },
+    });
+    // While the request is out, other attempts of the subscription fail and are recorded.
+    failMeanwhile = async () =>
+      void (await db.sql.query("UPDATE subscriptions SET consecutive_failures = 4, failing_since = now() - interval '1 minute', last_failure_at = now()", []));
+    // A success was written a moment ago: by the claim's snapshot this one changes nothing.
+    await db.sql.query("UPDATE subscriptions SET last_success_at = now()", []);
+    await deliverAttempt(deps, { deliveryId });
+    const [row] = await db.sql.query<{ consecutive_failures: number; failing_since: Date | null }>(
+      "SELECT consecutive_failures, failing_since FROM subscriptions WHERE id = $1",
+      [subscriptionId],
+    );
+    // Before, the success was not written: the streak stood, and the next failure could open the circuit.
+    expect(row).toEqual({ consecutive_failures: 0, failing_since: null });
+  });
+});
+
 /**
  * `endedWith(response)`: one queued delivery sent to a receiver that answers `response`, through
  * a gate that lets it start and records what the release is told.

@@ -266,4 +266,27 @@ describe("slots a worker process keeps at the gate", () => {
     await waitFor(async () => (await inFlight(prefix)) === 0, { timeoutMs: 5_000 });
     await gate.close();
   });
+
+  it("tells the kept slots' releases of that hold: whoever waits gets the turn for its end, not now", async () => {
+    const prefix = newPrefix();
+    const p = processOn(prefix, { holdSlotsMs: 60_000 });
+    const q = processOn(prefix, { holdSlotsMs: 0 });
+    const of4 = (id: string) => attempt(id, { maxInFlight: 4 });
+    for (const id of ["d1", "d2"]) await start(p.gate, of4(id));
+    for (const id of ["q1", "q2"]) await start(q.gate, of4(id));
+    // The subscription is full: another delivery of q's waits in line.
+    expect(await q.gate.acquire(of4("q5"))).toMatchObject({ go: false, reason: "max_in_flight" });
+    // d1 ends, and p keeps its slot; then d2 gets a 429 with Retry-After.
+    expect(await p.gate.release(of4("d1"))).toEqual([]);
+    expect(await inFlight(prefix)).toBe(4);
+    const holdUntil = Date.now() + 5_000;
+    const wakes = await p.gate.release({ ...of4("d2"), holdUntil });
+    await waitFor(async () => (await inFlight(prefix)) === 2, { timeoutMs: 5_000 });
+    // Before, the kept slot's release ran first, found no hold yet and woke q5 at once, to be
+    // claimed and taken back.
+    expect([...wakes, ...p.woken].filter((wake) => wake.at < holdUntil)).toEqual([]);
+    expect(await q.gate.turnOf("sub_busy", "q5")).toBe(holdUntil);
+    await p.gate.close();
+    await q.gate.close();
+  });
 });

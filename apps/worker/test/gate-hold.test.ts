@@ -14,7 +14,12 @@ import { gateTestRedis } from "./gate-redis.ts";
 const { redis, newPrefix } = gateTestRedis();
 
 function newGate(): DeliveryGate {
-  return new DeliveryGate(redis, newPrefix());
+  return newGateWithPrefix().gate;
+}
+
+function newGateWithPrefix(): { gate: DeliveryGate; prefix: string } {
+  const prefix = newPrefix();
+  return { gate: new DeliveryGate(redis, prefix), prefix };
 }
 
 /** A delivery of the one subscription these tests use, two attempts in flight at most. */
@@ -67,6 +72,17 @@ describe("the gate while a subscription is held", () => {
     // d2 was the probe, and it succeeded: the circuit closed. One slot is free beside d3's turn.
     expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20)).toEqual([{ deliveryId: "d4", at: now + 20 }]);
     expect(await gate.lineLength("sub_held")).toBe(1);
+  });
+
+  it("forgets the hold when an attempt's health write says nothing holds it, even with nobody in line", async () => {
+    const { gate, prefix } = newGateWithPrefix();
+    const now = Date.now();
+    for (const id of ["d1", "d2"]) expect(await gate.acquire(attempt(id), now)).toMatchObject({ go: true });
+    await gate.release({ ...attempt("d1"), holdUntil: now + 5_000 }, now + 10);
+    expect(await redis.exists(`${prefix}:gate:hold:sub_held`)).toBe(1);
+    // A hint left behind would make a newcomer wait in line behind any turn pending.
+    expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20)).toEqual([]);
+    expect(await redis.exists(`${prefix}:gate:hold:sub_held`)).toBe(0);
   });
 
   it("keeps the hold at most a lease long: a hint outliving a lifted hold only slows the line that long", async () => {

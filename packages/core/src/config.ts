@@ -120,7 +120,8 @@ const envSchema = z.object({
   ORIGIN_MAX_IN_FLIGHT: integer(1, 10_000).default(50),
   MAX_RETRY_AFTER: duration.default(60 * 60_000),
   CIRCUIT_FAILURE_THRESHOLD: integer(1, 1000).default(5),
-  CIRCUIT_PROBE_INTERVAL: duration.default(30_000),
+  // More than 0: the gate keeps an open circuit's probe as a key that expires after this (PX 0 is an error).
+  CIRCUIT_PROBE_INTERVAL: duration.refine((ms) => ms > 0, "must be more than 0").default(30_000),
   // Compared with timestamps, never handed to a timer: up to a year.
   AUTO_DISABLE_AFTER: durationUpTo(366 * 24 * 3_600_000, "366d").default(5 * 24 * 3_600_000),
   // Contract §14. Compared with created_at, never handed to a timer: up to ten years. `off` keeps

@@ -63,9 +63,14 @@ export function applyAttempt(
 ): { health: EndpointHealth; changes: HealthChange[] } {
   const changes: HealthChange[] = [];
   if (isSuccess(result)) {
-    if (health.circuitOpenedAt !== null) changes.push("circuit_closed");
+    const circuitWasOpen = health.circuitOpenedAt !== null;
+    if (circuitWasOpen) changes.push("circuit_closed");
+    // A success closes the circuit and ends the wait for its next probe, but not a Retry-After
+    // the receiver sent (contract §11: it holds the whole subscription until then): with several
+    // attempts in flight, one of them often succeeds just after another was told to back off.
+    const retryAfterHold = !circuitWasOpen && health.heldUntil !== null && health.heldUntil > now ? health.heldUntil : null;
     return {
-      health: { ...health, consecutiveFailures: 0, failingSince: null, lastSuccessAt: now, circuitOpenedAt: null, heldUntil: null },
+      health: { ...health, consecutiveFailures: 0, failingSince: null, lastSuccessAt: now, circuitOpenedAt: null, heldUntil: retryAfterHold },
       changes,
     };
   }
@@ -81,6 +86,11 @@ export function applyAttempt(
       }
       next.heldUntil = later(next.heldUntil, new Date(now.getTime() + rules.circuitProbeIntervalMs));
     }
+  } else if (health.circuitOpenedAt !== null) {
+    // A probe refused (a 4xx, a 3xx) closes nothing and opens nothing: the circuit stays open,
+    // and the next probe is one interval away, as after a failed one. Left in the past, the hold
+    // would tell the gate that nothing holds the subscription, and it would wake the whole line.
+    next.heldUntil = later(next.heldUntil, new Date(now.getTime() + rules.circuitProbeIntervalMs));
   }
   // Back-pressure: a 429 or 503 with Retry-After holds the whole subscription until then.
   if (result.responseCode === 429 || result.responseCode === 503) {

@@ -59,7 +59,8 @@ export function parseRetryAfter(value: string | null | undefined, now: Date): nu
   if (/^\d+$/.test(text)) return Number(text) * 1000;
   // Date.parse alone is lenient: it reads "1.5" or "Retry in 5" as dates in 2001.
   if (!httpDate.test(text)) return undefined;
-  const at = Date.parse(text);
+  // asctime carries no zone; like the other two forms it is GMT (Date.parse would read local time).
+  const at = Date.parse(text.endsWith(" GMT") ? text : `${text} GMT`);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - now.getTime());
 }

@@ -81,6 +81,8 @@ describe("loadConfig defaults", () => {
     expect(() => loadConfig({ RETENTION: "3661d" })).toThrow(/RETENTION must be a duration .*at most 3660d/);
     expect(() => loadConfig({ RETENTION: "OFF" })).toThrow(/RETENTION must be a duration/);
     expect(() => loadConfig({ PRUNE_INTERVAL: "0s" })).toThrow(/PRUNE_INTERVAL must be more than 0/);
+    // The gate keeps an open circuit's probe as a key expiring after this: Redis refuses PX 0.
+    expect(() => loadConfig({ CIRCUIT_PROBE_INTERVAL: "0s" })).toThrow(/CIRCUIT_PROBE_INTERVAL must be more than 0/);
     expect(() => loadConfig({ PRUNE_INTERVAL: "30d" })).toThrow(/PRUNE_INTERVAL must be a duration .* at most 24d/);
   });
 

@@ -172,7 +172,18 @@ describe("parseRetryAfter", () => {
 
   it("reads the obsolete RFC 850 and asctime date forms", () => {
     expect(parseRetryAfter("Saturday, 21-Nov-26 12:01:00 GMT", now)).toBe(60_000);
-    expect(parseRetryAfter("Sat Nov 21 12:00:10 2026", new Date(2026, 10, 21, 12, 0, 0))).toBe(10_000);
+    expect(parseRetryAfter("Sat Nov 21 12:00:10 2026", now)).toBe(10_000);
+  });
+
+  it("reads an asctime date as GMT, as HTTP dates are, on a host in another time zone", () => {
+    const zone = process.env.TZ;
+    process.env.TZ = "America/New_York";
+    try {
+      expect(parseRetryAfter("Sat Nov 21 12:00:10 2026", now)).toBe(10_000);
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
   });
 
   it("gives 0 for a date in the past", () => {

@@ -251,16 +251,26 @@ export interface AttemptToRecord extends AttemptLease {
   outcome: AttemptOutcome;
 }
 
+/** An attempt recorded (see recordAttempts). */
+export interface RecordedAttempt {
+  /**
+   * Its subscription's health as stored now shows failures, an open circuit or a hold. The
+   * claim's snapshot may predate that (other attempts recorded since), and a success must then
+   * write the health even where the snapshot says it would change nothing.
+   */
+  subscriptionUnwell: boolean;
+}
+
 /**
  * Writes each attempt, with its outcome, to the log and its delivery's new state, in one statement,
  * so they commit together. Only the holder of a lease can record: if it expired and another
  * worker took the delivery over (and closed this attempt as one of unknown outcome), nothing is
  * written.
- * Returns the ids of the deliveries recorded.
+ * Returns the deliveries recorded, by id.
  */
-export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptToRecord[]): Promise<Set<string>> {
+export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptToRecord[]): Promise<Map<string, RecordedAttempt>> {
   const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
-  const rows = await ctx.sql.query<{ deliveryId: string }>(
+  const rows = await ctx.sql.query<{ deliveryId: string; subscriptionUnwell: boolean }>(
     `WITH input AS (
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[], $10::delivery_status[], $11::int[])
         AS i(delivery_id, lease_token, attempt_id, number, started_at, duration_ms, response_code, response_body, error, status, next_attempt_in_ms)
@@ -276,12 +286,16 @@ export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptTo
         updated_at = now()
       FROM input i
       WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token AND d.open_attempt_id = i.attempt_id
-      RETURNING d.id, d.url
+      RETURNING d.id, d.url, d.subscription_id
+    ), logged AS (
+      INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body, error)
+      SELECT i.attempt_id, u.id, i.number, u.url, i.started_at, i.duration_ms, i.response_code, i.response_body, i.error
+      FROM updated u JOIN input i ON i.delivery_id = u.id
+      RETURNING delivery_id
     )
-    INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body, error)
-    SELECT i.attempt_id, u.id, i.number, u.url, i.started_at, i.duration_ms, i.response_code, i.response_body, i.error
-    FROM updated u JOIN input i ON i.delivery_id = u.id
-    RETURNING delivery_id AS "deliveryId"`,
+    SELECT l.delivery_id AS "deliveryId",
+           (s.consecutive_failures > 0 OR s.failing_since IS NOT NULL OR s.circuit_opened_at IS NOT NULL OR s.held_until IS NOT NULL) AS "subscriptionUnwell"
+    FROM logged l JOIN updated u ON u.id = l.delivery_id JOIN subscriptions s ON s.id = u.subscription_id`,
     [
       column((r) => r.deliveryId),
       column((r) => r.leaseToken),
@@ -296,5 +310,5 @@ export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptTo
       column((r) => r.outcome.nextAttemptInMs),
     ],
   );
-  return new Set(rows.map((row) => row.deliveryId));
+  return new Map(rows.map((row) => [row.deliveryId, { subscriptionUnwell: row.subscriptionUnwell }]));
 }

@@ -63,7 +63,7 @@ it("shows the attempt in flight from its claim, and once recorded, with its outc
   expect(lease.closedAbandonedAttempt).toBe(false);
   expect(await log()).toEqual({ count: 1, attempts: [[1, null, null, null]] });
 
-  expect(await recordAttempts({ sql: database.sql }, [{ ...lease, outcome: ok }])).toEqual(new Set([deliveryId]));
+  expect(await recordAttempts({ sql: database.sql }, [{ ...lease, outcome: ok }])).toEqual(new Map([[deliveryId, { subscriptionUnwell: false }]]));
   expect(await log()).toEqual({ count: 1, attempts: [[1, 12, 200, null]] });
   const [stored] = await sql<{ id: string; started_at: Date }>(testDb.url, "SELECT id, started_at FROM delivery_attempts WHERE delivery_id = $1", [deliveryId]);
   expect(stored).toEqual({ id: lease.attempt.id, started_at: lease.attempt.startedAt });
@@ -87,7 +87,7 @@ it("closes an attempt whose worker never recorded it as one with an unknown outc
   expect(await log()).toEqual({ count: 2, attempts: [[1, null, null, UNKNOWN_OUTCOME_ERROR], [2, null, null, null]] });
 
   // The first worker comes back too late: nothing it says is written.
-  expect(await recordAttempts({ sql: database.sql }, [{ ...first, outcome: ok }])).toEqual(new Set());
+  expect(await recordAttempts({ sql: database.sql }, [{ ...first, outcome: ok }])).toEqual(new Map());
   await withdrawAttempts({ sql: database.sql }, [first]);
   expect(await log()).toEqual({ count: 2, attempts: [[1, null, null, UNKNOWN_OUTCOME_ERROR], [2, null, null, null]] });
 

@@ -188,11 +188,11 @@ end
 -- Returns {id, at, id, at, ...}.
 local function wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, known_free)
   local woken = {}
+  -- Forgotten even when nobody waits: a hold left behind would make newcomers wait in line.
+  if known_free then redis.call('DEL', hold) end
   local waiting = redis.call('ZCARD', line)
   if waiting == 0 then return woken end
-  if known_free then
-    redis.call('DEL', hold)
-  elseif tonumber(redis.call('GET', hold) or '0') > now then
+  if not known_free and tonumber(redis.call('GET', hold) or '0') > now then
     return woken
   end
   -- Room is counted without the slots of holders that died and the turns that were lost.
@@ -313,7 +313,7 @@ if held_until > now then
 end
 local is_probe = false
 if circuit_open then
-  if not redis.call('SET', probe, id, 'NX', 'PX', probe_ms) then
+  if not redis.call('SET', probe, id, 'NX', 'PX', math.max(1, probe_ms)) then
     return wait('circuit_open', redis.call('PTTL', probe))
   end
   is_probe = true
@@ -594,8 +594,9 @@ export class DeliveryGate {
       return [];
     }
     // Its outcome holds S: the slots the process keeps for S go back (they would only let
-    // attempts be claimed and taken back).
-    if (holds) void this.#giveBack(this.#held?.slots.giveUp(input.subscriptionId));
+    // attempts be claimed and taken back), telling the gate of the hold too: their releases run
+    // before this one's, and would otherwise wake the line just before the hold is known.
+    if (holds) void this.#giveBack(this.#held?.slots.giveUp(input.subscriptionId), input.holdUntil!);
     return this.#releaseSlot(exit.member, input, input.holdUntil, now);
   }
 
@@ -620,14 +621,14 @@ export class DeliveryGate {
 
   /**
    * Releases kept slots like attempts that ended (their outcome unknown: a hold the gate knows
-   * stands), and wakes whom they make room for.
+   * stands; or, given, the hold an attempt's outcome just set), and wakes whom they make room for.
    */
-  async #giveBack(slots: HeldSlot[] | undefined): Promise<void> {
+  async #giveBack(slots: HeldSlot[] | undefined, holdUntil?: number): Promise<void> {
     const held = this.#held;
     if (!held || !slots || slots.length === 0) return;
     const now = Date.now();
     try {
-      const wakes = await Promise.all(slots.map((slot) => this.#releaseSlot(slot.member, { ...slot, rateLimit: null }, undefined, now)));
+      const wakes = await Promise.all(slots.map((slot) => this.#releaseSlot(slot.member, { ...slot, rateLimit: null }, holdUntil, now)));
       await held.wake(wakes.flat());
     } catch (error) {
       held.logger.warn({ err: error, slots: slots.length }, "could not release the slots kept at the gate; they expire with their lease");

@@ -51,6 +51,21 @@ describe("a parked delivery whose fallback timer fires while it is still in line
   });
 });
 
+describe("the head of a line whose fallback timer fires while the subscription is still full", () => {
+  it("keeps its place at the head", async () => {
+    const { gate } = newGate();
+    const now = Date.now();
+    expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
+    expect(await gate.acquire(attempt("d3"), now)).toMatchObject({ go: false, reason: "in_line" });
+    // d2 is the head, nobody holds a turn: it goes on to the claim, and finds d1 still under way.
+    expect(await gate.precheck("sub_parked", "d2", now + 2)).toBe("go");
+    expect(await gate.acquire(attempt("d2", { waited: true }), now + 3)).toMatchObject({ go: false, reason: "max_in_flight" });
+    // Before, it went to the back, behind d3, which began to wait after it.
+    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 4)).toEqual([{ deliveryId: "d2", at: now + 4 }]);
+  });
+});
+
 describe("the line of a subscription found disabled", () => {
   it("is left alone by the nudge and the pre-check until the subscription is resumed", async () => {
     const { gate, prefix } = newGate();

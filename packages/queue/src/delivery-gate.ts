@@ -259,14 +259,17 @@ local function full(set, limit)
   return redis.call('ZCARD', set) >= limit
 end
 
--- Joins the line (at its front if it had the turn, so it keeps its place), and if the wait has a
--- known end and nobody holds the turn, gives the turn to the head of the line for that moment.
--- Also leaves the subscription's cap as it is now for the pre-check, which only the deliveries
--- of a subscription seen waiting go through.
+-- Whether it leaves the head of the line to try: if it must wait again, it goes back there.
+local was_head = my_turn
+
+-- Joins the line (at its front if it had the turn or was the head, so it keeps its place), and if
+-- the wait has a known end and nobody holds the turn, gives the turn to the head of the line for
+-- that moment. Also leaves the subscription's cap as it is now for the pre-check, which only the
+-- deliveries of a subscription seen waiting go through.
 local function wait(reason, wait_ms)
   redis.call('SET', cap, max_in_flight, 'PX', 3600000)
   local score = now
-  if my_turn then
+  if was_head then
     local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
     if head[2] then score = tonumber(head[2]) - 1 end
   end
@@ -286,6 +289,7 @@ if not my_turn then
     -- Its own fallback timer fired.
     if not may_leave_line(line, turn, id) then return {0, 'in_line'} end
     redis.call('ZREM', line, id)
+    was_head = true
   elseif redis.call('ZCARD', line) > 0 or (turns > 0 and (rate_limit > 0 or tonumber(redis.call('GET', hold) or '0') > now)) then
     -- The claim just read S enabled: a mark left from when it was disabled no longer holds the line
     -- (the nudge wakes it), should the API's call that lifts it have failed.

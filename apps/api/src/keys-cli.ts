@@ -8,7 +8,8 @@ const usage = `Usage:
       [--tenant <tenant id>]             scoped to one tenant: it sees and changes only that
                                          tenant's resources, and cannot publish events
   npm run keys -- list                   list keys (prefix, name, created, revoked, scope)
-  npm run keys -- revoke <key id>        revoke a key; requests with it fail within seconds
+  npm run keys -- revoke <key id>        revoke a key; requests with it, or with a portal session
+                                         it created, fail within seconds
 
 Keys are stored in the database at DATABASE_URL: give this command the same DATABASE_URL as the
 service. To capture a new key, keep npm quiet: KEY=$(npm run --silent keys -- create --name ci)`;

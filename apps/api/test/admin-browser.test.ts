@@ -1,4 +1,4 @@
-import { createTestDatabase, testConfig, type TestDatabase } from "@webhooks/testing";
+import { createTestDatabase, testConfig, TEST_API_KEY, type TestDatabase } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -45,6 +45,86 @@ describe("Bull Board in a browser", () => {
       expect(network.length).toBeGreaterThan(3);
       const origin = new URL(api.baseUrl).origin;
       expect(network.filter((url) => new URL(url).origin !== origin)).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+describe("Bull Board and other sites", () => {
+  it("refuses a form another site posts with the operator's credentials, and takes the dashboard's own writes", async () => {
+    const context = await browser.newContext({ httpCredentials: { username: "admin", password: "s3cret" } });
+    const queue = api.queue.queues[0]!;
+    try {
+      const page = await context.newPage();
+      await page.goto(`${api.baseUrl}/admin/queues`, { waitUntil: "networkidle" });
+      // The dashboard's requests are same-origin: they pass.
+      expect(await page.evaluate(`fetch("/admin/queues/api/queues/deliveries/pause", { method: "PUT" }).then((response) => response.status)`)).toBe(200);
+      expect(await page.evaluate(`fetch("/admin/queues/api/queues/deliveries/resume", { method: "PUT" }).then((response) => response.status)`)).toBe(200);
+
+      // Another site's page posts a text/plain form whose body reads as JSON to Bull Board's API.
+      const target = `${api.baseUrl}/admin/queues/api/queues/deliveries/add`;
+      await page.route("http://attacker.example/**", (route) =>
+        route.fulfill({
+          contentType: "text/html",
+          body: `<form method="post" action="${target}" enctype="text/plain"><input name='{"name":"injected","data":{"x":"' value='"}}'></form><script>document.forms[0].submit()</script>`,
+        }),
+      );
+      const posted = page.waitForResponse((response) => response.url() === target);
+      await page.goto("http://attacker.example/");
+      const answer = await posted;
+      // Sent from the other site's page (over http, Chromium leaves Sec-Fetch-Site out: the Origin tells).
+      expect((await answer.request().allHeaders()).origin).toBe("http://attacker.example");
+      expect(answer.status()).toBe(403);
+      expect(await queue.getWaitingCount()).toBe(0);
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+describe("the API docs in a browser", () => {
+  it("work under their content security policy, load nothing from another origin, and keep no key in storage", async () => {
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      const problems: string[] = [];
+      const requested: string[] = [];
+      page.on("console", (message) => {
+        // The browser asks for /favicon.ico on its own; the API has none.
+        if (message.location().url.endsWith("/favicon.ico")) return;
+        if (message.type() === "error" || /Content Security Policy|Refused to/i.test(message.text())) problems.push(message.text());
+      });
+      page.on("pageerror", (error) => problems.push(error.message));
+      page.on("request", (request) => requested.push(request.url()));
+      // In the page, as text: this project's TypeScript has no DOM types.
+      await page.addInitScript({
+        content: `document.addEventListener("securitypolicyviolation", (event) => console.error("CSP violation: " + event.violatedDirective + " " + event.blockedURI));`,
+      });
+
+      const response = await page.goto(`${api.baseUrl}/docs`, { waitUntil: "networkidle" });
+      expect(response?.headers()["content-security-policy"]).toContain("script-src 'self';");
+      expect(response?.headers()["x-frame-options"]).toBe("DENY");
+      // Swagger UI ran (from the init script asset: an inline one would be refused) and read /openapi.json.
+      await page.locator(".opblock").first().waitFor({ timeout: 15_000 });
+      expect(await page.locator(".opblock").count()).toBeGreaterThanOrEqual(15);
+
+      // An operator authorizes with a key and tries an operation: the request is allowed
+      // (connect-src 'self'), and the key is not written to this origin's localStorage.
+      await page.locator(".auth-wrapper .btn.authorize").click();
+      await page.locator(".modal-ux input").first().fill(TEST_API_KEY);
+      await page.locator(".modal-ux .btn.modal-btn.auth.authorize").click();
+      await page.locator(".modal-ux .btn-done").click();
+      const listDeliveries = page.locator("#operations-Deliveries-listDeliveries");
+      await listDeliveries.locator(".opblock-summary").click();
+      await listDeliveries.locator(".try-out__btn").click();
+      await listDeliveries.locator(".btn.execute").click();
+      await listDeliveries.locator(".live-responses-table .response-col_status", { hasText: "200" }).waitFor({ timeout: 10_000 });
+      expect(await page.evaluate("Object.keys(window.localStorage)")).toEqual([]);
+
+      expect(problems).toEqual([]);
+      const origin = new URL(api.baseUrl).origin;
+      expect(requested.filter((url) => /^(https?|wss?):/.test(url) && new URL(url).origin !== origin)).toEqual([]);
     } finally {
       await context.close();
     }

@@ -4,8 +4,9 @@ import { newId, SERVER_TIMEOUTS } from "@webhooks/core";
 import { testConfig, TEST_API_KEY } from "@webhooks/testing";
 import { publish, startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
 import { pino } from "pino";
-import { describe, expect } from "vitest";
+import { describe, expect, vi } from "vitest";
 import { apiTest } from "./fixtures.ts";
+import { AUTH_FAILURE_LIMIT, AuthFailureThrottle, MAX_TRACKED_ADDRESSES } from "../src/http/auth-throttle.ts";
 import { deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
 import { eventSchema } from "../src/events/schemas.ts";
 
@@ -429,6 +430,58 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
       expectErrorShape(locked);
     } finally {
       await own.close();
+    }
+  });
+
+  test("counts an IPv6 client by its /64, and an IPv4-mapped address as the IPv4 address", () => {
+    const throttle = new AuthFailureThrottle();
+    // Every failure from another address of the same /64 counts against the same limit.
+    for (let i = 1; i <= AUTH_FAILURE_LIMIT; i++) expect(throttle.recordFailure(`2001:db8:1:2::${i.toString(16)}`)).toBe(0);
+    expect(throttle.recordFailure("2001:db8:1:2:ffff:ffff:ffff:ffff")).toBeGreaterThan(0);
+    expect(throttle.retryAfterSeconds("2001:db8:1:2::abcd")).toBeGreaterThan(0);
+    expect(throttle.retryAfterSeconds("2001:db8:1:3::1")).toBe(0);
+
+    // A dual-stack socket reports IPv4 clients as ::ffff:a.b.c.d: the same client either way, and
+    // not one /64 (::ffff:0:0/96 would otherwise hold every IPv4 client).
+    for (let i = 0; i < AUTH_FAILURE_LIMIT; i++) throttle.recordFailure(i % 2 === 0 ? "::ffff:192.0.2.7" : "192.0.2.7");
+    expect(throttle.recordFailure("::ffff:192.0.2.7")).toBeGreaterThan(0);
+    expect(throttle.retryAfterSeconds("192.0.2.7")).toBeGreaterThan(0);
+    expect(throttle.retryAfterSeconds("::ffff:192.0.2.8")).toBe(0);
+    expect(throttle.retryAfterSeconds("192.0.2.8")).toBe(0);
+  });
+
+  test("makes room by dropping the oldest addresses, so failing from many addresses resets no one else's count", () => {
+    const throttle = new AuthFailureThrottle();
+    const lockOut = (address: string) => {
+      for (let i = 0; i <= AUTH_FAILURE_LIMIT; i++) throttle.recordFailure(address);
+    };
+    const filler = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+    lockOut("198.51.100.1");
+    for (let i = 0; i < MAX_TRACKED_ADDRESSES - 2; i++) throttle.recordFailure(filler(i));
+    lockOut("198.51.100.2");
+    // The table is full: one new address drops the oldest entry, and only that one.
+    throttle.recordFailure("203.0.113.1");
+    expect(throttle.retryAfterSeconds("198.51.100.1")).toBe(0);
+    expect(throttle.retryAfterSeconds("198.51.100.2")).toBeGreaterThan(0);
+    for (let i = 0; i < 1_000; i++) throttle.recordFailure(`172.16.${i >> 8}.${i & 255}`);
+    expect(throttle.retryAfterSeconds("198.51.100.2")).toBeGreaterThan(0);
+  });
+
+  test("counts an address whose window began again as the newest, not by when it was first seen", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const throttle = new AuthFailureThrottle();
+      throttle.recordFailure("198.51.100.1");
+      throttle.recordFailure("198.51.100.9");
+      vi.setSystemTime(Date.now() + throttle.windowMs + 1);
+      // Its first window is over; failing again now starts a new one, and locks it out.
+      for (let i = 0; i <= AUTH_FAILURE_LIMIT; i++) throttle.recordFailure("198.51.100.1");
+      for (let i = 0; i < MAX_TRACKED_ADDRESSES - 2; i++) throttle.recordFailure(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+      // Full: room for one more is made from the entry whose window began first, .9's.
+      throttle.recordFailure("203.0.113.1");
+      expect(throttle.retryAfterSeconds("198.51.100.1")).toBeGreaterThan(0);
+    } finally {
+      vi.useRealTimers();
     }
   });
 

@@ -74,6 +74,28 @@ describe("authentication", () => {
   });
 });
 
+describe("caching", () => {
+  test("marks every /v1 answer cache-control: no-store, errors included, and nothing else", async ({ api, database }) => {
+    const created = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["*"] } });
+    const answers = [
+      created,
+      await api.call("GET", "/v1/deliveries"),
+      await api.call("POST", `/v1/subscriptions/${created.body.id}/rotate_secret`, { json: {} }),
+      await api.call("POST", "/v1/portal_sessions", { json: { tenant_id: "acme" } }),
+      await api.call("POST", "/v1/events", { json: { type: "cache.test", data: {} } }),
+      await api.call("GET", "/v1/deliveries?limit=0"),
+      await api.call("GET", "/v1/deliveries", { key: null }),
+      await api.call("GET", "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q"),
+      await api.call("GET", "/v1/nothing"),
+      await api.call("DELETE", "/v1/deliveries"),
+    ];
+    expect(answers.map((answer) => answer.status)).toEqual([201, 200, 200, 201, 202, 400, 401, 404, 404, 405]);
+    for (const answer of answers) expect(answer.headers["cache-control"], String(answer.status)).toBe("no-store");
+    // Only /v1: the docs' assets stay cacheable.
+    expect((await api.call("GET", "/healthz", { key: null })).headers["cache-control"]).toBeUndefined();
+  });
+});
+
 describe("routing errors", () => {
   test("answers 404 for unknown routes", async ({ api, database }) => {
     const cases: [string, string][] = [
@@ -298,7 +320,16 @@ describe("operations", () => {
     expect(Object.keys(response.body.paths["/v1/subscriptions/{subscription_id}"].put.requestBody.content["application/json"].schema)).toBeDefined();
 
     const docs = await api.call("GET", "/docs", { key: null });
-    expect(docs.body).toContain("/openapi.json");
+    expect(docs.headers["content-security-policy"]).toBe(
+      "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+    );
+    expect(docs.headers["x-frame-options"]).toBe("DENY");
+    // No inline script (the policy would refuse it): Swagger UI starts from an asset.
+    expect(docs.body).not.toMatch(/<script>/);
+    const init = await api.call("GET", "/docs/assets/docs-init.js", { key: null });
+    expect(init.headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    expect(init.body).toContain('url: "/openapi.json"');
+    expect(init.body).toContain("persistAuthorization: false");
     const bundle = await request(`${api.baseUrl}/docs/assets/swagger-ui-bundle.js`);
     expect(bundle.statusCode).toBe(200);
     expect((await bundle.body.text()).length).toBeGreaterThan(100_000);
@@ -323,6 +354,68 @@ describe("operations", () => {
     const queues = await api.call("GET", "/admin/queues/api/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` } });
     expect(queues.status).toBe(200);
     expect(JSON.stringify(queues.body)).toContain("deliveries");
+  });
+
+  test("refuses writes to Bull Board that a browser sends from another site (CSRF), in the error shape", async ({ api, database }) => {
+    const admin = { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` };
+    const queue = api.queue.queues[0]!;
+    // Other tests of this file leave their own jobs in the queue: count only these (Bull Board
+    // adds jobs of any name, outside the typed job catalog).
+    const injected = async () => (await queue.getJobs(["waiting"])).filter((job) => (job.name as string) === "injected");
+    const add = (headers: Record<string, string>) =>
+      // What a cross-site form with enctype="text/plain" posts: a body that parses as JSON.
+      api.call("POST", "/admin/queues/api/queues/deliveries/add", {
+        key: null,
+        headers: { ...admin, "content-type": "text/plain", ...headers },
+        body: '{"name":"injected","data":{"a":"=b"}}',
+      });
+    const host = new URL(api.baseUrl).host;
+    const crossSite: Record<string, string>[] = [
+      { "sec-fetch-site": "cross-site" },
+      { "sec-fetch-site": "same-site" },
+      // Sec-Fetch-Site wins over an Origin that looks right.
+      { "sec-fetch-site": "cross-site", origin: `http://${host}` },
+      // Browsers without Sec-Fetch-Site: the Origin's host must be the one the request went to.
+      { origin: "https://evil.example" },
+      { origin: `http://${host}.evil.example` },
+      { origin: "null" },
+    ];
+    for (const headers of crossSite) {
+      const refused = await add(headers);
+      expect(refused.status, JSON.stringify(headers)).toBe(403);
+      expect(refused.body.error).toMatchObject({ type: "permission_error", code: "cross_site_request" });
+      expectErrorShape(refused.body, refused.headers);
+    }
+    // Also without the password: refused before basic auth.
+    expect((await api.call("PUT", "/admin/queues/api/queues/deliveries/pause", { key: null, headers: { "sec-fetch-site": "cross-site" } })).status).toBe(403);
+    expect(await injected()).toHaveLength(0);
+
+    // The dashboard's own requests, and clients that are not browsers (curl), still work.
+    const sameOrigin: Record<string, string>[] = [{ "sec-fetch-site": "same-origin", origin: `http://${host}` }, { origin: `http://${host}` }, {}];
+    for (const headers of sameOrigin) {
+      expect((await add(headers)).status, JSON.stringify(headers)).toBe(200);
+    }
+    const added = await injected();
+    expect(added).toHaveLength(3);
+    await Promise.all(added.map((job) => job.remove()));
+
+    // Reading needs no such check: a link from elsewhere opens the dashboard.
+    const opened = await api.call("GET", "/admin/queues", { key: null, headers: { ...admin, "sec-fetch-site": "cross-site" } });
+    expect(opened.status).toBe(200);
+  });
+
+  test("does not let Bull Board be framed", async ({ api, database }) => {
+    const admin = { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` };
+    const answers = [
+      await api.call("GET", "/admin/queues", { key: null, headers: admin }),
+      await api.call("GET", "/admin/queues/api/queues", { key: null, headers: admin }),
+      await api.call("GET", "/admin/queues", { key: null }),
+    ];
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 401]);
+    for (const answer of answers) {
+      expect(answer.headers["x-frame-options"]).toBe("DENY");
+      expect(answer.headers["content-security-policy"]).toBe("frame-ancestors 'none'");
+    }
   });
 
   test("has no Bull Board without admin credentials", async ({ api, database }) => {

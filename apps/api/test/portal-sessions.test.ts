@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from "@webhooks/core";
-import { createApiKey } from "@webhooks/db";
+import { createApiKey, revokeApiKey } from "@webhooks/db";
 import { testEnv } from "@webhooks/testing";
 import type { TestApi } from "@webhooks/api/testing";
 import { describe, expect } from "vitest";
@@ -93,6 +93,28 @@ describe("a portal session token", () => {
     offsetMs = Date.parse(unseen.expires_at) - Date.now() + 60_000;
     expect((await api.call("GET", `/v1/subscriptions/${ours.body.id}`, { key: unseen.token })).body.error.code).toBe("portal_session_expired");
     offsetMs = 0;
+  });
+
+  test("stops working when the key that created it is revoked, like an unknown token", async ({ api, database }) => {
+    const { key: doomed, record } = await createApiKey({ db: api.db }, { name: "revoked-later" });
+    const { key: kept } = await createApiKey({ db: api.db }, { name: "kept" });
+    const ofDoomed = (await api.post("/v1/portal_sessions", { tenant_id: "initech" }, 201, { schema: portalSessionSchema, key: doomed })).body;
+    const ofKept = (await api.post("/v1/portal_sessions", { tenant_id: "initech" }, 201, { schema: portalSessionSchema, key: kept })).body;
+    const ofStatic = await createSession(api, { tenant_id: "initech" });
+    for (const session of [ofDoomed, ofKept, ofStatic]) await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema, key: session.token });
+
+    await revokeApiKey({ db: api.db }, record.id);
+    try {
+      // The API trusts a session it has just checked for a few seconds (as it does a key): let that time pass.
+      offsetMs = 10_000;
+      const refused = await api.get("/v1/subscriptions", 401, { key: ofDoomed.token });
+      expect(refused.body.error).toMatchObject({ type: "authentication_error", code: "api_key_invalid" });
+      // Sessions of other keys, stored or static, are untouched.
+      await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema, key: ofKept.token });
+      await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema, key: ofStatic.token });
+    } finally {
+      offsetMs = 0;
+    }
   });
 
   test("that was never issued is an invalid credential", async ({ api, database }) => {

@@ -1,7 +1,7 @@
-import { checkDestinationUrl, type DestinationPolicy } from "@webhooks/core";
+import { checkDestinationUrl, type DestinationPolicy, type Logger } from "@webhooks/core";
 import { StringDecoder } from "node:string_decoder";
 import { Agent, request } from "undici";
-import { createSafeLookup, type Resolver } from "./safe-lookup.ts";
+import { createSafeLookup, DestinationNotAllowedError, type Resolver } from "./safe-lookup.ts";
 
 /** We read this much of a response at most, and keep this much of it in the attempt log. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -23,6 +23,8 @@ export interface SenderOptions {
   userAgent: string;
   /** Tests replace DNS; production uses the system resolver. */
   resolve?: Resolver;
+  /** Where a refused destination's resolved addresses are logged (the worker's); tests may leave it out. */
+  logger?: Logger;
 }
 
 /**
@@ -66,6 +68,15 @@ export class HttpSender {
         durationMs: elapsed(),
       };
     } catch (error) {
+      const refusal = lookupRefusal(error);
+      if (refusal) {
+        // The operator's copy of the refusal, with what the attempt's error leaves out; the event
+        // id (webhook-id) ties the line to the attempt.
+        this.options.logger?.warn(
+          { eventId: headers["webhook-id"], host: refusal.host, addresses: refusal.addresses },
+          "destination refused: its name resolves to no public address",
+        );
+      }
       return { responseCode: null, responseBody: null, retryAfter: null, error: describeError(error, this.options.timeoutMs), durationMs: elapsed() };
     }
   }
@@ -106,6 +117,12 @@ async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): P
   // The decoder holds back a character cut in half at the 4 KiB mark instead of mangling it;
   // PostgreSQL text cannot hold NUL, so NULs are dropped.
   return new StringDecoder("utf8").write(Buffer.concat(kept)).replaceAll("\u0000", "");
+}
+
+/** The safe lookup's refusal, when that is what failed the request (undici may wrap it as a cause). */
+function lookupRefusal(error: unknown): DestinationNotAllowedError | undefined {
+  for (let cause = error; cause instanceof Error; cause = cause.cause) if (cause instanceof DestinationNotAllowedError) return cause;
+  return undefined;
 }
 
 function describeError(error: unknown, timeoutMs: number): string {

@@ -2,11 +2,19 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "nod
 import type { LookupFunction } from "node:net";
 import { isPublicAddress } from "@webhooks/core";
 
-/** Raised when a destination resolves only to addresses we refuse to connect to (contract §10). */
+/**
+ * Raised when a destination resolves only to addresses we refuse to connect to (contract §10).
+ * The message becomes the attempt's `error`, which the tenant sees in the portal, so it does not
+ * name the addresses: they would map our internal network for whoever owns the DNS name. They are
+ * kept in `addresses`, for the worker's log.
+ */
 export class DestinationNotAllowedError extends Error {
   readonly code = "DESTINATION_NOT_ALLOWED";
-  constructor(host: string, addresses: string[]) {
-    super(`destination not allowed: ${host} resolves to ${addresses.join(", ") || "no address"}, which is not a public address`);
+  constructor(
+    readonly host: string,
+    readonly addresses: string[],
+  ) {
+    super(`destination not allowed: ${host} does not resolve to a public address`);
     this.name = "DestinationNotAllowedError";
   }
 }

@@ -53,6 +53,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
     policy: config.destinationPolicy,
     userAgent: "webhook-delivery-service/1.0",
     ...(options.resolve ? { resolve: options.resolve } : {}),
+    logger,
   });
 
   await waitUntilConnected(producerRedis).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));

@@ -1,4 +1,5 @@
 import type { LookupAddress } from "node:dns";
+import { createLogger } from "@webhooks/core";
 import { startReceiver, type TestReceiver } from "@webhooks/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HttpSender } from "../src/index.ts";
@@ -31,8 +32,8 @@ afterAll(async () => {
   await rx.close();
 });
 
-async function send(sender: HttpSender, url: string) {
-  return sender.send(url, {}, "{}");
+async function send(sender: HttpSender, url: string, headers: Record<string, string> = {}) {
+  return sender.send(url, headers, "{}");
 }
 
 describe("IP literals in the URL", () => {
@@ -83,16 +84,22 @@ describe("host names, checked on the address resolved at connect time", () => {
     ["resolves to IPv6 loopback", ["::1"]],
     ["resolves to a ULA", ["fd12:3456::1"]],
     ["resolves to several private addresses", ["10.0.0.1", "192.168.1.1", "::1"]],
-  ])("refuses a name that %s", async (_, addresses) => {
+  ])("refuses a name that %s, naming the addresses in the worker's log only", async (_, addresses) => {
+    const logLines: Record<string, unknown>[] = [];
     const sender = new HttpSender({
       timeoutMs: 1_000,
       policy: { allowHttp: true, allowPrivateNetworks: false },
       userAgent: "test",
       resolve: fakeDns({ "hooks.example.com": addresses }),
+      logger: createLogger({ level: "info", name: "worker", destination: { write: (line: string) => void logLines.push(JSON.parse(line)) } }),
     });
     try {
-      const result = await send(sender, `http://hooks.example.com:${port}/x`);
-      expect(result.error).toMatch(/^destination not allowed: hooks\.example\.com resolves to/);
+      const result = await send(sender, `http://hooks.example.com:${port}/x`, { "webhook-id": "evt_test" });
+      // The attempt's error is shown to the tenant (portal): it must not map our network for them.
+      expect(result.error).toBe("destination not allowed: hooks.example.com does not resolve to a public address");
+      expect(logLines).toEqual([
+        expect.objectContaining({ level: 40, eventId: "evt_test", host: "hooks.example.com", addresses, msg: "destination refused: its name resolves to no public address" }),
+      ]);
     } finally {
       await sender.close();
     }

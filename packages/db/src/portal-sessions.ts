@@ -42,12 +42,19 @@ export async function createPortalSession(
   return { token, session };
 }
 
-/** The session a token names, expired or not (the caller tells the two apart), or undefined. */
+/**
+ * The session a token names, expired or not (the caller tells the two apart), or undefined; also
+ * undefined once the API key that created it has been revoked, since revoking a key must end
+ * everything it handed out. A session made with a static key (`api_key_id` "static", no row in
+ * api_keys) lasts until it expires. One statement: the token hash's unique index, then api_keys
+ * by its primary key.
+ */
 export async function findPortalSession(ctx: { db: PrismaClientOrTransaction }, token: string): Promise<PortalSessionRecord | undefined> {
   if (!PORTAL_TOKEN_FORMAT.test(token)) return undefined;
-  const session = await ctx.db.portalSession.findUnique({
-    where: { tokenHash: hashToken(token) },
-    select: { id: true, tenantId: true, expiresAt: true, createdAt: true },
-  });
-  return session ?? undefined;
+  const [session] = await ctx.db.$queryRaw<PortalSessionRecord[]>`
+    SELECT s.id, s.tenant_id AS "tenantId", s.expires_at AS "expiresAt", s.created_at AS "createdAt"
+    FROM portal_sessions s
+    WHERE s.token_hash = ${hashToken(token)}
+      AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.api_key_id AND k.revoked_at IS NOT NULL)`;
+  return session;
 }

@@ -5,7 +5,10 @@ import { ApiError } from "./api-error.ts";
 import { type AuthFailureThrottle, clientAddress, tooManyFailedAuthentications } from "./auth-throttle.ts";
 import type { ApiEnv, Authentication, Authenticator, Principal } from "./types.ts";
 
-/** How long a stored key stays trusted without asking PostgreSQL again; bounds revocation delay. */
+/**
+ * How long a stored key or a portal session stays trusted without asking PostgreSQL again: a
+ * revoked key, and every portal session it created, is refused at most this long after.
+ */
 const STORED_KEY_CACHE_MS = 5_000;
 /**
  * How long a well-formed key that PostgreSQL did not know is refused without asking again. Keys
@@ -27,9 +30,10 @@ const EXPIRED: Authentication = Object.freeze({ ok: false, reason: "expired" });
  * secret is between SHA-256 hashes, in constant time or by an index lookup of the hash.
  *
  * Stored keys and sessions are cached the same way: a known one for a few seconds (which bounds
- * how late a revocation takes effect), an unknown one for a minute (credentials are random, so
- * one cannot come to exist after it was refused). A session's expiry is checked against the
- * clock on every request, cached or not.
+ * how late a revocation takes effect: of a key, and of the sessions that key created, which
+ * findPortalSession no longer finds once it is revoked), an unknown one for a minute (credentials
+ * are random, so one cannot come to exist after it was refused; a revoked key and its sessions
+ * stay refused). A session's expiry is checked against the clock on every request, cached or not.
  */
 export class CredentialAuthenticator implements Authenticator {
   readonly #staticKeys: Buffer[];
@@ -105,9 +109,15 @@ function authenticationFailed(c: Context, throttle: AuthFailureThrottle, error: 
  * A valid key is always let through, even from an address over the failure limit: keys carry 256
  * bits, so answering it reveals nothing guessable, and clients sharing an address (behind a proxy
  * or NAT) with a misbehaving one keep working. Wrong keys from that address get 429.
+ *
+ * Every answer it guards is marked `cache-control: no-store`, errors included.
  */
 export function requireApiKey(authenticator: Authenticator, throttle: AuthFailureThrottle): MiddlewareHandler<ApiEnv> {
   return async (c, next) => {
+    // Authenticated answers hold secrets shown once (a subscription's signing secret, a portal
+    // token) and tenants' data: no browser or proxy cache may keep them. Set first, so that the
+    // refusals below and every later error carry it too; it costs one header on the hot path.
+    c.header("cache-control", "no-store");
     const key = bearerToken(c.req.header("authorization"));
     if (!key) {
       throw authenticationFailed(

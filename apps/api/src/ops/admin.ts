@@ -3,8 +3,9 @@ import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { HonoAdapter } from "@bull-board/hono";
 import { serveStatic } from "@hono/node-server/serve-static";
 import type { DeliveryQueue } from "@webhooks/queue";
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { basicAuth } from "hono/basic-auth";
+import { ApiError } from "../http/api-error.ts";
 import { type AuthFailureThrottle, clientAddress, tooManyFailedAuthentications } from "../http/auth-throttle.ts";
 import type { ApiEnv } from "../http/types.ts";
 
@@ -22,12 +23,26 @@ const LINK_TO_OTHER_ORIGIN = /<link\b[^>]*\bhref="(?:https?:)?\/\/[^"]*"[^>]*>\s
  * Bull Board, the queue dashboard, behind HTTP Basic auth (contract §3). An address over the
  * failure limit is answered 429 whatever it sends, right password or not: a password can be
  * guessed, and letting the right one through would tell the guesser when it was right.
+ *
+ * A browser that has the Basic credentials sends them with every request to this origin, also
+ * those another site's page makes it send: a form posted cross-site (`enctype="text/plain"`, with
+ * a body that reads as JSON) would reach Bull Board's API and add, retry or delete jobs. Basic
+ * auth has no token to check, so every request that is not a GET or HEAD must come from the
+ * dashboard's own origin (refuseCrossSiteWrites). The dashboard may not be framed either, so
+ * that no other page can click its buttons for the operator.
  */
 export function adminRoutes(queue: DeliveryQueue, credentials: { username: string; password: string }, throttle: AuthFailureThrottle) {
   const serverAdapter = new HonoAdapter(serveStatic);
   serverAdapter.setBasePath(ADMIN_BASE_PATH);
   createBullBoard({ queues: boardQueues(queue), serverAdapter, options: { uiConfig: { boardTitle: "Webhook deliveries" } } });
   const app = new Hono<ApiEnv>();
+  // First: a cross-site request is refused before it can count as a failed password or reach Bull Board.
+  app.use("*", async (c, next) => {
+    c.header("x-frame-options", "DENY");
+    c.header("content-security-policy", "frame-ancestors 'none'");
+    refuseCrossSiteWrites(c);
+    await next();
+  });
   app.use("*", async (c, next) => {
     const address = clientAddress(c);
     const retryAfter = throttle.retryAfterSeconds(address);
@@ -46,6 +61,32 @@ export function adminRoutes(queue: DeliveryQueue, credentials: { username: strin
   });
   app.route("/", serverAdapter.registerPlugin());
   return app;
+}
+
+/**
+ * Throws a 403 for a request that changes something (any method but GET and HEAD) when a browser
+ * sent it on another site's behalf. Browsers say where a request comes from in `Sec-Fetch-Site`;
+ * older ones only in `Origin`, compared with the Host the request was sent to. A client that
+ * sends neither is not a browser (curl, scripts with the credentials) and is let through. Behind
+ * a proxy that rewrites Host, a browser without Sec-Fetch-Site is refused: the safe side.
+ */
+function refuseCrossSiteWrites(c: Context<ApiEnv>) {
+  if (c.req.method === "GET" || c.req.method === "HEAD") return;
+  const fetchSite = c.req.header("sec-fetch-site");
+  const origin = c.req.header("origin");
+  const crossSite = fetchSite !== undefined ? fetchSite !== "same-origin" : origin !== undefined && originHost(origin) !== c.req.header("host")?.toLowerCase();
+  if (crossSite) {
+    throw new ApiError(403, "permission_error", "cross_site_request", "The queue dashboard takes changes only from its own pages, not from another site");
+  }
+}
+
+/** The host[:port] of an Origin header; undefined for `null` (sandboxed frames, some redirects) or anything unparsable. */
+function originHost(origin: string): string | undefined {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

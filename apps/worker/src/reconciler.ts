@@ -130,8 +130,13 @@ export class Reconciler {
   #schedule(delayMs: number): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
-      this.#running = Promise.all([this.reconcileOnce(), this.nudgeLines()])
-        .then(([pass]) => {
+      // Settled each on its own: a nudge that fails must not hide what the pass enqueued, nor let
+      // stop() return while the pass still runs.
+      this.#running = Promise.allSettled([this.reconcileOnce(), this.nudgeLines()])
+        .then(([reconciled, nudged]) => {
+          if (nudged.status === "rejected") this.deps.logger.warn({ err: nudged.reason }, "could not nudge the gate's lines; will try again");
+          if (reconciled.status === "rejected") throw reconciled.reason;
+          const pass = reconciled.value;
           if (!pass || pass.enqueued === 0) return;
           this.deps.metrics.reconcilerEnqueued.inc(pass.enqueued);
           const lost = pass.enqueued - pass.justDue;

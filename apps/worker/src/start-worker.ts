@@ -36,6 +36,9 @@ export interface RunningWorker {
 export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
   // Claims and records of concurrent jobs are batched, so a few connections serve any concurrency.
   const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
+  // The reconciler and the pruner each hold a connection for a whole pass (their advisory locks
+  // are the session's): a pool of their own, so that a long pass never takes one from the jobs.
+  const passes = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 2 });
   const layout = queueLayoutFor(config);
   const workerRedis = connectRedis(config, "worker");
   const producerRedis = connectRedis(config, "producer");
@@ -78,10 +81,10 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const workers = layout.shardPrefixes.map((prefix, shard) =>
     createDeliveryWorker(attemptDeps, { connection: workerRedis, prefix, concurrency: shardConcurrency(config.worker.concurrency, shards, shard), lockMs: config.worker.jobLockMs }),
   );
-  const reconciler = new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
+  const reconciler = new Reconciler({ sql: passes.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
   // RETENTION=off keeps everything: no pruner at all.
   const retentionMs = config.retention.maxAgeMs;
-  const pruner = retentionMs === undefined ? undefined : new Pruner({ sql: database.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
+  const pruner = retentionMs === undefined ? undefined : new Pruner({ sql: passes.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
 
   const opsServer = options.metrics !== false ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort, logger) : undefined;
   const metricsPort = opsServer?.port ?? 0;
@@ -116,7 +119,7 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       workerRedis.disconnect();
       producerRedis.disconnect();
       gateRedis.disconnect();
-      await database.close();
+      await Promise.all([database.close(), passes.close()]);
     },
   };
 }

@@ -30,8 +30,8 @@ const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer
     if (keys.length > 0) await redis.del(...keys);
   });
   const metrics = createWorkerMetrics(queue);
-  const newReconciler = (queue: DeliveryQueue, logger: Logger = createLogger({ level: "silent", name: "test" })) =>
-    new Reconciler({ sql: database.sql, queue, gate: new DeliveryGate(gateRedis, prefix), logger, metrics }, 60_000);
+  const newReconciler = (queue: DeliveryQueue, logger: Logger = createLogger({ level: "silent", name: "test" }), gate = new DeliveryGate(gateRedis, prefix)) =>
+    new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, 60_000);
   const reconciler = newReconciler(queue);
   await createSubscription(
     { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 5)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
@@ -41,7 +41,7 @@ const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer
     const results = await publishEvents({ sql: database.sql }, Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })));
     return results.flatMap((r) => (r instanceof Error ? [] : r.deliveryIds));
   };
-  return { databaseUrl: testDb.url, redis, queue, reconciler, newReconciler, publish };
+  return { databaseUrl: testDb.url, redis, gateRedis, prefix, queue, reconciler, newReconciler, publish };
 });
 
 describe("the reconciler", () => {
@@ -85,6 +85,36 @@ describe("the reconciler", () => {
       { level: 30, msg: expect.stringContaining("came due in the last 30 s"), enqueued: 1 },
     ]);
     expect(await queue.withoutJob([lost!, onTheirWay!])).toEqual([]);
+  });
+
+  it("reports what a pass enqueued even when nudging the gate's lines fails in the same round", async ({ reconcilerSetUp: { databaseUrl, gateRedis, prefix, queue, newReconciler, publish } }) => {
+    const [lost] = await publish(1);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes' WHERE id = $1", [lost]);
+    const lines: { level: number; msg: string }[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(JSON.parse(chunk.toString()));
+        done();
+      },
+    });
+    class FailingNudges extends DeliveryGate {
+      override async nudgeAll(): Promise<never> {
+        throw new Error("Connection is closed.");
+      }
+    }
+    const reconciler = newReconciler(queue, createLogger({ level: "info", name: "test", destination: sink }), new FailingNudges(gateRedis, prefix));
+    reconciler.start();
+    try {
+      await waitFor(() => lines.length >= 2, { what: "the round's two log lines" });
+    } finally {
+      await reconciler.stop();
+    }
+    // Before, the failed nudge failed the round: the enqueued delivery went unreported (and uncounted).
+    expect(lines.map(({ level, msg }) => ({ level, msg }))).toEqual([
+      { level: 40, msg: "could not nudge the gate's lines; will try again" },
+      { level: 40, msg: "reconciler enqueued deliveries whose job was lost" },
+    ]);
+    expect(await queue.withoutJob([lost!])).toEqual([]);
   });
 
   it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {

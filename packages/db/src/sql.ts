@@ -31,29 +31,44 @@ export class SqlClient {
    */
   async withConnection<T>(work: (sql: SqlClient) => Promise<T>): Promise<T> {
     if (!("totalCount" in this.pool)) return work(this);
-    const client = await this.pool.connect();
-    try {
-      return await work(new SqlClient(client));
-    } finally {
-      client.release();
-    }
+    return checkedOut(this.pool, (client) => work(new SqlClient(client)));
   }
 
   /** Runs `work` in one transaction on one connection (or in the caller's, when already in one). */
   async transaction<T>(work: (sql: SqlClient) => Promise<T>): Promise<T> {
     if (!("connect" in this.pool) || !("totalCount" in this.pool)) return work(this);
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
-      const result = await work(new SqlClient(client));
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+    return checkedOut(this.pool, async (client) => {
+      try {
+        await client.query("BEGIN");
+        const result = await work(new SqlClient(client));
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw error;
+      }
+    });
+  }
+}
+
+/**
+ * Runs `work` on a connection taken from the pool. While a client is checked out the pool no
+ * longer listens for its errors, and a backend that goes away meanwhile (a PostgreSQL restart, a
+ * failover, an administrator's pg_terminate_backend) makes the client emit an 'error' that nobody
+ * handles, which crashes the process: seen with the reconciler's and the pruner's passes, which
+ * hold a connection for a whole pass. Listening turns that into failed queries, and a client that
+ * broke is destroyed instead of going back to the pool.
+ */
+async function checkedOut<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (error: Error) => (broken = error);
+  client.on("error", onError);
+  try {
+    return await work(client);
+  } finally {
+    client.off("error", onError);
+    client.release(broken);
   }
 }
 

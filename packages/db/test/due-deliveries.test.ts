@@ -1,5 +1,5 @@
 import { SecretBox } from "@webhooks/core";
-import { createDatabase, createSubscription, findDueDeliveries, publishEvents, type Database } from "@webhooks/db";
+import { createDatabase, createSubscription, findDueDeliveries, publishEvents, withReconcilerLock, type Database } from "@webhooks/db";
 import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
 
@@ -42,4 +42,21 @@ it("pages through every due delivery, skipping leased and finished ones", async 
     after = due.at(-1);
   }
   expect(seen).toEqual([ids[0], ids[2], ids[4], ids[6]]);
+});
+
+it("fails a pass whose connection PostgreSQL drops, without crashing the process, and the pool goes on", async () => {
+  // The reconciler holds one connection for its whole pass. A backend that goes away meanwhile (a
+  // restart, a failover) made the checked-out client emit an 'error' nobody listened to: an
+  // uncaught exception, and the worker process exited 1 (vitest reports it as an unhandled error).
+  const pass = withReconcilerLock({ sql: database.sql }, async (locked) => {
+    const [backend] = await locked.query<{ pid: number }>("SELECT pg_backend_pid() AS pid", []);
+    await sql(testDb.url, "SELECT pg_terminate_backend($1)", [backend!.pid]);
+    // Idle while the termination arrives, as between two of a pass's statements.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return locked.query("SELECT 1", []);
+  });
+  await expect(pass).rejects.toThrow();
+  // The broken client was destroyed, not returned: the next queries get a working connection.
+  expect(await database.sql.query<{ one: number }>("SELECT 1 AS one", [])).toEqual([{ one: 1 }]);
+  expect(await withReconcilerLock({ sql: database.sql }, async () => "locked again")).toBe("locked again");
 });

@@ -1,7 +1,7 @@
 import { jobCatalog, type DeliveryJob } from "@webhooks/core";
 import { whyNotClaimed } from "@webhooks/db";
 import { DelayedError, UnrecoverableError, Worker, type Job } from "bullmq";
-import type { RedisConnection } from "@webhooks/queue";
+import { promoteStill, type RedisConnection } from "@webhooks/queue";
 import { deliverAttempt, type AttemptDeps } from "./deliver-attempt.ts";
 
 const catalog = jobCatalog.deliveries;
@@ -120,9 +120,7 @@ async function runIfResent(deps: AttemptDeps, job: Job<DeliveryJob>, deliveryId:
     const why = await whyNotClaimed({ sql: deps.sql }, deliveryId);
     if (why.reason !== "not_due" || why.retryInMs > 0) return;
     // The API's own second look may have promoted it already.
-    await job.promote().catch(async (error: unknown) => {
-      if (await job.isDelayed()) throw error;
-    });
+    await promoteStill(job);
   } catch (error) {
     deps.logger.warn({ err: error, deliveryId }, "could not run a resent delivery at once; it runs at its retry's time");
   }

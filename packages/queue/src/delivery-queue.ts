@@ -254,7 +254,7 @@ export class DeliveryQueue {
 }
 
 /** Promotes a delayed job, unless it left the delayed state meanwhile (promoted by another caller, or started). */
-async function promoteStill(job: { promote(): Promise<void>; isDelayed(): Promise<boolean> }): Promise<void> {
+export async function promoteStill(job: { promote(): Promise<void>; isDelayed(): Promise<boolean> }): Promise<void> {
   try {
     await job.promote();
   } catch (error) {

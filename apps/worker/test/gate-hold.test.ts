@@ -166,3 +166,43 @@ describe("the gate's rate window", () => {
     expect(await gate.pace("sub_paced", 5, "d5", now + 1_100)).toBe(0);
   });
 });
+
+describe("the gate's line when the subscription's limits change (PUT max_in_flight or rate_limit)", () => {
+  it("wakes as many as the new cap has room for at once, and the pre-check compares with the new cap", async () => {
+    const { gate, prefix } = newGateWithPrefix();
+    const now = Date.now();
+    await fullWithLine(gate, now);
+    expect(await redis.get(`${prefix}:gate:cap:sub_held`)).toBe("2");
+    // max_in_flight 2 -> 4 with d1 and d2 still in flight: room for two of the three in line.
+    expect(await gate.resize({ ...attempt("-"), maxInFlight: 4 }, now + 10)).toEqual([
+      { deliveryId: "d3", at: now + 10 },
+      { deliveryId: "d4", at: now + 10 },
+    ]);
+    expect(await gate.lineLength("sub_held")).toBe(1);
+    // The cap a newcomer's pre-check compares with (once nobody is in line) is the new one.
+    expect(await redis.get(`${prefix}:gate:cap:sub_held`)).toBe("4");
+  });
+
+  it("wakes nobody while a hold the gate knows of lasts, and nobody when the new limits have no room", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    await fullWithLine(gate, now);
+    expect(await gate.resize({ ...attempt("-"), maxInFlight: 2 }, now + 10)).toEqual([]);
+    // d1 got a 429 with Retry-After: the line waits for the hold's end, whatever the cap.
+    const holdEnd = now + 60_000;
+    await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 20);
+    expect(await gate.resize({ ...attempt("-"), maxInFlight: 10 }, now + 30)).toEqual([]);
+    expect(await gate.lineLength("sub_held")).toBe(2);
+  });
+
+  it("wakes the head for when the rate window frees when a rate limit is raised but the window is full", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    const paced = (id: string, rateLimit: number) => attempt(id, { subscriptionId: "sub_held", maxInFlight: 10, rateLimit });
+    for (const id of ["r1", "r2"]) expect(await gate.acquire(paced(id, 2), now)).toMatchObject({ go: true });
+    expect(await gate.acquire(paced("r3", 2), now + 1)).toMatchObject({ go: false, reason: "rate_limit" });
+    expect(await gate.acquire(paced("r4", 2), now + 2)).toMatchObject({ go: false, reason: "in_line" });
+    // r3 holds the turn for when the window frees; raised to 5 a second, r4 goes now too.
+    expect(await gate.resize({ ...paced("-", 5) }, now + 10)).toEqual([{ deliveryId: "r4", at: now + 10 }]);
+  });
+});

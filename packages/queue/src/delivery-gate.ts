@@ -738,6 +738,24 @@ export class DeliveryGate {
     return this.#nudge(subscriptionId, true, now);
   }
 
+  /**
+   * The subscription's max_in_flight or rate_limit changed (PUT): the head of its line is woken,
+   * as many as the new limits have room for now, rather than only when one of its attempts ends
+   * (a hanging receiver's, a whole DELIVERY_TIMEOUT later). A hold the gate knows of stands.
+   * `origin` is the subscription's current one; each woken delivery's claim checks its own.
+   * The cap the pre-check compares with is the new one from now on. Returns the wakes (for the
+   * caller to run).
+   */
+  async resize(
+    limits: Pick<GateInput, "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit">,
+    now = Date.now(),
+  ): Promise<Wake[]> {
+    await this.#redis.set(this.#key("cap", limits.subscriptionId), limits.maxInFlight, "KEEPTTL", "XX");
+    // A release of a slot nobody holds: it frees nothing, and wakes whom the limits make room for.
+    // (The lease only bounds a hold the release sets, and this one sets none.)
+    return this.#releaseSlot(`resize:${limits.subscriptionId}`, { ...limits, leaseMs: 0 }, undefined, now);
+  }
+
   async #nudge(subscriptionId: string, resume: boolean, now: number): Promise<Wake[]> {
     const woken = await this.#redis.gateNudge(
       this.#key("in-flight", subscriptionId),

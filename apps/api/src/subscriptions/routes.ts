@@ -11,6 +11,7 @@ import {
   tenantForNewResource,
   updateSubscription,
   type RecoveredBatch,
+  type SubscriptionRecord,
   type TenantScope,
 } from "@webhooks/db";
 import { parseDuration, withDeadline, type Logger } from "@webhooks/core";
@@ -185,6 +186,30 @@ async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger,
   }
 }
 
+/**
+ * PUT changed `max_in_flight` or `rate_limit`: deliveries waiting at the gate for room go now if
+ * the new limits have it, instead of when the subscription's next attempt ends. Answered all the
+ * same if Redis fails: each attempt that ends wakes the line by the new limits anyway.
+ */
+async function resizeLine(deps: Pick<ApiDeps, "gate" | "queue" | "config">, logger: Logger, subscription: SubscriptionRecord): Promise<void> {
+  try {
+    const limits = {
+      subscriptionId: subscription.id,
+      origin: new URL(subscription.url).origin,
+      maxInFlight: subscription.maxInFlight,
+      originMaxInFlight: deps.config.isolation.originMaxInFlight,
+      rateLimit: subscription.rateLimit,
+    };
+    await withDeadline(
+      deps.gate.resize(limits).then((wakes) => deps.queue.wake(wakes)),
+      RESUME_TIMEOUT_MS,
+      "Redis",
+    );
+  } catch (error) {
+    logger.warn({ err: error, subscriptionId: subscription.id }, "could not wake the deliveries waiting for room under new limits; they go as attempts end");
+  }
+}
+
 export function subscriptionRoutes(deps: ApiDeps) {
   const base = {
     db: deps.prisma,
@@ -227,6 +252,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
           rateLimit: rate_limit,
         });
         if (changes.active === true) await resumeLine(deps, c.var.logger, subscription.id);
+        else if ((max_in_flight !== undefined || rate_limit !== undefined) && subscription.active) await resizeLine(deps, c.var.logger, subscription);
         return c.json(toSubscriptionJson(subscription, new Date()), 200);
       },
       (result) => {

@@ -1,6 +1,6 @@
 import { checkDestinationUrl, type DestinationPolicy, type Logger } from "@webhooks/core";
 import { StringDecoder } from "node:string_decoder";
-import { Agent, request } from "undici";
+import { Agent, request, type Dispatcher } from "undici";
 import { createSafeLookup, DestinationNotAllowedError, type Resolver } from "./safe-lookup.ts";
 
 /** We read this much of a response at most, and keep this much of it in the attempt log. */
@@ -12,7 +12,7 @@ export interface SendResult {
   responseCode: number | null;
   responseBody: string | null;
   retryAfter: string | null;
-  /** Why no response arrived, in a few words. */
+  /** Why no response arrived, in a few words; with a response, why its body was cut short. */
   error: string | null;
   durationMs: number;
 }
@@ -50,23 +50,15 @@ export class HttpSender {
     const refusal = this.#refuse(url);
     if (refusal) return { responseCode: null, responseBody: null, retryAfter: null, error: refusal, durationMs: 0 };
 
+    let response: Dispatcher.ResponseData;
     try {
-      const response = await request(url, {
+      response = await request(url, {
         method: "POST",
         dispatcher: this.#agent,
         headers: { "content-type": "application/json", "user-agent": this.options.userAgent, ...headers },
         body,
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
-      const responseBody = await readExcerpt(response.body);
-      const retryAfter = response.headers["retry-after"];
-      return {
-        responseCode: response.statusCode,
-        responseBody,
-        retryAfter: Array.isArray(retryAfter) ? (retryAfter[0] ?? null) : (retryAfter ?? null),
-        error: null,
-        durationMs: elapsed(),
-      };
     } catch (error) {
       const refusal = lookupRefusal(error);
       if (refusal) {
@@ -79,6 +71,18 @@ export class HttpSender {
       }
       return { responseCode: null, responseBody: null, retryAfter: null, error: describeError(error, this.options.timeoutMs), durationMs: elapsed() };
     }
+    // The status is the receiver's answer (contract §5: success is a 2xx). A body that then fails
+    // to arrive in full (the attempt's time runs out, the connection drops) only cuts the excerpt
+    // short: counting the answer as no response would send a webhook the receiver accepted again.
+    const excerpt = await readExcerpt(response.body);
+    const retryAfter = response.headers["retry-after"];
+    return {
+      responseCode: response.statusCode,
+      responseBody: excerpt.text,
+      retryAfter: Array.isArray(retryAfter) ? (retryAfter[0] ?? null) : (retryAfter ?? null),
+      error: excerpt.failure === undefined ? null : `response body incomplete: ${describeError(excerpt.failure, this.options.timeoutMs)}`,
+      durationMs: elapsed(),
+    };
   }
 
   /**
@@ -96,27 +100,34 @@ export class HttpSender {
   }
 }
 
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string | null> {
+/** The first EXCERPT_BYTES of a response body, and why the rest did not arrive, if it failed. */
+async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<{ text: string | null; failure?: unknown }> {
   const kept: Buffer[] = [];
   let keptBytes = 0;
   let readBytes = 0;
-  for await (const chunk of body) {
-    if (keptBytes < EXCERPT_BYTES) {
-      const part = chunk.subarray(0, EXCERPT_BYTES - keptBytes);
-      kept.push(part);
-      keptBytes += part.length;
+  let failure: unknown;
+  try {
+    for await (const chunk of body) {
+      if (keptBytes < EXCERPT_BYTES) {
+        const part = chunk.subarray(0, EXCERPT_BYTES - keptBytes);
+        kept.push(part);
+        keptBytes += part.length;
+      }
+      readBytes += chunk.length;
+      if (readBytes >= MAX_RESPONSE_BYTES) {
+        // Enough: drop the connection rather than read an unbounded body.
+        body.destroy();
+        break;
+      }
     }
-    readBytes += chunk.length;
-    if (readBytes >= MAX_RESPONSE_BYTES) {
-      // Enough: drop the connection rather than read an unbounded body.
-      body.destroy();
-      break;
-    }
+  } catch (error) {
+    failure = error;
+    body.destroy();
   }
-  if (keptBytes === 0) return null;
+  if (keptBytes === 0) return { text: null, failure };
   // The decoder holds back a character cut in half at the 4 KiB mark instead of mangling it;
   // PostgreSQL text cannot hold NUL, so NULs are dropped.
-  return new StringDecoder("utf8").write(Buffer.concat(kept)).replaceAll("\u0000", "");
+  return { text: new StringDecoder("utf8").write(Buffer.concat(kept)).replaceAll("\u0000", ""), failure };
 }
 
 /** The safe lookup's refusal, when that is what failed the request (undici may wrap it as a cause). */

@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { workerTest as it } from "./fixtures.ts";
@@ -148,6 +150,50 @@ describe("a delivery", () => {
     expect(attempt).toMatchObject({ response_code: null, response_body: null, error: "timeout after 300 ms" });
     expect(attempt!.duration_ms).toBeGreaterThanOrEqual(290);
     expect(attempt!.duration_ms).toBeLessThan(1_500);
+  });
+
+  it("counts a 2xx whose body never arrives in full as delivered: the answer came, only its excerpt is cut short", async ({ stack, defer }) => {
+    const s = await stack({ DELIVERY_TIMEOUT: "500ms", RETRY_SCHEDULE: "1s" });
+    const requests: string[] = [];
+    // /trickle answers 200 and then writes its body a byte every 100 ms, past the attempt's time;
+    // /dropped promises 100 bytes, sends 2 and drops the connection.
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        requests.push(request.url ?? "");
+        if (request.url === "/dropped") {
+          response.writeHead(200, { "content-length": "100" });
+          response.write("ok", () => setTimeout(() => response.socket?.destroy(), 20));
+          return;
+        }
+        response.writeHead(200, { "content-type": "text/plain" });
+        response.write("accepted");
+        const trickle = setInterval(() => response.write("."), 100);
+        response.on("close", () => clearInterval(trickle));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    defer(async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    for (const [path, error] of [
+      ["trickle", "response body incomplete: timeout after 500 ms"],
+      ["dropped", "response body incomplete: connection reset"],
+    ] as const) {
+      const sub = await subscribe(s.api, { url: `${base}/${path}`, events: [path] });
+      const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: path, data: {} })).id);
+      const state = await waitFor(async () => {
+        const current = await settled(s, created!.id);
+        return current?.attempts === 1 ? current : undefined;
+      });
+      expect(state).toMatchObject({ subscription_id: sub.id, status: "delivered", response_code: 200, next_retry_at: null });
+      const [attempt] = await attempts(s, created!.id);
+      expect(attempt).toMatchObject({ response_code: 200, error });
+      expect(attempt!.response_body).toMatch(path === "trickle" ? /^accepted\.*$/ : /^ok$/);
+    }
+    expect(requests).toEqual(["/trickle", "/dropped"]);
   });
 
   it("records a refused connection", async ({ stack }) => {

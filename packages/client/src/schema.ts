@@ -359,7 +359,7 @@ export interface components {
              */
             active?: boolean;
             /**
-             * @description At most this many attempts to this subscription in flight at once, across every worker, 1 to 1000. A change applies to attempts that start after it. Default: the deployment's DEFAULT_MAX_IN_FLIGHT (10 unless configured otherwise).
+             * @description At most this many attempts to this subscription in flight at once, across every worker, 1 to 1000. A change applies to attempts that start after it. Default: the deployment's DEFAULT_MAX_IN_FLIGHT (25 unless configured otherwise).
              * @example 10
              */
             max_in_flight?: number;
@@ -602,7 +602,7 @@ export interface components {
             response_code: number | null;
             /** @description The first 4 KiB of the response body. */
             response_body: string | null;
-            /** @description Why no response was received (timeout, connection refused, ...), or null. */
+            /** @description Why no response was received (timeout, connection refused, ...); with a response, why its body did not arrive in full ("response body incomplete: ..."); or null. */
             error: string | null;
         };
         /** @description No parameters: send no body, or `{}`. */

@@ -32,7 +32,7 @@ export const attemptSchema = z
     }),
     response_code: z.number().int().nullable(),
     response_body: z.string().nullable().openapi({ description: "The first 4 KiB of the response body." }),
-    error: z.string().nullable().openapi({ description: "Why no response was received (timeout, connection refused, ...), or null." }),
+    error: z.string().nullable().openapi({ description: "Why no response was received (timeout, connection refused, ...); with a response, why its body did not arrive in full (\"response body incomplete: ...\"); or null." }),
   })
   .openapi("DeliveryAttempt");
 

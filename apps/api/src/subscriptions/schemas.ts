@@ -121,7 +121,7 @@ export const createSubscriptionBody = z
     description: text(1024).optional().openapi({ description: "Free text; cannot be changed by an update." }),
     active: active.optional().openapi({ default: true }),
     max_in_flight: maxInFlight.optional().openapi({
-      description: `${maxInFlightDescription} Default: the deployment's DEFAULT_MAX_IN_FLIGHT (10 unless configured otherwise).`,
+      description: `${maxInFlightDescription} Default: the deployment's DEFAULT_MAX_IN_FLIGHT (25 unless configured otherwise).`,
     }),
     rate_limit: rateLimit.optional().openapi({ default: null }),
     headers: customHeaders.optional().openapi({ default: {} }),

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { changesHealth, heldUntil, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type DeliveryJob, type EndpointHealth, type IsolationConfig, type Logger } from "@webhooks/core";
 import { whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
-import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
+import type { DeliveryGate, DeliveryQueue, GateDecision, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
@@ -81,11 +81,14 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
 
   // 2. Gate.
   const gateInput = toGateInput(delivery, waited, deps);
-  const decision = await deps.gate.acquire(gateInput).catch(async (error: unknown) => {
-    // Redis failed us: nothing was sent, so the attempt must not count (the job is tried again).
-    await deps.batches.withdraw(lease).catch(() => {});
-    throw error;
-  });
+  const outside = goesOutsideGate(delivery);
+  const decision: GateDecision = outside
+    ? { go: true, probe: false, wakes: [] }
+    : await deps.gate.acquire(gateInput).catch(async (error: unknown) => {
+        // Redis failed us: nothing was sent, so the attempt must not count (the job is tried again).
+        await deps.batches.withdraw(lease).catch(() => {});
+        throw error;
+      });
   if (!decision.go) {
     noteWaiting(delivery.subscriptionId);
     await deps.batches.withdraw(lease);
@@ -153,12 +156,25 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     throw error;
   } finally {
     // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
-    const wakes = await deps.gate.release({ ...gateInput, holdUntil }).catch((error: unknown) => {
-      deps.logger.warn({ err: error, deliveryId }, "could not release the gate slot; it expires with the lease");
-      return [] as Wake[];
-    });
-    await wake(deps, wakes);
+    if (!outside) {
+      const wakes = await deps.gate.release({ ...gateInput, holdUntil }).catch((error: unknown) => {
+        deps.logger.warn({ err: error, deliveryId }, "could not release the gate slot; it expires with the lease");
+        return [] as Wake[];
+      });
+      await wake(deps, wakes);
+    }
   }
+}
+
+/**
+ * A test event (POST /v1/subscriptions/{id}/test) to a subscription the service disabled goes out
+ * at once, outside the gate. Its line stays as it is until the owner enables the subscription
+ * again, and this one request is how the owner checks the mended endpoint before doing so
+ * (contract §12: a test goes whatever the subscription's state). Nothing but such tests is in
+ * flight to a disabled subscription, and a rate limit still paces them.
+ */
+function goesOutsideGate(delivery: ClaimedDelivery): boolean {
+  return delivery.test && delivery.subscription.health.disabledReason !== null && !delivery.subscription.deleted;
 }
 
 /** Contract §11: the receiver never sees more than rate_limit requests in a second. */

@@ -92,6 +92,35 @@ describe("test events", () => {
     expect(rx.received[0]!.json).toMatchObject({ type: "customer.updated", data: { probe: true } });
     expect(verifies(paused.secret, rx.received[0]!)).toBe(true);
   });
+
+  it("reach a subscription the service disabled, whose other deliveries keep waiting until it is enabled", async ({ stack, receiver }) => {
+    const s = await stack({ RETRY_SCHEDULE: "200ms" });
+    // The endpoint answers 410 (gone), which disables the subscription at once; then it is mended.
+    // One attempt at a time: the second event's delivery waits while the first gets its 410.
+    let gone = true;
+    const rx = await receiver(() => (gone ? { status: 410, delayMs: 300 } : { status: 200 }));
+    const sub = await subscribe(s.api, { url: `${rx.url}/hooks`, events: ["invoice.paid"], max_in_flight: 1 });
+    await publish(s.api, { type: "invoice.paid", data: { n: 1 } });
+    const waiting = await publish(s.api, { type: "invoice.paid", data: { n: 2 } });
+    await waitFor(async () => (await s.api.call("GET", `/v1/subscriptions/${sub.id}`)).body.disabled_reason === "gone", { what: "disabled" });
+    gone = false;
+
+    // The owner checks the mended endpoint before enabling the subscription again.
+    const test = await s.api.call("POST", `/v1/subscriptions/${sub.id}/test`);
+    expect(test.status).toBe(202);
+    await waitFor(async () => (await s.api.call("GET", `/v1/deliveries/${test.body.id}`)).body.status === "delivered", { timeoutMs: 5_000, what: "the test delivered" });
+    expect(rx.received.map((w) => w.json.type)).toEqual(["invoice.paid", "webhook.test"]);
+    expect(verifies(sub.secret, rx.received[1]!)).toBe(true);
+    // Still disabled, and the event published meanwhile still waits, unattempted.
+    expect((await s.api.call("GET", `/v1/subscriptions/${sub.id}`)).body).toMatchObject({ active: false, disabled_reason: "gone" });
+    const [pending] = (await s.api.call("GET", `/v1/deliveries?subscription_id=${sub.id}&event=invoice.paid&limit=1`)).body.data;
+    expect(pending).toMatchObject({ event_id: waiting.id, status: "queued", attempts: 0 });
+
+    // Enabled again: it goes.
+    await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: true } });
+    await waitFor(() => rx.received.length === 3, { timeoutMs: 5_000, what: "the waiting delivery" });
+    expect(rx.received[2]!.json).toMatchObject({ type: "invoice.paid", data: { n: 2 } });
+  });
 });
 
 describe("custom headers", () => {

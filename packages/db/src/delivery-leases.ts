@@ -35,6 +35,8 @@ export interface ClaimedDelivery {
   url: string;
   /** The subscription's extra request headers when the delivery was created (contract §12). */
   headers: Record<string, string>;
+  /** Made by POST /v1/subscriptions/{id}/test (contract §12). */
+  test: boolean;
   /**
    * The keys to sign this attempt with: the subscription's current secret, then, during a
    * rotation's overlap, the previous one (contract §12). Read from the subscription at claim time,
@@ -85,7 +87,7 @@ export const CLAIM_SQL = `WITH claimed AS (
          -- claim: most costly exactly when a backlog makes them many.
          AND coalesce(d.next_attempt_at, 'infinity') <= now() + $4::int * interval '1 millisecond'
          AND (d.leased_until IS NULL OR d.leased_until < now())
-       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.event_id,
+       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.event_id, d.test,
                  d.attempts, d.open_attempt_id, d.open_attempt_started_at,
                  before.open_attempt_id AS abandoned_id, before.open_attempt_started_at AS abandoned_started_at
      ), closed AS (
@@ -94,7 +96,7 @@ export const CLAIM_SQL = `WITH claimed AS (
        WHERE c.abandoned_id IS NOT NULL
      )
      SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
-            c.url, c.headers, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
+            c.url, c.headers, c.test, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
             (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
             c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt",
             c.open_attempt_id AS "attemptId", c.attempts, c.open_attempt_started_at AS "attemptStartedAt", c.abandoned_id IS NOT NULL AS "wasOpen",
@@ -138,6 +140,7 @@ export async function claimDeliveries(
     nextAttemptAt: Date | null;
     url: string;
     headers: Record<string, string>;
+    test: boolean;
     secretId: string;
     ciphertext: Uint8Array;
     previousSecretId: string | null;
@@ -175,6 +178,7 @@ export async function claimDeliveries(
         nextAttemptAt: row.nextAttemptAt,
         url: row.url,
         headers: row.headers,
+        test: row.test,
         secrets: [
           { id: row.secretId, ciphertext: row.ciphertext },
           ...(row.previousSecretId !== null && row.previousCiphertext !== null ? [{ id: row.previousSecretId, ciphertext: row.previousCiphertext }] : []),

@@ -262,8 +262,8 @@ export async function publishTestEvent(
        INSERT INTO events (id, type, data, tenant_id) SELECT $2, $3, $4::jsonb, tenant_id FROM target
        RETURNING id, created_at, tenant_id
      ), delivery AS (
-       INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
-       SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, '${INITIAL_STATE.status}', event.created_at, event.created_at, event.created_at
+       INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, test, created_at, updated_at)
+       SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, '${INITIAL_STATE.status}', event.created_at, true, event.created_at, event.created_at
        FROM target, event
      )
      SELECT created_at AS "createdAt", tenant_id AS "tenantId" FROM event`,

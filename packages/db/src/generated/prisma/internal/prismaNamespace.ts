@@ -1047,6 +1047,7 @@ export const DeliveryScalarFieldEnum = {
   openAttemptId: 'openAttemptId',
   openAttemptStartedAt: 'openAttemptStartedAt',
   tenantId: 'tenantId',
+  test: 'test',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const

@@ -143,6 +143,7 @@ export const DeliveryScalarFieldEnum = {
   openAttemptId: 'openAttemptId',
   openAttemptStartedAt: 'openAttemptStartedAt',
   tenantId: 'tenantId',
+  test: 'test',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const

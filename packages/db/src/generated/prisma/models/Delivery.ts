@@ -63,6 +63,7 @@ export type DeliveryMinAggregateOutputType = {
   openAttemptId: string | null
   openAttemptStartedAt: Date | null
   tenantId: string | null
+  test: boolean | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -83,6 +84,7 @@ export type DeliveryMaxAggregateOutputType = {
   openAttemptId: string | null
   openAttemptStartedAt: Date | null
   tenantId: string | null
+  test: boolean | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -104,6 +106,7 @@ export type DeliveryCountAggregateOutputType = {
   openAttemptId: number
   openAttemptStartedAt: number
   tenantId: number
+  test: number
   createdAt: number
   updatedAt: number
   _all: number
@@ -136,6 +139,7 @@ export type DeliveryMinAggregateInputType = {
   openAttemptId?: true
   openAttemptStartedAt?: true
   tenantId?: true
+  test?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -156,6 +160,7 @@ export type DeliveryMaxAggregateInputType = {
   openAttemptId?: true
   openAttemptStartedAt?: true
   tenantId?: true
+  test?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -177,6 +182,7 @@ export type DeliveryCountAggregateInputType = {
   openAttemptId?: true
   openAttemptStartedAt?: true
   tenantId?: true
+  test?: true
   createdAt?: true
   updatedAt?: true
   _all?: true
@@ -285,6 +291,7 @@ export type DeliveryGroupByOutputType = {
   openAttemptId: string | null
   openAttemptStartedAt: Date | null
   tenantId: string | null
+  test: boolean
   createdAt: Date
   updatedAt: Date
   _count: DeliveryCountAggregateOutputType | null
@@ -329,6 +336,7 @@ export type DeliveryWhereInput = {
   openAttemptId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   openAttemptStartedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  test?: Prisma.BoolFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }
@@ -350,6 +358,7 @@ export type DeliveryOrderByWithRelationInput = {
   openAttemptId?: Prisma.SortOrderInput | Prisma.SortOrder
   openAttemptStartedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
+  test?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -374,6 +383,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   openAttemptId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   openAttemptStartedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  test?: Prisma.BoolFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }, "id">
@@ -395,6 +405,7 @@ export type DeliveryOrderByWithAggregationInput = {
   openAttemptId?: Prisma.SortOrderInput | Prisma.SortOrder
   openAttemptStartedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
+  test?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   _count?: Prisma.DeliveryCountOrderByAggregateInput
@@ -424,6 +435,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   openAttemptId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   openAttemptStartedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  test?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
 }
@@ -445,6 +457,7 @@ export type DeliveryCreateInput = {
   openAttemptId?: string | null
   openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
+  test?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -466,6 +479,7 @@ export type DeliveryUncheckedCreateInput = {
   openAttemptId?: string | null
   openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
+  test?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -487,6 +501,7 @@ export type DeliveryUpdateInput = {
   openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -508,6 +523,7 @@ export type DeliveryUncheckedUpdateInput = {
   openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -529,6 +545,7 @@ export type DeliveryCreateManyInput = {
   openAttemptId?: string | null
   openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
+  test?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -550,6 +567,7 @@ export type DeliveryUpdateManyMutationInput = {
   openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -571,6 +589,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   openAttemptId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -592,6 +611,7 @@ export type DeliveryCountOrderByAggregateInput = {
   openAttemptId?: Prisma.SortOrder
   openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  test?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -617,6 +637,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   openAttemptId?: Prisma.SortOrder
   openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  test?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -637,6 +658,7 @@ export type DeliveryMinOrderByAggregateInput = {
   openAttemptId?: Prisma.SortOrder
   openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  test?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -669,6 +691,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   openAttemptId?: boolean
   openAttemptStartedAt?: boolean
   tenantId?: boolean
+  test?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -690,6 +713,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   openAttemptId?: boolean
   openAttemptStartedAt?: boolean
   tenantId?: boolean
+  test?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -711,6 +735,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   openAttemptId?: boolean
   openAttemptStartedAt?: boolean
   tenantId?: boolean
+  test?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -732,11 +757,12 @@ export type DeliverySelectScalar = {
   openAttemptId?: boolean
   openAttemptStartedAt?: boolean
   tenantId?: boolean
+  test?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "test" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 
 export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Delivery"
@@ -780,6 +806,11 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      * The event's (and so the subscription's) tenant, copied for the per-tenant list indexes.
      */
     tenantId: string | null
+    /**
+     * Made by POST /v1/subscriptions/{id}/test (contract §12): it goes out even while the service
+     * has the subscription disabled, whose other deliveries wait until it is enabled again.
+     */
+    test: boolean
     createdAt: Date
     updatedAt: Date
   }, ExtArgs["result"]["delivery"]>
@@ -1221,6 +1252,7 @@ export interface DeliveryFieldRefs {
   readonly openAttemptId: Prisma.FieldRef<"Delivery", 'String'>
   readonly openAttemptStartedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly tenantId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly test: Prisma.FieldRef<"Delivery", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
 }

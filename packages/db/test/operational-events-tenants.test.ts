@@ -1,29 +1,19 @@
-import { SecretBox } from "@webhooks/core";
-import { createDatabase, createSubscription, recordEndpointResults, type Database } from "@webhooks/db";
-import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSubscription, recordEndpointResults } from "@webhooks/db";
+import { sql } from "@webhooks/testing";
+import { describe, expect, it } from "vitest";
+import { fileDatabase, subscriptionContext } from "./file-database.ts";
 
 // Contract §11 and §13: operational events are the operator's. They are published without a
 // tenant, so they reach only untenanted subscriptions that name them, even when the subscription
 // they are about belongs to a tenant (whose id their data then carries).
 
-let testDb: TestDatabase;
-let database: Database;
-
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-  database = createDatabase({ databaseUrl: testDb.url, poolSize: 2 });
-});
-afterAll(async () => {
-  await database.close();
-  await testDb.drop();
-});
+const file = fileDatabase();
 
 const rules = { maxRetryAfterMs: 3_600_000, circuitFailureThreshold: 5, circuitProbeIntervalMs: 30_000, autoDisableAfterMs: 86_400_000 };
 
 describe("operational events and tenants", () => {
   it("reach only untenanted subscriptions that name them; data.tenant_id names the tenant", async () => {
-    const ctx = { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 7)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 };
+    const ctx = subscriptionContext(file.database);
     const create = async (events: string[], tenantId?: string) => (await createSubscription(ctx, { url: "https://example.com/hook", events, tenantId })).subscription.id;
     const failing = await create(["invoice.paid"], "acme");
     const untenantedFailing = await create(["invoice.paid"]);
@@ -34,7 +24,7 @@ describe("operational events and tenants", () => {
     // A 410 disables each at once (contract §11), which publishes operational.subscription.disabled.
     const finishedAt = new Date();
     await recordEndpointResults(
-      { sql: database.sql },
+      { sql: file.database.sql },
       [
         { subscriptionId: failing, result: { responseCode: 410, error: null }, finishedAt },
         { subscriptionId: untenantedFailing, result: { responseCode: 410, error: null }, finishedAt },
@@ -43,7 +33,7 @@ describe("operational events and tenants", () => {
     );
 
     const rows = await sql<{ subscription_id: string; tenant_id: string | null; event_tenant: string | null; data: Record<string, unknown> }>(
-      testDb.url,
+      file.url,
       `SELECT d.subscription_id, d.tenant_id, e.tenant_id AS event_tenant, e.data FROM deliveries d JOIN events e ON e.id = d.event_id
        WHERE e.type = 'operational.subscription.disabled' ORDER BY e.data->>'subscription_id'`,
     );

@@ -1,39 +1,25 @@
-import { IdempotencyConflictError, SecretBox } from "@webhooks/core";
+import { IdempotencyConflictError } from "@webhooks/core";
 import { createDatabase, createSubscription, deliveryJobChunks, getEvent, publishEvents, publishTestEvent, type Database, type PublishResult } from "@webhooks/db";
-import { createTestDatabase, type TestDatabase } from "@webhooks/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { fileDatabase, subscriptionContext } from "./file-database.ts";
 
 /**
  * publishEvents writes a whole batch of publishes with one lookup and one insert. The API batches
  * whatever arrives together, which a test over HTTP cannot force, so the batch verb is tested here.
  */
-let testDb: TestDatabase;
-let database: Database;
-const ctx = () => ({ sql: database.sql });
-const policy = { allowHttp: true, allowPrivateNetworks: true };
-
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-  database = createDatabase({ databaseUrl: testDb.url, poolSize: 2 });
-});
-afterAll(async () => {
-  await database.close();
-  await testDb.drop();
-});
+const file = fileDatabase();
+const ctx = () => ({ sql: file.database.sql });
 
 async function subscribe(events: string[], tenantId: string | null = null): Promise<string> {
-  const { subscription } = await createSubscription(
-    { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 7)), destinationPolicy: policy, defaultMaxInFlight: 10 },
-    { url: "https://example.com/hook", events },
-  );
+  const { subscription } = await createSubscription(subscriptionContext(file.database), { url: "https://example.com/hook", events });
   // Set directly: the tenant is the subscription's at creation, which this verb's input may not name yet.
-  if (tenantId !== null) await database.sql.query("UPDATE subscriptions SET tenant_id = $2 WHERE id = $1", [subscription.id, tenantId]);
+  if (tenantId !== null) await file.database.sql.query("UPDATE subscriptions SET tenant_id = $2 WHERE id = $1", [subscription.id, tenantId]);
   return subscription.id;
 }
 
 /** Each delivery of these events: its event, subscription and tenant, in a stable order. */
 async function deliveriesOf(eventIds: string[]) {
-  return database.sql.query<{ event_id: string; subscription_id: string; tenant_id: string | null }>(
+  return file.database.sql.query<{ event_id: string; subscription_id: string; tenant_id: string | null }>(
     "SELECT event_id, subscription_id, tenant_id FROM deliveries WHERE event_id = ANY($1::text[]) ORDER BY event_id, subscription_id",
     [eventIds],
   );
@@ -75,7 +61,7 @@ describe("publishEvents", () => {
     expect(ok(knownSame!)).toMatchObject({ created: false, event: { id: ok(earlier!).event.id } });
     expect(knownOther).toBeInstanceOf(IdempotencyConflictError);
 
-    const rows = await database.sql.query<{ event_id: string; subscription_id: string }>(
+    const rows = await file.database.sql.query<{ event_id: string; subscription_id: string }>(
       "SELECT event_id, subscription_id FROM deliveries WHERE event_id = ANY($1::text[]) ORDER BY event_id, subscription_id",
       [[ok(one!).event.id, ok(two!).event.id, ok(twiceA!).event.id]],
     );
@@ -92,10 +78,10 @@ describe("publishEvents", () => {
     // once; a replay returns none.
     const created = results.flatMap((r) => (r instanceof Error || !r.created ? [] : r.deliveryIds));
     const createdEvents = results.flatMap((r) => (r instanceof Error || !r.created ? [] : [r.event.id]));
-    const createdRows = await database.sql.query<{ id: string }>("SELECT id FROM deliveries WHERE event_id = ANY($1::text[])", [createdEvents]);
+    const createdRows = await file.database.sql.query<{ id: string }>("SELECT id FROM deliveries WHERE event_id = ANY($1::text[])", [createdEvents]);
     expect([...created].sort()).toEqual(createdRows.map((row) => row.id).sort());
     expect(results.every((r) => r instanceof Error || r.created || r.deliveryIds.length === 0)).toBe(true);
-    const count = await database.sql.query<{ n: string }>("SELECT count(*) AS n FROM events", []);
+    const count = await file.database.sql.query<{ n: string }>("SELECT count(*) AS n FROM events", []);
     expect(Number(count[0]!.n)).toBe(5);
   });
 
@@ -103,7 +89,7 @@ describe("publishEvents", () => {
     // Before the keys were inserted in order, two such batches each took a key the other then
     // waited for: PostgreSQL broke the deadlock by failing one whole batch, every request of it
     // answered 500, the keyless ones included (seen about once in ten rounds of 100 keys).
-    const pool = createDatabase({ databaseUrl: testDb.url, poolSize: 4 });
+    const pool = createDatabase({ databaseUrl: file.url, poolSize: 4 });
     try {
       for (let round = 0; round < 20; round++) {
         const keys = Array.from({ length: 100 }, (_, i) => `retry-${round}-${i}`);
@@ -128,7 +114,7 @@ describe("publishEvents", () => {
     const flaky = {
       query: async (text: string, values: unknown[]) => {
         if (text.includes("FROM events WHERE idempotency_key = ANY") && lookups++ > 0) throw new Error("Connection terminated unexpectedly");
-        return database.sql.query(text, values);
+        return file.database.sql.query(text, values);
       },
     } as unknown as Database["sql"];
     const [keyless, first, second] = await publishEvents({ sql: flaky }, [
@@ -146,7 +132,7 @@ describe("publishEvents", () => {
   it("delivers an event with a tenant only to that tenant's subscriptions, and one without only to untenanted ones", async () => {
     const type = "t.paid";
     // The earlier tests' "*" subscriptions would get the untenanted event too.
-    await database.sql.query("UPDATE subscriptions SET active = false", []);
+    await file.database.sql.query("UPDATE subscriptions SET active = false", []);
     const plain = await subscribe([type]);
     const plainAll = await subscribe(["*"]);
     const acme = await subscribe([type], "acme");
@@ -168,9 +154,9 @@ describe("publishEvents", () => {
     const byEvent = (eventId: string) => deliveriesOf([eventId]).then((rows) => rows.map(({ subscription_id, tenant_id }) => ({ subscription_id, tenant_id })));
     expect(await byEvent(forAcme!.event.id)).toEqual([acme, acmeAll].sort().map((id) => ({ subscription_id: id, tenant_id: "acme" })));
     expect(await byEvent(forPlain!.event.id)).toEqual([plain, plainAll].sort().map((id) => ({ subscription_id: id, tenant_id: null })));
-    expect(await getEvent({ db: database.prisma }, forAcme!.event.id)).toMatchObject({ id: forAcme!.event.id, tenantId: "acme" });
-    expect(await getEvent({ db: database.prisma }, forPlain!.event.id)).toMatchObject({ tenantId: null });
-    for (const id of [acme, acmeAll, plain, plainAll]) await database.sql.query("UPDATE subscriptions SET active = false WHERE id = $1", [id]);
+    expect(await getEvent({ db: file.database.prisma }, forAcme!.event.id)).toMatchObject({ id: forAcme!.event.id, tenantId: "acme" });
+    expect(await getEvent({ db: file.database.prisma }, forPlain!.event.id)).toMatchObject({ tenantId: null });
+    for (const id of [acme, acmeAll, plain, plainAll]) await file.database.sql.query("UPDATE subscriptions SET active = false WHERE id = $1", [id]);
   });
 
   it("tells an Idempotency-Key reused for another tenant from a retry of the same request", async () => {
@@ -194,11 +180,11 @@ describe("publishEvents", () => {
     expect(untenanted.event.tenantId).toBeNull();
     expect(await deliveriesOf([tenanted.event.id])).toEqual([{ event_id: tenanted.event.id, subscription_id: acme, tenant_id: "acme" }]);
     expect(await deliveriesOf([untenanted.event.id])).toEqual([{ event_id: untenanted.event.id, subscription_id: plain, tenant_id: null }]);
-    expect(await getEvent({ db: database.prisma }, tenanted.event.id)).toMatchObject({ tenantId: "acme" });
+    expect(await getEvent({ db: file.database.prisma }, tenanted.event.id)).toMatchObject({ tenantId: "acme" });
   });
 
   it("matches in SQL as matchesEventType does: the exact type, or \"*\" for any type but operational ones", async () => {
-    await database.sql.query("UPDATE subscriptions SET active = false", []);
+    await file.database.sql.query("UPDATE subscriptions SET active = false", []);
     const named = await subscribe(["operational.subscription.disabled", "m.other"]);
     const all = await subscribe(["*"]);
     await subscribe(["m"]);
@@ -218,7 +204,7 @@ describe("publishEvents", () => {
   });
 
   it("leaves a batch's deliveries to be read in chunks when there are more than returnLimit", async () => {
-    await database.sql.query("UPDATE subscriptions SET active = false", []);
+    await file.database.sql.query("UPDATE subscriptions SET active = false", []);
     const subscribed = [];
     for (let i = 0; i < 5; i++) subscribed.push(await subscribe(["c.many"]));
     const [result] = (await publishEvents(ctx(), [{ type: "c.many", data: {} }], { returnLimit: 4 })).map((r) => ok(r!));
@@ -226,7 +212,7 @@ describe("publishEvents", () => {
     const chunks = [];
     for await (const chunk of deliveryJobChunks(ctx(), result!.deliveryIdBlock, 2)) chunks.push(chunk);
     expect(chunks.map((chunk) => chunk.length)).toEqual([2, 2, 1]);
-    const rows = await database.sql.query<{ id: string; subscription_id: string }>(
+    const rows = await file.database.sql.query<{ id: string; subscription_id: string }>(
       "SELECT id, subscription_id FROM deliveries WHERE event_id = $1 ORDER BY id",
       [result!.event.id],
     );

@@ -1,5 +1,5 @@
 import type { Logger } from "@webhooks/core";
-import { pruneExpired, withPrunerLock, type PrunePass, type SqlClient } from "@webhooks/db";
+import { pruneExpired, withPrunerLock, type PrunedRows, type PrunePass, type SqlClient } from "@webhooks/db";
 import type { WorkerMetrics } from "./metrics.ts";
 
 /**
@@ -60,13 +60,17 @@ export class Pruner {
     const pass = await withPrunerLock({ sql: this.deps.sql }, (sql) =>
       pruneExpired(
         { sql },
-        { retentionMs: this.options.retentionMs, batchSize: this.options.batchSize ?? BATCH_SIZE, shouldStop: () => this.#stopped, rest: (ms) => this.#rest(ms * REST_RATIO) },
+        {
+          retentionMs: this.options.retentionMs,
+          batchSize: this.options.batchSize ?? BATCH_SIZE,
+          shouldStop: () => this.#stopped,
+          rest: (ms) => this.#rest(ms * REST_RATIO),
+          // Counted batch by batch: a long pass shows its progress, and one that fails midway still counts what it deleted.
+          onBatch: (deleted) => this.#count(deleted),
+        },
       ),
     );
     if (!pass) return undefined;
-    this.deps.metrics.prunedRows.inc({ table: "deliveries" }, pass.deliveries);
-    this.deps.metrics.prunedRows.inc({ table: "delivery_attempts" }, pass.attempts);
-    this.deps.metrics.prunedRows.inc({ table: "events" }, pass.events);
     if (pass.deliveries + pass.attempts + pass.events > 0 || !pass.complete) {
       this.deps.logger.info(
         { deliveries: pass.deliveries, attempts: pass.attempts, events: pass.events, batches: pass.batches, complete: pass.complete, durationMs: Date.now() - startedAt },
@@ -74,6 +78,12 @@ export class Pruner {
       );
     }
     return pass;
+  }
+
+  #count(deleted: PrunedRows): void {
+    this.deps.metrics.prunedRows.inc({ table: "deliveries" }, deleted.deliveries);
+    this.deps.metrics.prunedRows.inc({ table: "delivery_attempts" }, deleted.attempts);
+    this.deps.metrics.prunedRows.inc({ table: "events" }, deleted.events);
   }
 
   #rest(ms: number): Promise<void> {

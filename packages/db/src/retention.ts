@@ -147,11 +147,19 @@ export interface PrunePass extends PrunedRows {
  * the events left without deliveries. `rest`, when given, is awaited before every batch but the
  * first, with how long the previous batch took: the caller's pause, which spreads a long pass out
  * so that it does not keep a backend busy without a break. `shouldStop` is asked after it, before
- * every batch, so a worker that is shutting down stops between two short statements.
+ * every batch, so a worker that is shutting down stops between two short statements. `onBatch` is
+ * told what each batch deleted, once it has committed: a pass that fails later (a pass over a big
+ * backlog of expired rows runs for minutes) has still deleted those.
  */
 export async function pruneExpired(
   ctx: { sql: SqlClient },
-  input: { retentionMs: number; batchSize: number; shouldStop?: (() => boolean) | undefined; rest?: ((lastBatchMs: number) => Promise<void>) | undefined },
+  input: {
+    retentionMs: number;
+    batchSize: number;
+    shouldStop?: (() => boolean) | undefined;
+    rest?: ((lastBatchMs: number) => Promise<void>) | undefined;
+    onBatch?: ((deleted: PrunedRows) => void) | undefined;
+  },
 ): Promise<PrunePass> {
   const shouldStop = input.shouldStop ?? (() => false);
   const [cutoff] = await ctx.sql.query<{ before: Date }>("SELECT now() - $1::bigint * interval '1 millisecond' AS before", [input.retentionMs]);
@@ -178,6 +186,7 @@ export async function pruneExpired(
       const batch = await timed(() => pruneFinishedDeliveries(ctx, { status, before, limit: input.batchSize, after }));
       pass.deliveries += batch.deliveries;
       pass.attempts += batch.attempts;
+      input.onBatch?.({ deliveries: batch.deliveries, attempts: batch.attempts, events: 0 });
       if (batch.taken < input.batchSize || !batch.last) break;
       after = batch.last;
     }
@@ -188,6 +197,7 @@ export async function pruneExpired(
     if (!(await goOn())) return pass;
     const batch = await timed(() => pruneEventsWithoutDeliveries(ctx, { before, limit: input.batchSize, after }));
     pass.events += batch.events;
+    input.onBatch?.({ deliveries: 0, attempts: 0, events: batch.events });
     if (batch.reachedCutoff || batch.scanned < input.batchSize || !batch.last) break;
     after = batch.last;
   }

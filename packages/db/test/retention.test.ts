@@ -7,6 +7,7 @@ import {
   publishEvents,
   withPrunerLock,
   type Database,
+  type PrunedRows,
 } from "@webhooks/db";
 import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
 import pg from "pg";
@@ -155,6 +156,30 @@ describe("a pruning pass", () => {
       { retentionMs: DAY, batchSize: 2, shouldStop: () => stopping, rest: async () => void (stopping = true) },
     );
     expect(stopped).toEqual({ deliveries: 2, attempts: 2, events: 0, batches: 1, complete: false });
+  });
+
+  it("tells what each batch deleted once it committed, so a pass that fails midway still counts it", async () => {
+    for (let i = 0; i < 5; i++) await seed("order.paid", "old", ["delivered"]);
+    const told: PrunedRows[] = [];
+    let rests = 0;
+    const failing = pruneExpired(
+      { sql: database.sql },
+      {
+        retentionMs: DAY,
+        batchSize: 2,
+        onBatch: (deleted) => void told.push(deleted),
+        rest: async () => {
+          if (++rests === 2) throw new Error("the connection dropped");
+        },
+      },
+    );
+    await expect(failing).rejects.toThrow("the connection dropped");
+    // Two batches of 2 delivered deliveries committed before the failure.
+    expect(told).toEqual([
+      { deliveries: 2, attempts: 2, events: 0 },
+      { deliveries: 2, attempts: 2, events: 0 },
+    ]);
+    expect(await ids("deliveries")).toHaveLength(1);
   });
 
   it("stops between two batches when asked to", async () => {

@@ -83,7 +83,6 @@ export class Reconciler {
       const sweep = state && !this.#stopped ? await this.#check(sql, pass, justDueSince, { after: state.sweep, limit: SWEEP_PER_PASS }) : undefined;
 
       if (!this.#stopped) await this.deps.queue.saveReconcilerState({ watermark, sweep });
-      this.deps.metrics.reconcilerScanned.inc(pass.scanned);
       return pass;
     });
   }
@@ -107,6 +106,10 @@ export class Reconciler {
       await this.deps.queue.enqueue(missing);
       pass.scanned += due.length;
       pass.enqueued += missing.length;
+      // Counted page by page: a pass over a big backlog shows its progress, and one that fails
+      // midway (Redis or PostgreSQL gone) still counts what it checked and enqueued.
+      this.deps.metrics.reconcilerScanned.inc(due.length);
+      this.deps.metrics.reconcilerEnqueued.inc(missing.length);
       if (missing.length > 0) {
         const missingIds = new Set(missing);
         pass.justDue += due.filter((row) => missingIds.has(row.id) && row.nextAttemptAt.getTime() >= justDueSince).length;
@@ -138,7 +141,6 @@ export class Reconciler {
           if (reconciled.status === "rejected") throw reconciled.reason;
           const pass = reconciled.value;
           if (!pass || pass.enqueued === 0) return;
-          this.deps.metrics.reconcilerEnqueued.inc(pass.enqueued);
           const lost = pass.enqueued - pass.justDue;
           if (lost > 0) this.deps.logger.warn({ enqueued: lost }, "reconciler enqueued deliveries whose job was lost");
           if (pass.justDue > 0) {

@@ -41,7 +41,7 @@ const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer
     const results = await publishEvents({ sql: database.sql }, Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })));
     return results.flatMap((r) => (r instanceof Error ? [] : r.deliveryIds));
   };
-  return { databaseUrl: testDb.url, redis, gateRedis, prefix, queue, reconciler, newReconciler, publish };
+  return { databaseUrl: testDb.url, redis, gateRedis, prefix, queue, metrics, reconciler, newReconciler, publish };
 });
 
 describe("the reconciler", () => {
@@ -115,6 +115,27 @@ describe("the reconciler", () => {
       { level: 40, msg: "reconciler enqueued deliveries whose job was lost" },
     ]);
     expect(await queue.withoutJob([lost!])).toEqual([]);
+  });
+
+  it("counts what each page checked and enqueued as it goes, so a pass that fails midway still counts it", async ({ reconcilerSetUp: { databaseUrl, redis, metrics, newReconciler, publish }, defer }) => {
+    // Two pages of due deliveries without a job (a page is 500); Redis fails the second page's enqueue.
+    await publish(501);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
+    let enqueues = 0;
+    class FailingSecondEnqueue extends DeliveryQueue {
+      override async enqueue(deliveryIds: string[]): Promise<void> {
+        if (++enqueues === 2) throw new Error("Connection is closed.");
+        return super.enqueue(deliveryIds);
+      }
+    }
+    const failing = new FailingSecondEnqueue(redis, prefix);
+    defer(() => failing.close());
+    const counted = async (counter: { get(): Promise<{ values: { value: number }[] }> }) => (await counter.get()).values[0]?.value ?? 0;
+    const [scannedBefore, enqueuedBefore] = [await counted(metrics.reconcilerScanned), await counted(metrics.reconcilerEnqueued)];
+
+    await expect(newReconciler(failing).reconcileOnce()).rejects.toThrow("Connection is closed.");
+    expect((await counted(metrics.reconcilerScanned)) - scannedBefore).toBe(500);
+    expect((await counted(metrics.reconcilerEnqueued)) - enqueuedBefore).toBe(500);
   });
 
   it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {

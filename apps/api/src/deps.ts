@@ -1,9 +1,12 @@
-import { SecretBox, type Config, type Logger } from "@webhooks/core";
+import { SecretBox, withDeadline, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
 import { createEventPublisher } from "./events/publisher.ts";
 import { CredentialAuthenticator } from "./http/auth.ts";
 import type { ApiDeps } from "./http/types.ts";
+
+/** How long closing waits for BullMQ to let go of Redis. */
+const CLOSE_DEADLINE_MS = 2_000;
 
 /**
  * Connects everything the API needs (PostgreSQL pool, Redis, the deliveries queue) from the
@@ -36,7 +39,8 @@ export async function connectApiDeps(
       // A big fan-out enqueues its jobs after its 202: let that finish (the reconciler would
       // otherwise pick the rest up, but later).
       await publisher.idle().catch(() => {});
-      await queue.close().catch(() => {});
+      // BullMQ's close waits for Redis, which may be down or stalled: shutting down must not hang on it.
+      await withDeadline(queue.close(), CLOSE_DEADLINE_MS, "Redis").catch(() => {});
       redis.disconnect();
       await database.close();
     },

@@ -58,6 +58,11 @@ export class DeliveryQueue {
     });
   }
 
+  /** Whether the connection to Redis is up (it may still be slow: callers that must answer put a deadline on their calls). */
+  get connected(): boolean {
+    return this.redis.status === "ready";
+  }
+
   /** The only queue, when there is one shard (the default). */
   get queue(): ShardQueue {
     const [only] = this.queues;
@@ -171,7 +176,7 @@ export class DeliveryQueue {
    * forever. The caller has committed to PostgreSQL already and the reconciler will enqueue.
    */
   async #failFast<T>(operation: () => Promise<T>): Promise<T> {
-    if (this.redis.status !== "ready") throw new Error(`Redis is not connected (${this.redis.status})`);
+    if (!this.connected) throw new Error(`Redis is not connected (${this.redis.status})`);
     return withDeadline(operation(), ENQUEUE_TIMEOUT_MS, "Redis");
   }
 

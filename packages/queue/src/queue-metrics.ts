@@ -1,5 +1,12 @@
+import { withDeadline } from "@webhooks/core";
 import { Gauge, type Registry } from "prom-client";
 import type { DeliveryQueue } from "./delivery-queue.ts";
+
+/**
+ * How long a scrape waits for Redis. A Redis that has stopped answering without closing the
+ * connection (stalled, or a network that drops packets) would otherwise hold the scrape forever.
+ */
+export const SCRAPE_DEADLINE_MS = 2_000;
 
 /** Queue depth by job state, read from Redis when Prometheus scrapes. */
 export function registerQueueDepthGauge(registry: Registry, queue: DeliveryQueue): void {
@@ -10,9 +17,9 @@ export function registerQueueDepthGauge(registry: Registry, queue: DeliveryQueue
     registers: [registry],
     async collect() {
       try {
-        for (const [state, count] of Object.entries(await queue.depth())) this.set({ state }, count);
+        for (const [state, count] of Object.entries(await withDeadline(queue.depth(), SCRAPE_DEADLINE_MS, "Redis"))) this.set({ state }, count);
       } catch {
-        // Redis unreachable: report nothing rather than failing the whole scrape.
+        // Redis unreachable or stalled: report nothing rather than failing or holding the whole scrape.
         this.reset();
       }
     },

@@ -11,6 +11,10 @@ export interface PrivateRedis {
   start(): Promise<void>;
   /** Stops it as a crash would, keeping nothing (it never persists). */
   stop(): Promise<void>;
+  /** Freezes it (SIGSTOP): connections stay open and nothing is answered, as with a stalled server or a network that drops packets. */
+  pause(): void;
+  /** Lets a paused server go on (SIGCONT). */
+  resume(): void;
 }
 
 export async function startPrivateRedis(): Promise<PrivateRedis> {
@@ -35,9 +39,15 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
         process.once("exit", (code) => reject(new Error(`redis-server exited with ${code}: ${output}`)));
       });
     },
+    pause() {
+      child?.kill("SIGSTOP");
+    },
+    resume() {
+      child?.kill("SIGCONT");
+    },
     async stop() {
       const process = child;
-      if (!process || process.exitCode !== null) return;
+      if (!process || process.exitCode !== null || process.signalCode !== null) return;
       await new Promise<void>((resolve) => {
         process.once("exit", () => resolve());
         process.kill("SIGKILL");

@@ -3,7 +3,8 @@ import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { HonoAdapter } from "@bull-board/hono";
 import { serveStatic } from "@hono/node-server/serve-static";
 import type { DeliveryQueue } from "@webhooks/queue";
-import { type Context, Hono } from "hono";
+import { settlesWithin } from "@webhooks/core";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { basicAuth } from "hono/basic-auth";
 import { ApiError } from "../http/api-error.ts";
 import { type AuthFailureThrottle, clientAddress, tooManyFailedAuthentications } from "../http/auth-throttle.ts";
@@ -52,6 +53,7 @@ export function adminRoutes(queue: DeliveryQueue, credentials: { username: strin
     if (c.res.status === 401) throttle.recordFailure(address);
   });
   app.use("*", basicAuth({ ...credentials, realm: "Webhook delivery service admin" }));
+  app.use("/api/*", answerWithoutRedis(queue));
   app.use("*", async (c, next) => {
     await next();
     if (!c.res.headers.get("content-type")?.startsWith("text/html")) return;
@@ -61,6 +63,31 @@ export function adminRoutes(queue: DeliveryQueue, credentials: { username: strin
   });
   app.route("/", serverAdapter.registerPlugin());
   return app;
+}
+
+/** How long the dashboard's API waits for Redis before it answers 503. */
+const ADMIN_REDIS_DEADLINE_MS = 5_000;
+
+/**
+ * Bull Board's JSON API (what the page calls) reads Redis on every request. With Redis down its
+ * own handler answers a 500 in a shape of its own, carrying ioredis's message; with Redis stalled
+ * it never answers. Either is a 503 in the contract's shape, with Retry-After; any other failure
+ * of Bull Board's is logged and answered as our 500.
+ */
+function answerWithoutRedis(queue: DeliveryQueue): MiddlewareHandler<ApiEnv> {
+  const unavailable = () =>
+    new ApiError(503, "api_error", "service_unavailable", "The queue dashboard cannot reach Redis. Try again shortly.", undefined, { "retry-after": "5" });
+  return async (c, next) => {
+    if (!queue.connected) throw unavailable();
+    const handled = next();
+    if (!(await settlesWithin(handled, ADMIN_REDIS_DEADLINE_MS))) throw unavailable();
+    await handled;
+    if (c.res.status < 500) return;
+    const detail = await c.res.clone().text();
+    if (!queue.connected) throw unavailable();
+    c.var.logger.error({ status: c.res.status, detail: detail.slice(0, 500) }, "the queue dashboard failed");
+    throw new ApiError(500, "api_error", "internal_error", "The queue dashboard failed; the error is logged with this request's id.");
+  };
 }
 
 /**

@@ -1,6 +1,7 @@
+import { withDeadline } from "@webhooks/core";
 import { countSubscriptionsByHealth, listHeldSubscriptionIds, type PrismaClientOrTransaction } from "@webhooks/db";
 import type { DeliveryQueue } from "@webhooks/queue";
-import { registerQueueDepthGauge } from "@webhooks/queue";
+import { registerQueueDepthGauge, SCRAPE_DEADLINE_MS } from "@webhooks/queue";
 import type { MiddlewareHandler } from "hono";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { ApiEnv } from "../http/types.ts";
@@ -17,10 +18,10 @@ function registerSubscriptionHealthGauges(registry: Registry, db: PrismaClientOr
     registers: [registry],
     async collect() {
       try {
-        const counts = await countSubscriptionsByHealth({ db }, new Date());
+        const counts = await withDeadline(countSubscriptionsByHealth({ db }, new Date()), SCRAPE_DEADLINE_MS, "PostgreSQL");
         for (const [health, count] of Object.entries(counts)) this.set({ health }, count);
       } catch {
-        // Database unreachable: report nothing rather than failing the whole scrape.
+        // Database unreachable or stalled: report nothing rather than failing or holding the whole scrape.
         this.reset();
       }
     },
@@ -34,7 +35,8 @@ function registerSubscriptionHealthGauges(registry: Registry, db: PrismaClientOr
       // Only the held subscriptions are reported: one that recovered must drop out of the series.
       this.reset();
       try {
-        for (const subscriptionId of await listHeldSubscriptionIds({ db }, new Date())) this.set({ subscription_id: subscriptionId }, 1);
+        const held = await withDeadline(listHeldSubscriptionIds({ db }, new Date()), SCRAPE_DEADLINE_MS, "PostgreSQL");
+        for (const subscriptionId of held) this.set({ subscription_id: subscriptionId }, 1);
       } catch {
         // As above: nothing rather than a failed scrape.
       }

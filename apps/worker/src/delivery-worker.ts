@@ -1,8 +1,8 @@
 import { jobCatalog, type DeliveryJob } from "@webhooks/core";
-import { whyNotClaimed } from "@webhooks/db";
+import { isDatabaseUnreachable, whyNotClaimed } from "@webhooks/db";
 import { DelayedError, UnrecoverableError, Worker, type Job } from "bullmq";
 import { promoteStill, type RedisConnection } from "@webhooks/queue";
-import { deliverAttempt, type AttemptDeps } from "./deliver-attempt.ts";
+import { deliverAttempt, type AttemptDeps, type NextStep } from "./deliver-attempt.ts";
 
 const catalog = jobCatalog.deliveries;
 
@@ -54,7 +54,16 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
       const payload = catalog.payload.safeParse(job.data);
       if (!payload.success) throw new UnrecoverableError(`invalid job payload: ${payload.error.message}`);
       const deliveryId = payload.data.deliveryId;
-      const next = await deliverAttempt(deps, payload.data);
+      let next: NextStep;
+      try {
+        next = await deliverAttempt(deps, payload.data);
+      } catch (error) {
+        if (!isDatabaseUnreachable(error)) throw error;
+        // Not this job's failure: parked, it spends none of BullMQ's attempts (which would run out
+        // within seconds and drop it), and runs again once PostgreSQL may be back.
+        await job.moveToDelayed(Date.now() + databaseOutage.parkFor(deps.logger), token);
+        throw new DelayedError();
+      }
       if (next.kind === "wait") {
         await job.moveToDelayed(Date.now() + next.delayMs, token);
         await runIfResent(deps, job, deliveryId);
@@ -106,6 +115,31 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
   });
   return worker;
 }
+
+/**
+ * While PostgreSQL cannot be reached (down, restarting, failing over), every job fails at its
+ * claim. Each is parked instead, for as long as the outage has lasted so far (at least a second,
+ * at most a minute, a fifth either way): a short outage costs its jobs a second or two, and a long
+ * one does not make the worker take every job of a backlog again every second. An outage is over
+ * once no job has met it for 10 s. One line is logged every 10 s meanwhile, not one per job.
+ */
+const OUTAGE_OVER_AFTER_MS = 10_000;
+const databaseOutage = {
+  since: 0,
+  lastSeen: Number.NEGATIVE_INFINITY,
+  lastLog: Number.NEGATIVE_INFINITY,
+  parkFor(logger: AttemptDeps["logger"]): number {
+    const now = Date.now();
+    if (now - this.lastSeen > OUTAGE_OVER_AFTER_MS) this.since = now;
+    this.lastSeen = now;
+    if (now - this.lastLog >= 10_000) {
+      this.lastLog = now;
+      logger.warn({ outageMs: now - this.since }, "PostgreSQL is unreachable: jobs are parked until it is back");
+    }
+    const base = Math.min(60_000, Math.max(1_000, now - this.since));
+    return Math.round(base * (0.8 + Math.random() * 0.4));
+  },
+};
 
 /**
  * A manual resend that came while this job was ending its attempt could not promote the job, then

@@ -1,5 +1,5 @@
 import { loadConfig } from "@webhooks/core";
-import { startPrivateRedis, testEnv, waitFor, type PrivateRedis, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { sql, startPrivateRedis, startTcpProxy, testEnv, waitFor, type PrivateRedis, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { Redis } from "ioredis";
 import { describe, expect } from "vitest";
@@ -124,5 +124,35 @@ describe("no accepted event is ever lost", () => {
 
     await s.redis.start();
     await expectAllDelivered(s, eventIds, "Redis down");
+  });
+
+  it("when the worker cannot reach PostgreSQL: its jobs are parked, spending none of their BullMQ attempts, and go once it is back", async ({ setup, inProcessWorker, defer }) => {
+    // The reconciler runs once at the start and not again: it must not be what brings the jobs back.
+    const s = await setup({ RECONCILE_INTERVAL: "10m" });
+    const target = new URL(s.database.url);
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+    defer(() => proxy.close());
+    const throughProxy = new URL(s.database.url);
+    throughProxy.port = String(proxy.port);
+    await inProcessWorker({ ...s.env, DATABASE_URL: throughProxy.href });
+
+    // PostgreSQL goes away for the worker (the API still reaches it, and accepts).
+    await proxy.refuse();
+    const eventIds = await publishBurst(s.api, 20, { concurrency: 5 });
+    const ids = (await sql<{ id: string }>(s.database.url, "SELECT id FROM deliveries")).map((row) => row.id);
+    expect(ids).toHaveLength(20);
+    const jobs = async () => Promise.all(ids.map((id) => s.api.queue.queueOf(id).getJob(id)));
+    // Each job was taken, met the outage and was parked; BullMQ's own retries (5, then the job is
+    // dropped) were not touched.
+    await waitFor(async () => (await jobs()).every((job) => job !== undefined && job.processedOn !== undefined), { what: "every job taken once" });
+    await waitFor(async () => {
+      const all = await jobs();
+      return (await Promise.all(all.map((job) => job!.isDelayed()))).every(Boolean) ? all : undefined;
+    }, { what: "every job parked" });
+    expect((await jobs()).map((job) => job!.attemptsMade)).toEqual(Array(20).fill(0));
+    expect(s.rx.received).toHaveLength(0);
+
+    await proxy.accept();
+    await expectAllDelivered(s, eventIds, "PostgreSQL unreachable");
   });
 });

@@ -5,4 +5,5 @@ export * from "./processes.ts";
 export * from "./receiver.ts";
 export * from "./redis-cluster.ts";
 export * from "./redis-server.ts";
+export * from "./tcp-proxy.ts";
 export * from "./wait.ts";

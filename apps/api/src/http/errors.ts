@@ -1,10 +1,11 @@
 import { DomainError } from "@webhooks/core";
+import { isDatabaseUnreachable } from "@webhooks/db";
 import type { Context, ErrorHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError, apiErrorFromDomain, errorBody } from "./api-error.ts";
 import { NOT_JSON_MESSAGE } from "./content-type.ts";
-import { DATABASE_RETRY_AFTER_SECONDS, isDatabaseUnreachable } from "./database-unavailable.ts";
+import { DATABASE_RETRY_AFTER_SECONDS } from "./database-unavailable.ts";
 import type { ApiEnv } from "./types.ts";
 
 /** Sends an ApiError in the contract's shape, with the request's id. */

@@ -65,6 +65,13 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
         throw new DelayedError();
       }
       if (next.kind === "wait") {
+        // Parked for its retry (or its lease), not for a turn at the gate: its data must not say
+        // `waited` any more, or a resend that cannot reach Redis would leave it late for good (the
+        // reconciler brings forward only late jobs not waiting at the gate; DeliveryQueue.inspect).
+        if (payload.data.waited === true) {
+          const { waited: _, ...data } = payload.data;
+          await job.updateData(data);
+        }
         await job.moveToDelayed(Date.now() + next.delayMs, token);
         await runIfResent(deps, job, deliveryId);
         throw new DelayedError();

@@ -34,7 +34,7 @@ export function createWorkerMetrics(queue: DeliveryQueue) {
     }),
     reconcilerEnqueued: new Counter({
       name: "webhook_reconciler_enqueued_total",
-      help: "Due deliveries the reconciler found without a job and enqueued again",
+      help: "Due deliveries the reconciler found without a job and enqueued again, or with a job parked far past their time and ran now",
       registers: [registry],
     }),
     reconcilerScanned: new Counter({

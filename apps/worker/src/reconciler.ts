@@ -29,6 +29,8 @@ export interface ReconcilePass {
   enqueued: number;
   /** Of those, the ones that came due within JUST_DUE_MS: probably on their way from the API, not lost. */
   justDue: number;
+  /** Due deliveries whose job was parked far later than their time, and not at the gate: run now. */
+  promoted: number;
   /** Whether it checked every due delivery (the first pass, or after Redis lost its data). */
   full: boolean;
 }
@@ -73,7 +75,7 @@ export class Reconciler {
       const state = await this.deps.queue.reconcilerState();
       const now = await databaseNow({ sql });
       const watermark = new Date(now.getTime() - GRACE_MS);
-      const pass: ReconcilePass = { scanned: 0, enqueued: 0, justDue: 0, full: state === undefined };
+      const pass: ReconcilePass = { scanned: 0, enqueued: 0, justDue: 0, promoted: 0, full: state === undefined };
       const justDueSince = now.getTime() - JUST_DUE_MS;
 
       // What came due since the last pass (everything, when there is no watermark).
@@ -101,15 +103,20 @@ export class Reconciler {
       if (due.length === 0) return undefined;
       // Read again after Redis answered: a delivery that ended (delivered, or failed for good)
       // since the page was read has no job because it is done, not because its job was lost.
-      const withoutJob = await this.deps.queue.withoutJob(due.map((row) => row.id));
-      const missing = await stillDue({ sql }, { ids: withoutJob, graceMs: GRACE_MS });
+      const inRedis = await this.deps.queue.inspect(due.map((row) => row.id));
+      const missing = await stillDue({ sql }, { ids: inRedis.missing, graceMs: GRACE_MS });
       await this.deps.queue.enqueue(missing);
+      // Jobs parked far beyond their delivery's time (a resend or recover that could not reach
+      // Redis to bring the job forward): run now.
+      const late = await stillDue({ sql }, { ids: inRedis.late, graceMs: GRACE_MS });
+      await this.deps.queue.promote(late);
       pass.scanned += due.length;
       pass.enqueued += missing.length;
+      pass.promoted += late.length;
       // Counted page by page: a pass over a big backlog shows its progress, and one that fails
       // midway (Redis or PostgreSQL gone) still counts what it checked and enqueued.
       this.deps.metrics.reconcilerScanned.inc(due.length);
-      this.deps.metrics.reconcilerEnqueued.inc(missing.length);
+      this.deps.metrics.reconcilerEnqueued.inc(missing.length + late.length);
       if (missing.length > 0) {
         const missingIds = new Set(missing);
         pass.justDue += due.filter((row) => missingIds.has(row.id) && row.nextAttemptAt.getTime() >= justDueSince).length;
@@ -140,7 +147,11 @@ export class Reconciler {
           if (nudged.status === "rejected") this.deps.logger.warn({ err: nudged.reason }, "could not nudge the gate's lines; will try again");
           if (reconciled.status === "rejected") throw reconciled.reason;
           const pass = reconciled.value;
-          if (!pass || pass.enqueued === 0) return;
+          if (!pass) return;
+          if (pass.promoted > 0) {
+            this.deps.logger.warn({ promoted: pass.promoted }, "reconciler brought forward due deliveries whose job was parked until later (a resend or recover that could not reach Redis)");
+          }
+          if (pass.enqueued === 0) return;
           const lost = pass.enqueued - pass.justDue;
           if (lost > 0) this.deps.logger.warn({ enqueued: lost }, "reconciler enqueued deliveries whose job was lost");
           if (pass.justDue > 0) {

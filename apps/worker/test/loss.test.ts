@@ -1,5 +1,5 @@
 import { loadConfig } from "@webhooks/core";
-import { sql, startPrivateRedis, startTcpProxy, testEnv, waitFor, type PrivateRedis, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import { sql, startPrivateRedis, startTcpProxy, testEnv, waitFor, type PrivateRedis, type ReceivedWebhook, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { Redis } from "ioredis";
 import { describe, expect } from "vitest";
@@ -124,6 +124,36 @@ describe("no accepted event is ever lost", () => {
 
     await s.redis.start();
     await expectAllDelivered(s, eventIds, "Redis down");
+  });
+
+  it("when a resend and a recover are accepted while Redis does not answer: the reconciler runs the jobs they could not bring forward", async ({ setup, inProcessWorker }) => {
+    // Each event's first request fails, and its retry is an hour away.
+    const seen = new Set<string>();
+    const idOf = (webhook: ReceivedWebhook) => String(webhook.headers["webhook-id"]);
+    const s = await setup({ RETRY_SCHEDULE: "1h" }, (webhook) => {
+      const first = !seen.has(idOf(webhook));
+      seen.add(idOf(webhook));
+      return { status: first ? 500 : 200 };
+    });
+    await inProcessWorker(s.env);
+    const [resent, recovered] = await publishBurst(s.api, 2, { concurrency: 1 });
+    await waitFor(async () => (await countByStatus(s.database.url)).failed === 2, { what: "both failed, their retry an hour away" });
+    const deliveryOf = async (eventId: string) =>
+      (await sql<{ id: string; subscription_id: string }>(s.database.url, "SELECT id, subscription_id FROM deliveries WHERE event_id = $1", [eventId]))[0]!;
+    const [d1, d2] = [await deliveryOf(resent!), await deliveryOf(recovered!)];
+    const subscriptionId = d1.subscription_id;
+
+    // Redis freezes: both are accepted (committed in PostgreSQL), and neither job could be promoted.
+    s.redis.pause();
+    try {
+      expect((await s.api.call("POST", `/v1/deliveries/${d1.id}/retry`)).status).toBe(202);
+      const recovery = await s.api.call("POST", `/v1/subscriptions/${subscriptionId}/recover`, { json: { since: "2020-01-01T00:00:00Z" } });
+      expect(recovery).toMatchObject({ status: 202, body: { deliveries: 1 } });
+    } finally {
+      s.redis.resume();
+    }
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 2, { timeoutMs: 20_000, what: `${d1.id} and ${d2.id} delivered, not in an hour` });
+    expect(s.rx.received.map(idOf).sort()).toEqual([resent, resent, recovered, recovered].sort());
   });
 
   it("when the worker cannot reach PostgreSQL: its jobs are parked, spending none of their BullMQ attempts, and go once it is back", async ({ setup, inProcessWorker, defer }) => {

@@ -1,5 +1,5 @@
 import { Writable } from "node:stream";
-import { createLogger, SecretBox, type Logger } from "@webhooks/core";
+import { createLogger, jobCatalog, SecretBox, type Logger } from "@webhooks/core";
 import { createDatabase, createSubscription, publishEvents } from "@webhooks/db";
 import { createRedisConnection, DeliveryGate, DeliveryQueue } from "@webhooks/queue";
 import { REDIS_URL, sql, testQueuePrefix, waitFor } from "@webhooks/testing";
@@ -51,14 +51,14 @@ describe("the reconciler", () => {
     // Workers deliver all three between the reconciler's read and its question to Redis: their
     // rows are written first, then their finished jobs leave Redis (they never had one here).
     class DeliveredMeanwhile extends DeliveryQueue {
-      override async withoutJob(deliveryIds: string[]): Promise<string[]> {
+      override async inspect(deliveryIds: string[]): Promise<{ missing: string[]; late: string[] }> {
         await sql(databaseUrl, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1::text[])", [deliveryIds]);
-        return super.withoutJob(deliveryIds);
+        return super.inspect(deliveryIds);
       }
     }
     const racing = new DeliveredMeanwhile(redis, prefix);
     defer(() => racing.close());
-    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, full: true });
+    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, promoted: 0, full: true });
     expect(await queue.withoutJob(ids)).toEqual(ids);
   });
 
@@ -138,18 +138,34 @@ describe("the reconciler", () => {
     expect((await counted(metrics.reconcilerEnqueued)) - enqueuedBefore).toBe(500);
   });
 
+  it("runs now a due delivery's job parked far past its time, and leaves one parked for its turn at the gate", async ({ reconcilerSetUp: { databaseUrl, queue, reconciler, publish } }) => {
+    const [late, atGate, soon] = await publish(3);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
+    const { jobName } = jobCatalog.deliveries;
+    // A resend that could not reach Redis left this one at its retry's time, an hour away.
+    await queue.queue.add(jobName, { deliveryId: late! }, { jobId: late!, delay: 3_600_000 });
+    // This one waits in its subscription's line, parked until its turn (or its fallback timer).
+    await queue.queue.add(jobName, { deliveryId: atGate!, waited: true }, { jobId: atGate!, delay: 3_600_000 });
+    // This one runs within a minute (a lease to wait out, say): not late.
+    await queue.queue.add(jobName, { deliveryId: soon! }, { jobId: soon!, delay: 60_000 });
+
+    expect(await reconciler.reconcileOnce()).toMatchObject({ scanned: 3, enqueued: 0, promoted: 1 });
+    const states = await Promise.all([late, atGate, soon].map(async (id) => (await queue.queue.getJob(id!))!.getState()));
+    expect(states).toEqual(["waiting", "delayed", "delayed"]);
+  });
+
   it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {
     // A backlog that came due ten minutes ago, and whose jobs Redis never got.
     const backlog = await publish(1_500);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
 
     // No watermark yet (a fresh Redis): everything is checked, and every delivery enqueued.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, justDue: 0, full: true });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, justDue: 0, promoted: 0, full: true });
     expect(await queue.withoutJob(backlog)).toEqual([]);
 
     // Nothing new came due: a pass checks only its slice of the sweep, whatever the backlog.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, justDue: 0, full: false });
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, justDue: 0, full: false });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, justDue: 0, promoted: 0, full: false });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, justDue: 0, promoted: 0, full: false });
 
     // A delivery that comes due now, without a job, is found by the next pass at once. It came
     // due moments ago, so it is counted as just due (it may be on its way from the API), not lost.

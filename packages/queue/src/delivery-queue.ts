@@ -15,6 +15,13 @@ export interface ReconcilerState {
 const ENQUEUE_TIMEOUT_MS = 2_000;
 
 /**
+ * A due delivery whose job is parked to run later than this from now, and not at the gate, is
+ * late (see `inspect`). Jobs wait this long for other reasons: a delivery another worker holds
+ * waits for its lease (a DELIVERY_TIMEOUT), and one that cannot reach PostgreSQL up to a minute.
+ */
+const LATE_JOB_MS = 2 * 60_000;
+
+/**
  * How long a resend's note for an active job lasts. It matters for a job that has recorded its
  * attempt and is parking itself, which takes milliseconds; a note left for a job still
  * mid-attempt (the resend changed nothing then) only costs the worker one look at the delivery.
@@ -182,22 +189,51 @@ export class DeliveryQueue {
 
   /** The deliveries among these that have no job in Redis at all. */
   async withoutJob(deliveryIds: string[]): Promise<string[]> {
-    if (deliveryIds.length === 0) return [];
-    // One pipeline per shard: on a cluster a pipeline's keys must share a slot.
+    return (await this.inspect(deliveryIds)).missing;
+  }
+
+  /**
+   * What Redis holds for each of these deliveries, which PostgreSQL says are due now: `missing`
+   * have no job at all; `late` have a job parked (delayed) to run more than LATE_JOB_MS from now,
+   * and not for a turn at the gate (such a job says `waited` in its data). A due delivery's job is
+   * late when the call that should have brought it forward failed: a resend or recover of a
+   * delivery waiting for its retry, made while Redis was down or slow, committed its new time in
+   * PostgreSQL and left the job at the retry's, hours away. When it runs is read from BullMQ's
+   * delayed set, whose score is the time in ms times 0x1000 (plus a counter).
+   */
+  async inspect(deliveryIds: string[], now = Date.now()): Promise<{ missing: string[]; late: string[] }> {
+    if (deliveryIds.length === 0) return { missing: [], late: [] };
+    // One pipeline per shard: on a cluster a pipeline's keys must share a slot (a job's keys and
+    // its queue's delayed set do).
     const missing = new Set<string>();
+    const late = new Set<string>();
     await Promise.all(
       [...this.#byShard(deliveryIds)].map(async ([shard, ids]) => {
+        const queue = this.queues[shard]!;
         const pipeline = this.redis.pipeline();
-        for (const id of ids) pipeline.exists(this.queues[shard]!.toKey(id));
+        for (const id of ids) pipeline.hget(queue.toKey(id), "data").zscore(queue.keys.delayed!, id);
         const replies = (await pipeline.exec()) ?? [];
         ids.forEach((id, index) => {
-          const [error, exists] = replies[index] ?? [null, 1];
-          if (error) throw error;
-          if (exists === 0) missing.add(id);
+          const [dataError, data] = replies[2 * index] ?? [null, null];
+          const [scoreError, score] = replies[2 * index + 1] ?? [null, null];
+          if (dataError) throw dataError;
+          if (scoreError) throw scoreError;
+          if (data === null) missing.add(id);
+          else if (score !== null && Math.floor(Number(score) / 0x1000) > now + LATE_JOB_MS && !parkedAtGate(data as string)) late.add(id);
         });
       }),
     );
-    return deliveryIds.filter((id) => missing.has(id));
+    return { missing: deliveryIds.filter((id) => missing.has(id)), late: deliveryIds.filter((id) => late.has(id)) };
+  }
+
+  /** Runs each of these deliveries' delayed jobs now (see `inspect`); one that left the delayed state meanwhile is left alone. */
+  async promote(deliveryIds: string[]): Promise<void> {
+    await Promise.all(
+      deliveryIds.map(async (id) => {
+        const job = await this.queueOf(id).getJob(id);
+        if (job && (await job.isDelayed())) await promoteStill(job);
+      }),
+    );
   }
 
   /**
@@ -255,6 +291,15 @@ export class DeliveryQueue {
 
   async close(): Promise<void> {
     await Promise.all(this.queues.map((queue) => queue.close()));
+  }
+}
+
+/** Whether a job's data says it is parked for its turn at the gate (see the worker), when it is due and delayed on purpose. */
+function parkedAtGate(data: string): boolean {
+  try {
+    return (JSON.parse(data) as { waited?: unknown }).waited === true;
+  } catch {
+    return false;
   }
 }
 

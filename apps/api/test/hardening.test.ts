@@ -1,7 +1,7 @@
-import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { connectApiDeps, createApiServer, createApp } from "@webhooks/api";
 import { newId, SERVER_TIMEOUTS } from "@webhooks/core";
-import { testConfig, TEST_API_KEY } from "@webhooks/testing";
+import { startTcpProxy, testConfig, TEST_API_KEY } from "@webhooks/testing";
 import { publish, startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
 import { pino } from "pino";
 import { describe, expect, vi } from "vitest";
@@ -52,29 +52,6 @@ function parseRawResponses(text: string) {
     rest = rest.slice(headEnd + length);
   }
   return responses;
-}
-
-/** A TCP proxy on loopback to PostgreSQL, which a test can cut as if the server went down. */
-async function startProxy(target: { host: string; port: number }): Promise<{ port: number; cut(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = connect(target.port, target.host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
-      socket.on("error", () => {});
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    async cut() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
-  };
 }
 
 function withPort(url: string, newPort: number): string {
@@ -229,6 +206,10 @@ describe("item 16: client aborts and an unreachable database", () => {
         expect(Number(response.headers["retry-after"])).toBeGreaterThanOrEqual(1);
         expectErrorShape(response);
       }
+      // The readiness probe says so, without the driver's message (it named the host and port).
+      const ready = await down.call("GET", "/readyz", { key: null });
+      expect(ready.status).toBe(503);
+      expect(ready.body).toEqual({ status: "unavailable", checks: { postgres: { ok: false, error: "unreachable" }, redis: { ok: true } } });
     } finally {
       await down.close();
     }
@@ -236,13 +217,13 @@ describe("item 16: client aborts and an unreachable database", () => {
 
   test("answers 503 when PostgreSQL goes away mid-burst, and never drops the connection", async ({ api, database }) => {
     const target = new URL(database.url);
-    const proxy = await startProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
     const viaProxy = await startTestApi(testConfig(withPort(database.url, proxy.port)));
     try {
       const publish = (i: number) => viaProxy.call("POST", "/v1/events", { json: { type: "burst.test", data: { i } } });
       expect((await Promise.all(Array.from({ length: 10 }, (_, i) => publish(i)))).map((r) => r.status)).toEqual(Array(10).fill(202));
       const burst = Array.from({ length: 30 }, (_, i) => publish(i));
-      await proxy.cut();
+      await proxy.refuse();
       const statuses = (await Promise.all(burst)).map((response) => response.status);
       // Those written before the cut are accepted; every other one gets an answer, and it is a 503.
       expect(statuses.every((status) => status === 202 || status === 503), statuses.join(",")).toBe(true);
@@ -253,7 +234,7 @@ describe("item 16: client aborts and an unreachable database", () => {
       await viaProxy.get("/v1/deliveries", 503);
     } finally {
       await viaProxy.close();
-      await proxy.cut().catch(() => {});
+      await proxy.close();
     }
   });
 });
@@ -487,12 +468,12 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
 
   test("looks a wrong key up in PostgreSQL at most once, and a malformed one never", async ({ api, database }) => {
     const target = new URL(database.url);
-    const proxy = await startProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
     const own = await startTestApi(testConfig(withPort(database.url, proxy.port)));
     const wellFormed = (c: string) => `whk_${c.repeat(43)}`;
     try {
       expect((await own.call("GET", "/v1/deliveries", { key: wellFormed("A") })).status).toBe(401);
-      await proxy.cut();
+      await proxy.refuse();
       // PostgreSQL is gone: only a key that needs a query can tell.
       expect((await own.call("GET", "/v1/deliveries", { key: wellFormed("A") })).status).toBe(401);
       expect((await own.call("GET", "/v1/deliveries", { key: "whk_short" })).status).toBe(401);

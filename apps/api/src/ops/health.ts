@@ -1,15 +1,26 @@
-import { withDeadline } from "@webhooks/core";
+import { DeadlineExceeded, withDeadline } from "@webhooks/core";
 import { Hono } from "hono";
 import type { ApiDeps, ApiEnv } from "../http/types.ts";
 
 const READINESS_TIMEOUT_MS = 2_000;
 
-async function probe(check: () => Promise<unknown>): Promise<{ ok: boolean; error?: string }> {
+interface Check {
+  ok: boolean;
+  error?: string;
+}
+
+/**
+ * One dependency's readiness. The answer says only whether it answered: the probe is open to
+ * anyone who reaches the API, and a driver's message names hosts, ports and statements. The
+ * caller logs the error itself.
+ */
+async function probe(check: () => Promise<unknown>): Promise<{ check: Check; failure?: unknown }> {
   try {
-    await withDeadline(check(), READINESS_TIMEOUT_MS, "the service");
-    return { ok: true };
+    await withDeadline(check(), READINESS_TIMEOUT_MS, "the dependency");
+    return { check: { ok: true } };
   } catch (error) {
-    return { ok: false, error: (error as Error).message };
+    const reason = error instanceof DeadlineExceeded ? `no answer within ${READINESS_TIMEOUT_MS} ms` : "unreachable";
+    return { check: { ok: false, error: reason }, failure: error };
   }
 }
 
@@ -19,7 +30,10 @@ export function healthRoutes(deps: Pick<ApiDeps, "prisma" | "redis">) {
     .get("/healthz", (c) => c.json({ status: "ok" }))
     .get("/readyz", async (c) => {
       const [postgres, redis] = await Promise.all([probe(() => deps.prisma.$queryRaw`SELECT 1`), probe(() => deps.redis.ping())]);
-      const ready = postgres.ok && redis.ok;
-      return c.json({ status: ready ? "ready" : "unavailable", checks: { postgres, redis } }, ready ? 200 : 503);
+      for (const [name, result] of [["PostgreSQL", postgres], ["Redis", redis]] as const) {
+        if (result.failure !== undefined) c.var.logger.warn({ err: result.failure }, `readiness: ${name} is ${result.check.error}`);
+      }
+      const ready = postgres.check.ok && redis.check.ok;
+      return c.json({ status: ready ? "ready" : "unavailable", checks: { postgres: postgres.check, redis: redis.check } }, ready ? 200 : 503);
     });
 }

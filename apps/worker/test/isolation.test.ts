@@ -124,19 +124,22 @@ describe("endpoint isolation", () => {
 
   it("starts the deliveries waiting for room at once when PUT raises max_in_flight, not when the attempt in flight ends", async ({ stack, receiver, defer }) => {
     const s = await stack({ WORKER_CONCURRENCY: "10", DELIVERY_TIMEOUT: "20s" });
-    // The receiver holds every request 10 s: the one in flight ends long after the PUT.
-    const slow = await receiver(() => ({ status: 200, delayMs: 10_000 }));
-    const sub = await subscribe(s.api, { url: slow.url, events: ["raised"], max_in_flight: 1 });
-    for (let i = 0; i < 4; i++) await publish(s.api, { type: "raised", data: { i } });
-    await waitFor(() => slow.concurrent === 1, { what: "the first delivery in flight" });
     const { gate } = gateOf(s.env, defer);
-    await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
+    // The second body is a client that sends the whole object back, `active: true` included.
+    for (const [i, body] of [{ max_in_flight: 4 }, { active: true, max_in_flight: 4 }].entries()) {
+      // The receiver holds every request 10 s: the one in flight ends long after the PUT.
+      const slow = await receiver(() => ({ status: 200, delayMs: 10_000 }));
+      const sub = await subscribe(s.api, { url: slow.url, events: [`raised.${i}`], max_in_flight: 1 });
+      for (let n = 0; n < 4; n++) await publish(s.api, { type: `raised.${i}`, data: { n } });
+      await waitFor(() => slow.concurrent === 1, { what: "the first delivery in flight" });
+      await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
 
-    const raisedAt = Date.now();
-    expect(await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { max_in_flight: 4 } })).toMatchObject({ status: 200, body: { max_in_flight: 4 } });
-    await waitFor(() => slow.concurrent === 4, { timeoutMs: 5_000, what: "all four in flight under the new cap" });
-    expect(Date.now() - raisedAt).toBeLessThan(5_000);
-    expect(await gate.lineLength(sub.id)).toBe(0);
+      const raisedAt = Date.now();
+      expect(await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: body })).toMatchObject({ status: 200, body: { max_in_flight: 4 } });
+      await waitFor(() => slow.concurrent === 4, { timeoutMs: 5_000, what: `all four in flight under the new cap, after PUT ${JSON.stringify(body)}` });
+      expect(Date.now() - raisedAt).toBeLessThan(5_000);
+      expect(await gate.lineLength(sub.id)).toBe(0);
+    }
   });
 
   it("parks a job whose fallback timer fired while it was still in line again, for longer", async ({ stack, receiver, defer }) => {

@@ -14,7 +14,7 @@ import {
   type SubscriptionRecord,
   type TenantScope,
 } from "@webhooks/db";
-import { parseDuration, withDeadline, type Logger } from "@webhooks/core";
+import { heldUntil, parseDuration, withDeadline, type Logger } from "@webhooks/core";
 import type { DeliveryQueue } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { ApiError } from "../http/api-error.ts";
@@ -192,6 +192,9 @@ async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger,
  * same if Redis fails: each attempt that ends wakes the line by the new limits anyway.
  */
 async function resizeLine(deps: Pick<ApiDeps, "gate" | "queue" | "config">, logger: Logger, subscription: SubscriptionRecord): Promise<void> {
+  // Held (a Retry-After, an open circuit): the line waits for the hold's end whatever the limits.
+  // The gate's own record of the hold lasts at most a lease, so it is not asked.
+  if (heldUntil(subscription, new Date()) !== null) return;
   try {
     const limits = {
       subscriptionId: subscription.id,
@@ -252,7 +255,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
           rateLimit: rate_limit,
         });
         if (changes.active === true) await resumeLine(deps, c.var.logger, subscription.id);
-        else if ((max_in_flight !== undefined || rate_limit !== undefined) && subscription.active) await resizeLine(deps, c.var.logger, subscription);
+        if ((max_in_flight !== undefined || rate_limit !== undefined) && subscription.active) await resizeLine(deps, c.var.logger, subscription);
         return c.json(toSubscriptionJson(subscription, new Date()), 200);
       },
       (result) => {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { changesHealth, heldUntil, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type DeliveryJob, type EndpointHealth, type IsolationConfig, type Logger } from "@webhooks/core";
 import { whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
-import type { DeliveryGate, DeliveryQueue, GateDecision, GateInput, Wake } from "@webhooks/queue";
+import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
@@ -31,7 +31,7 @@ export type NextStep =
    * Waiting in its subscription's line at the gate: park the job until its turn (`turnAt` if
    * known). `stillInLine`: it was in line already when its job ran (its fallback timer fired).
    */
-  | { kind: "parked"; subscriptionId: string; turnAt: number | null; stillInLine: boolean };
+  | { kind: "parked"; subscriptionId: string; turnAt: number | null; stillInLine: boolean; test?: boolean };
 
 /**
  * One attempt of one delivery, in the order it happens:
@@ -54,8 +54,9 @@ export type NextStep =
 export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promise<NextStep> {
   const { deliveryId, subscriptionId, waited = false } = job;
   // 0. Pre-check, for deliveries that waited before (a parked job's fallback timer may fire while
-  // it is still in line) and for subscriptions this worker saw waiting lately (others have no line to join).
-  if (subscriptionId !== undefined && (waited || recentlyWaiting(subscriptionId))) {
+  // it is still in line) and for subscriptions this worker saw waiting lately (others have no line
+  // to join). Not for a test, which goes ahead of the line (GateInput.test).
+  if (subscriptionId !== undefined && job.test !== true && (waited || recentlyWaiting(subscriptionId))) {
     const precheck = await deps.gate.precheck(subscriptionId, deliveryId);
     if (precheck !== "go") {
       noteWaiting(subscriptionId);
@@ -81,21 +82,18 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
 
   // 2. Gate.
   const gateInput = toGateInput(delivery, waited, deps);
-  const outside = goesOutsideGate(delivery);
-  const decision: GateDecision = outside
-    ? { go: true, probe: false, wakes: [] }
-    : await deps.gate.acquire(gateInput).catch(async (error: unknown) => {
-        // Redis failed us: nothing was sent, so the attempt must not count (the job is tried again).
-        await deps.batches.withdraw(lease).catch(() => {});
-        throw error;
-      });
+  const decision = await deps.gate.acquire(gateInput).catch(async (error: unknown) => {
+    // Redis failed us: nothing was sent, so the attempt must not count (the job is tried again).
+    await deps.batches.withdraw(lease).catch(() => {});
+    throw error;
+  });
   if (!decision.go) {
     noteWaiting(delivery.subscriptionId);
     await deps.batches.withdraw(lease);
     deps.metrics.waits.inc({ reason: decision.reason });
     await wake(deps, decision.wakes.filter((w) => w.deliveryId !== deliveryId));
     const ownTurn = decision.wakes.find((w) => w.deliveryId === deliveryId);
-    return { kind: "parked", subscriptionId: delivery.subscriptionId, turnAt: ownTurn?.at ?? null, stillInLine: false };
+    return { kind: "parked", subscriptionId: delivery.subscriptionId, turnAt: ownTurn?.at ?? null, stillInLine: false, test: delivery.test };
   }
   await wake(deps, decision.wakes);
 
@@ -156,25 +154,12 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     throw error;
   } finally {
     // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
-    if (!outside) {
-      const wakes = await deps.gate.release({ ...gateInput, holdUntil }).catch((error: unknown) => {
-        deps.logger.warn({ err: error, deliveryId }, "could not release the gate slot; it expires with the lease");
-        return [] as Wake[];
-      });
-      await wake(deps, wakes);
-    }
+    const wakes = await deps.gate.release({ ...gateInput, holdUntil }).catch((error: unknown) => {
+      deps.logger.warn({ err: error, deliveryId }, "could not release the gate slot; it expires with the lease");
+      return [] as Wake[];
+    });
+    await wake(deps, wakes);
   }
-}
-
-/**
- * A test event (POST /v1/subscriptions/{id}/test) to a subscription the service disabled goes out
- * at once, outside the gate. Its line stays as it is until the owner enables the subscription
- * again, and this one request is how the owner checks the mended endpoint before doing so
- * (contract §12: a test goes whatever the subscription's state). Nothing but such tests is in
- * flight to a disabled subscription, and a rate limit still paces them.
- */
-function goesOutsideGate(delivery: ClaimedDelivery): boolean {
-  return delivery.test && delivery.subscription.health.disabledReason !== null && !delivery.subscription.deleted;
 }
 
 /** Contract §11: the receiver never sees more than rate_limit requests in a second. */
@@ -215,10 +200,12 @@ function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDe
     circuitOpen: health.circuitOpenedAt !== null,
     probeIntervalMs: deps.isolation.circuitProbeIntervalMs,
     // A disabled subscription's deliveries wait until it is enabled again; once it is deleted,
-    // it never will be, so they go out as every deleted subscription's do.
-    disabled: health.disabledReason !== null && !deleted,
+    // it never will be, so they go out as every deleted subscription's do. A test goes whatever
+    // the subscription's state (see GateInput.test).
+    disabled: health.disabledReason !== null && !deleted && !delivery.test,
     leaseMs: deps.leaseMs,
     waited,
+    test: delivery.test,
   };
 }
 

@@ -80,8 +80,8 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
         // Out of the worker slot until its turn (contract §11: a waiting delivery holds no slot).
         const parkedUntil = next.turnAt ?? fallbackAt(next.stillInLine);
         // Marked, and naming its subscription, so that its next run is pre-checked before any claim.
-        if (payload.data.waited !== true || payload.data.subscriptionId === undefined) {
-          await job.updateData({ ...payload.data, subscriptionId: next.subscriptionId, waited: true });
+        if (payload.data.waited !== true || payload.data.subscriptionId === undefined || (next.test === true && payload.data.test !== true)) {
+          await job.updateData({ ...payload.data, subscriptionId: next.subscriptionId, waited: true, ...(next.test === true ? { test: true } : {}) });
         }
         await job.moveToDelayed(parkedUntil, token);
         // Its turn may have come while this job was still active, when the waker could not move
@@ -127,24 +127,26 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
  * While PostgreSQL cannot be reached (down, restarting, failing over), every job fails at its
  * claim. Each is parked instead, for as long as the outage has lasted so far (at least a second,
  * at most a minute, a fifth either way): a short outage costs its jobs a second or two, and a long
- * one does not make the worker take every job of a backlog again every second. An outage is over
- * once no job has met it for 10 s. One line is logged every 10 s meanwhile, not one per job.
+ * one does not make the worker take every job of a backlog again every second. The outage is over
+ * once no job has met it for half as long again as the last park (at least 10 s): a job parked
+ * meanwhile would have come back and met it. One line is logged every 10 s, not one per job.
  */
-const OUTAGE_OVER_AFTER_MS = 10_000;
 const databaseOutage = {
   since: 0,
   lastSeen: Number.NEGATIVE_INFINITY,
+  lastParkMs: 0,
   lastLog: Number.NEGATIVE_INFINITY,
   parkFor(logger: AttemptDeps["logger"]): number {
     const now = Date.now();
-    if (now - this.lastSeen > OUTAGE_OVER_AFTER_MS) this.since = now;
+    if (now - this.lastSeen > Math.max(10_000, this.lastParkMs * 1.5)) this.since = now;
     this.lastSeen = now;
     if (now - this.lastLog >= 10_000) {
       this.lastLog = now;
       logger.warn({ outageMs: now - this.since }, "PostgreSQL is unreachable: jobs are parked until it is back");
     }
     const base = Math.min(60_000, Math.max(1_000, now - this.since));
-    return Math.round(base * (0.8 + Math.random() * 0.4));
+    this.lastParkMs = Math.round(base * (0.8 + Math.random() * 0.4));
+    return this.lastParkMs;
   },
 };
 

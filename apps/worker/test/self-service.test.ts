@@ -121,6 +121,40 @@ describe("test events", () => {
     await waitFor(() => rx.received.length === 3, { timeoutMs: 5_000, what: "the waiting delivery" });
     expect(rx.received[2]!.json).toMatchObject({ type: "invoice.paid", data: { n: 2 } });
   });
+
+  it("take a slot like any attempt, within max_in_flight, also to a disabled subscription", async ({ stack, receiver }) => {
+    const s = await stack({ WORKER_CONCURRENCY: "10", RETRY_SCHEDULE: "1h" });
+    let gone = true;
+    const rx = await receiver(() => (gone ? { status: 410 } : { status: 200, delayMs: 500 }));
+    const sub = await subscribe(s.api, { url: `${rx.url}/hooks`, events: ["invoice.paid"], max_in_flight: 1 });
+    await publish(s.api, { type: "invoice.paid", data: {} });
+    await waitFor(async () => (await s.api.call("GET", `/v1/subscriptions/${sub.id}`)).body.disabled_reason === "gone", { what: "disabled" });
+    gone = false;
+    for (let i = 0; i < 3; i++) expect((await s.api.call("POST", `/v1/subscriptions/${sub.id}/test`)).status).toBe(202);
+    await waitFor(() => rx.received.length === 4, { timeoutMs: 10_000, what: "the three tests" });
+    // One at a time (max_in_flight 1), each woken by the one before: no fallback timer.
+    expect(rx.maxConcurrent).toBe(1);
+  });
+
+  it("go ahead of the line, and still go when the subscription is disabled while one waits there", async ({ stack, receiver }) => {
+    const s = await stack({ RETRY_SCHEDULE: "1h" });
+    // The first delivery is in flight a second and gets 410; one more event and a test wait behind
+    // it. The endpoint is mended by then: it answers the next request 200.
+    const rx = await receiver((_webhook, index) => (index === 0 ? { status: 410, delayMs: 1_000 } : { status: 200 }));
+    const sub = await subscribe(s.api, { url: `${rx.url}/hooks`, events: ["invoice.paid"], max_in_flight: 1 });
+    await publish(s.api, { type: "invoice.paid", data: { n: 1 } });
+    await waitFor(() => rx.concurrent === 1, { what: "the first delivery in flight" });
+    await publish(s.api, { type: "invoice.paid", data: { n: 2 } });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const test = await s.api.call("POST", `/v1/subscriptions/${sub.id}/test`);
+    await waitFor(async () => (await s.api.call("GET", `/v1/subscriptions/${sub.id}`)).body.disabled_reason === "gone", { what: "disabled" });
+
+    await waitFor(async () => (await s.api.call("GET", `/v1/deliveries/${test.body.id}`)).body.status === "delivered", { timeoutMs: 5_000, what: "the test delivered" });
+    // The event published before it still waits, for the owner to enable the subscription.
+    expect(rx.received.map((w) => w.json.type)).toEqual(["invoice.paid", "webhook.test"]);
+    const [waiting] = (await s.api.call("GET", `/v1/deliveries?subscription_id=${sub.id}&event=invoice.paid&limit=1`)).body.data;
+    expect(waiting).toMatchObject({ status: "queued", attempts: 0 });
+  });
 });
 
 describe("custom headers", () => {

@@ -21,6 +21,8 @@ export const deliveryJobSchema = z.strictObject({
    * pre-checked first: while it is still in line, it stays parked without a claim.
    */
   waited: z.boolean().optional(),
+  /** A test event's delivery that waited (GateInput.test): it skips the pre-check, since it goes ahead of the line. */
+  test: z.boolean().optional(),
 });
 export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
 

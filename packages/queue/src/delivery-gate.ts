@@ -109,6 +109,14 @@ export interface GateInput {
   leaseMs: number;
   /** The delivery waited at the gate before: it leaves the line through Redis, where its turn is. */
   waited?: boolean;
+  /**
+   * A test event's delivery (POST /v1/subscriptions/{id}/test, contract §12: sent whatever the
+   * subscription's state). It goes ahead of the line, and past a disabled subscription, a hold
+   * and an open circuit: its owner asked for this one request, often to check a mended endpoint
+   * before enabling it again. It still takes a slot, within max_in_flight, the origin's cap and
+   * the rate limit; when none is free it waits at the head of the line.
+   */
+  test?: boolean;
 }
 
 /** Held slots (see above): how long a process may keep a slot, and how it wakes deliveries when it releases kept ones. */
@@ -226,13 +234,13 @@ end
 `;
 
 // call: id, subscription, origin, now, lease, max_in_flight, origin_max, rate_limit, held_until, circuit_open (0/1), probe_ms, disabled (0/1),
-//       the slot's name in the in-flight sets, how long the process may keep the slot (ms, 0: not at all)
+//       the slot's name in the in-flight sets, how long the process may keep the slot (ms, 0: not at all), test (0/1, see GateInput)
 // Replies {0, reason, wakes...} or {1, probe (0/1), keep (0/1), wakes...}.
 const ACQUIRE_LUA = batched(`
 local id, subscription, origin_name, now, lease = call[1], call[2], call[3], call[4], call[5]
 local max_in_flight, origin_max, rate_limit, held_until = call[6], call[7], call[8], call[9]
 local circuit_open, probe_ms, disabled = call[10] == 1, call[11], call[12] == 1
-local slot, keep_ms = call[13], call[14]
+local slot, keep_ms, test = call[13], call[14], call[15] == 1
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
 local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
 local probe, cap, hold = prefix .. 'probe:' .. subscription, prefix .. 'cap:' .. subscription, prefix .. 'hold:' .. subscription
@@ -262,6 +270,13 @@ end
 -- Whether it leaves the head of the line to try: if it must wait again, it goes back there.
 local was_head = my_turn
 
+-- A test goes ahead of the line (see GateInput.test): out of it if it was in it, and back at its
+-- head if it must wait.
+if test and not my_turn then
+  redis.call('ZREM', line, id)
+  was_head = true
+end
+
 -- Joins the line (at its front if it had the turn or was the head, so it keeps its place), and if
 -- the wait has a known end and nobody holds the turn, gives the turn to the head of the line for
 -- that moment. Also leaves the subscription's cap as it is now for the pre-check, which only the
@@ -284,7 +299,7 @@ local function wait(reason, wait_ms)
   return {0, reason}
 end
 
-if not my_turn then
+if not my_turn and not test then
   if redis.call('ZSCORE', line, id) then
     -- Its own fallback timer fired.
     if not may_leave_line(line, turn, id) then return {0, 'in_line'} end
@@ -310,13 +325,13 @@ if disabled then
   redis.call('SET', disabled_mark, 1, 'PX', ${DISABLED_RECHECK_MS})
   return wait('disabled', nil)
 end
-if held_until > now then
+if held_until > now and not test then
   -- So that the attempts of S that end meanwhile wake nobody (see wake_room).
   redis.call('SET', hold, held_until, 'PX', math.min(held_until - now, lease))
   return wait(circuit_open and 'circuit_open' or 'retry_after', held_until - now)
 end
 local is_probe = false
-if circuit_open then
+if circuit_open and not test then
   if not redis.call('SET', probe, id, 'NX', 'PX', math.max(1, probe_ms)) then
     return wait('circuit_open', redis.call('PTTL', probe))
   end
@@ -567,6 +582,7 @@ export class DeliveryGate {
       input.disabled ? 1 : 0,
       member,
       keepMs,
+      input.test ? 1 : 0,
     ]);
     if (Number(reply[0]) === 1) {
       held?.slots.started(input, member, Number(reply[2]) === 1 ? now + keepMs : null);

@@ -38,10 +38,10 @@ export type SlotExit =
  * Whether an attempt may run on a kept slot: only one the gate would let through at once on the
  * in-flight counts alone. A rate limit counts every start in Redis; a held, disabled or
  * open-circuit subscription waits or probes there; a delivery that waited in line has its turn
- * to take out of Redis.
+ * to take out of Redis; a test goes ahead of the line there.
  */
 export function mayKeepSlots(input: GateInput, now: number): boolean {
-  return input.rateLimit === null && !input.circuitOpen && !input.disabled && (input.heldUntil ?? 0) <= now && input.waited !== true;
+  return input.rateLimit === null && !input.circuitOpen && !input.disabled && (input.heldUntil ?? 0) <= now && input.waited !== true && input.test !== true;
 }
 
 export class HeldSlots {

@@ -206,3 +206,30 @@ describe("the gate's line when the subscription's limits change (PUT max_in_flig
     expect(await gate.resize({ ...paced("-", 5) }, now + 10)).toEqual([{ deliveryId: "r4", at: now + 10 }]);
   });
 });
+
+describe("a test delivery at the gate", () => {
+  it("goes ahead of the line and past a hold, takes a slot, and leaves the hold and the line to the others", async () => {
+    const { gate, prefix } = newGateWithPrefix();
+    const now = Date.now();
+    // max_in_flight 3: two in flight, one slot free, and two in line.
+    const three = (id: string, overrides: Partial<GateInput> = {}) => attempt(id, { maxInFlight: 3, ...overrides });
+    for (const id of ["d1", "d2", "d3"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: true });
+    for (const id of ["d4", "d5"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: false });
+    // d1's 503 with Retry-After holds the subscription for a minute: d4 has the turn for its end.
+    const holdEnd = now + 60_000;
+    expect(await gate.release({ ...three("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d4", at: holdEnd }]);
+    // d2 ends too: the gate keeps to the hold, and a slot is free (d3 in flight, d4's turn pending).
+    expect(await gate.release({ ...three("d2") }, now + 15)).toEqual([]);
+
+    // A test claimed now sees the hold in the subscription's health, and goes all the same.
+    const test = three("t1", { heldUntil: holdEnd, test: true });
+    expect(await gate.acquire(test, now + 20)).toEqual({ go: true, probe: false, wakes: [] });
+    // The hold stands for the others, and d5 still waits behind d4's turn.
+    expect(await redis.exists(`${prefix}:gate:hold:sub_held`)).toBe(1);
+    expect(await gate.lineLength("sub_held")).toBe(1);
+    expect(await gate.turnOf("sub_held", "d4")).toBe(holdEnd);
+    // A second test finds the cap full (d3 and the first test in flight, d4's turn pending): it waits at the head of the line.
+    expect(await gate.acquire(three("t2", { heldUntil: holdEnd, test: true }), now + 30)).toMatchObject({ go: false, reason: "max_in_flight" });
+    expect(await redis.zrange(`${prefix}:gate:line:sub_held`, 0, -1)).toEqual(["t2", "d5"]);
+  });
+});

@@ -363,6 +363,9 @@ if rate_limit > 0 then
 end
 -- A probe decides alone whether the rest may follow; otherwise pass the turn on while there is room.
 if is_probe then return {1, '1', 0} end
+-- A test went past what may still hold the others (a disabled subscription, a hold, an open
+-- circuit): its start says nothing of whether they may go.
+if test then return {1, '0', 0} end
 local reply = {1, '0', 0}
 -- The claim read S's health just now, and nothing holds it: a hold left in Redis is over.
 local woken = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, true)

@@ -230,6 +230,6 @@ describe("a test delivery at the gate", () => {
     expect(await gate.turnOf("sub_held", "d4")).toBe(holdEnd);
     // A second test finds the cap full (d3 and the first test in flight, d4's turn pending): it waits at the head of the line.
     expect(await gate.acquire(three("t2", { heldUntil: holdEnd, test: true }), now + 30)).toMatchObject({ go: false, reason: "max_in_flight" });
-    expect(await redis.zrange(`${prefix}:gate:line:sub_held`, 0, -1)).toEqual(["t2", "d5"]);
+    expect(await redis.zrange(`${prefix}:gate:line:sub_held`, "0", "-1")).toEqual(["t2", "d5"]);
   });
 });

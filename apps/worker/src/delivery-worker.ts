@@ -131,24 +131,27 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
  * once no job has met it for half as long again as the last park (at least 10 s): a job parked
  * meanwhile would have come back and met it. One line is logged every 10 s, not one per job.
  */
-const databaseOutage = {
-  since: 0,
-  lastSeen: Number.NEGATIVE_INFINITY,
-  lastParkMs: 0,
-  lastLog: Number.NEGATIVE_INFINITY,
-  parkFor(logger: AttemptDeps["logger"]): number {
-    const now = Date.now();
-    if (now - this.lastSeen > Math.max(10_000, this.lastParkMs * 1.5)) this.since = now;
-    this.lastSeen = now;
-    if (now - this.lastLog >= 10_000) {
-      this.lastLog = now;
-      logger.warn({ outageMs: now - this.since }, "PostgreSQL is unreachable: jobs are parked until it is back");
-    }
-    const base = Math.min(60_000, Math.max(1_000, now - this.since));
-    this.lastParkMs = Math.round(base * (0.8 + Math.random() * 0.4));
-    return this.lastParkMs;
-  },
-};
+export function outageBackoff(random: () => number = Math.random) {
+  let since = 0;
+  let lastSeen = Number.NEGATIVE_INFINITY;
+  let lastParkMs = 0;
+  let lastLog = Number.NEGATIVE_INFINITY;
+  return {
+    /** How long to park a job that just met the outage (ms); logs a line at most every 10 s. */
+    parkFor(logger: Pick<AttemptDeps["logger"], "warn">, now = Date.now()): number {
+      if (now - lastSeen > Math.max(10_000, lastParkMs * 1.5)) since = now;
+      lastSeen = now;
+      if (now - lastLog >= 10_000) {
+        lastLog = now;
+        logger.warn({ outageMs: now - since }, "PostgreSQL is unreachable: jobs are parked until it is back");
+      }
+      const base = Math.min(60_000, Math.max(1_000, now - since));
+      lastParkMs = Math.round(base * (0.8 + random() * 0.4));
+      return lastParkMs;
+    },
+  };
+}
+const databaseOutage = outageBackoff();
 
 /**
  * A manual resend that came while this job was ending its attempt could not promote the job, then

@@ -1,4 +1,4 @@
-import { REDIS_URL, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
+import { REDIS_URL, sql, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
 import { createRedisConnection, DeliveryGate, queueLayoutFor } from "@webhooks/queue";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
@@ -140,6 +140,26 @@ describe("endpoint isolation", () => {
       expect(Date.now() - raisedAt).toBeLessThan(5_000);
       expect(await gate.lineLength(sub.id)).toBe(0);
     }
+  });
+
+  it("leaves the line alone when PUT raises max_in_flight while the subscription's health holds it", async ({ database, stack, receiver, defer }) => {
+    const s = await stack({ WORKER_CONCURRENCY: "10", DELIVERY_TIMEOUT: "20s" });
+    const { gate, redis, layout } = gateOf(s.env, defer);
+    const slow = await receiver(() => ({ status: 200, delayMs: 10_000 }));
+    const sub = await subscribe(s.api, { url: slow.url, events: ["held.raise"], max_in_flight: 1 });
+    for (let n = 0; n < 3; n++) await publish(s.api, { type: "held.raise", data: { n } });
+    await waitFor(async () => slow.concurrent === 1 && (await gate.lineLength(sub.id)) === 2, { what: "one in flight, two in line" });
+    // The receiver asked for a pause (a Retry-After an hour long), as its health in PostgreSQL says;
+    // the gate's own record of a hold lasts at most a lease, and there is none here.
+    await sql(database.url, "UPDATE subscriptions SET held_until = now() + interval '1 hour' WHERE id = $1", [sub.id]);
+
+    expect(await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { max_in_flight: 3 } })).toMatchObject({ status: 200, body: { max_in_flight: 3 } });
+    // Woken, the two would be claimed only to be taken back (their claims would find the hold and
+    // leave the gate a record of it) and sent back to the line.
+    await sleep(500);
+    expect(await redis.exists(`${layout.gatePrefix}hold:${sub.id}`)).toBe(0);
+    expect(await gate.lineLength(sub.id)).toBe(2);
+    expect(slow.concurrent).toBe(1);
   });
 
   it("parks a job whose fallback timer fired while it was still in line again, for longer", async ({ stack, receiver, defer }) => {

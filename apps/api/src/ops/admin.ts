@@ -83,8 +83,8 @@ function answerWithoutRedis(queue: DeliveryQueue): MiddlewareHandler<ApiEnv> {
     if (!(await settlesWithin(handled, ADMIN_REDIS_DEADLINE_MS))) throw unavailable();
     await handled;
     if (c.res.status < 500) return;
-    const detail = await c.res.clone().text();
     if (!queue.connected) throw unavailable();
+    const detail = await c.res.clone().text();
     c.var.logger.error({ status: c.res.status, detail: detail.slice(0, 500) }, "the queue dashboard failed");
     throw new ApiError(500, "api_error", "internal_error", "The queue dashboard failed; the error is logged with this request's id.");
   };

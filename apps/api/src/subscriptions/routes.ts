@@ -15,7 +15,7 @@ import {
   type TenantScope,
 } from "@webhooks/db";
 import { heldUntil, parseDuration, withDeadline, type Logger } from "@webhooks/core";
-import type { DeliveryQueue } from "@webhooks/queue";
+import type { DeliveryQueue, Wake } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { ApiError } from "../http/api-error.ts";
 import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
@@ -175,15 +175,7 @@ const RESUME_TIMEOUT_MS = 2_000;
  * all the same if Redis fails: the mark lapses by itself within minutes and the line moves then.
  */
 async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger, subscriptionId: string): Promise<void> {
-  try {
-    await withDeadline(
-      deps.gate.resume(subscriptionId).then((wakes) => deps.queue.wake(wakes)),
-      RESUME_TIMEOUT_MS,
-      "Redis",
-    );
-  } catch (error) {
-    logger.warn({ err: error, subscriptionId }, "could not wake the deliveries waiting for a subscription enabled again; they go within minutes");
-  }
+  await wakeLine(deps, logger, subscriptionId, deps.gate.resume(subscriptionId), "could not wake the deliveries waiting for a subscription enabled again; they go within minutes");
 }
 
 /**
@@ -195,21 +187,26 @@ async function resizeLine(deps: Pick<ApiDeps, "gate" | "queue" | "config">, logg
   // Held (a Retry-After, an open circuit): the line waits for the hold's end whatever the limits.
   // The gate's own record of the hold lasts at most a lease, so it is not asked.
   if (heldUntil(subscription, new Date()) !== null) return;
+  const limits = {
+    subscriptionId: subscription.id,
+    origin: new URL(subscription.url).origin,
+    maxInFlight: subscription.maxInFlight,
+    originMaxInFlight: deps.config.isolation.originMaxInFlight,
+    rateLimit: subscription.rateLimit,
+  };
+  await wakeLine(deps, logger, subscription.id, deps.gate.resize(limits), "could not wake the deliveries waiting for room under new limits; they go as attempts end");
+}
+
+/** Runs the gate's wakes for a subscription's line within RESUME_TIMEOUT_MS; a failure is logged, never the request's. */
+async function wakeLine(deps: Pick<ApiDeps, "queue">, logger: Logger, subscriptionId: string, wakes: Promise<Wake[]>, failure: string): Promise<void> {
   try {
-    const limits = {
-      subscriptionId: subscription.id,
-      origin: new URL(subscription.url).origin,
-      maxInFlight: subscription.maxInFlight,
-      originMaxInFlight: deps.config.isolation.originMaxInFlight,
-      rateLimit: subscription.rateLimit,
-    };
     await withDeadline(
-      deps.gate.resize(limits).then((wakes) => deps.queue.wake(wakes)),
+      wakes.then((due) => deps.queue.wake(due)),
       RESUME_TIMEOUT_MS,
       "Redis",
     );
   } catch (error) {
-    logger.warn({ err: error, subscriptionId: subscription.id }, "could not wake the deliveries waiting for room under new limits; they go as attempts end");
+    logger.warn({ err: error, subscriptionId }, failure);
   }
 }
 

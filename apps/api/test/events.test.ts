@@ -1,4 +1,5 @@
 import { startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
+import { dispatchJobId } from "@webhooks/queue";
 import { testConfig } from "@webhooks/testing";
 import { deliveryListSchema } from "../src/deliveries/schemas.ts";
 import { eventSchema } from "../src/events/schemas.ts";
@@ -46,16 +47,26 @@ describe("POST /v1/events", () => {
     expect(targets).toEqual([exact, wildcard].sort());
     for (const id of [otherType, prefixOnly, paused, deleted]) expect(targets).not.toContain(id);
 
-    // Each delivery starts queued, with nothing attempted, and has its job in the queue.
+    // Each delivery starts queued, with nothing attempted, and is in the queue: the event's
+    // deliveries go as one dispatch job, which the queue's index of dispatches knows them by.
     const deliveries = (await api.call("GET", `/v1/deliveries?limit=100`)).body.data.filter(
       (d: { event_id: string }) => d.event_id === response.body.id,
     );
     for (const delivery of deliveries) {
       expect(delivery).toMatchObject({ object: "delivery", event: type, status: "queued", attempts: 0, response_code: null, next_retry_at: null });
-      const job = await api.queue.queue.getJob(delivery.id);
-      // The job names the subscription too, so a worker can check its line before any claim.
-      expect(job?.data).toEqual({ deliveryId: delivery.id, subscriptionId: delivery.subscription_id });
     }
+    const ids = deliveries.map((d: { id: string }) => d.id).sort();
+    const dispatch = await api.queue.queue.getJob(dispatchJobId(ids[0]));
+    // Each names the subscription too, so a worker can check its line before any claim.
+    expect(dispatch?.name).toBe("dispatch");
+    expect(dispatch?.data).toEqual({
+      deliveries: deliveries
+        .map((d: { id: string; subscription_id: string }) => ({ deliveryId: d.id, subscriptionId: d.subscription_id }))
+        .sort((a: { deliveryId: string }, b: { deliveryId: string }) => a.deliveryId.localeCompare(b.deliveryId)),
+    });
+    // No job of their own, and yet not missing to the reconciler.
+    for (const id of ids) expect(await api.queue.queue.getJob(id)).toBeUndefined();
+    expect(await api.queue.withoutJob(ids)).toEqual([]);
 
     const fetched = await api.get(`/v1/events/${response.body.id}`, 200, { schema: eventSchema });
     expect(fetched.body).toEqual(response.body);

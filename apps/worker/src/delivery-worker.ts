@@ -1,6 +1,7 @@
-import { jobCatalog, type DeliveryJob } from "@webhooks/core";
+import { jobCatalog, type DeliveryJob, type DispatchJob } from "@webhooks/core";
 import { isDatabaseUnreachable, whyNotClaimed } from "@webhooks/db";
 import { DelayedError, UnrecoverableError, Worker, type Job } from "bullmq";
+import pLimit, { type LimitFunction } from "p-limit";
 import { promoteStill, type RedisConnection } from "@webhooks/queue";
 import { deliverAttempt, type AttemptDeps, type NextStep } from "./deliver-attempt.ts";
 
@@ -24,6 +25,12 @@ function fallbackAt(stillInLine: boolean): number {
 
 export interface DeliveryWorkerOptions {
   connection: RedisConnection;
+  /**
+   * The process's attempts at once (WORKER_CONCURRENCY), shared by its BullMQ workers: a
+   * dispatch job carries several deliveries, so the jobs a worker runs do not bound them.
+   * Default: `concurrency` for this worker alone.
+   */
+  attempts?: LimitFunction;
   /** The BullMQ prefix of the queue (of the shard) it consumes. */
   prefix: string;
   concurrency: number;
@@ -47,16 +54,18 @@ export function shardConcurrency(concurrency: number, shards: number, shard: num
  * therefore never a BullMQ failure; BullMQ's own retries are left for our failures (e.g.
  * PostgreSQL unreachable).
  */
-export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerOptions): Worker<DeliveryJob> {
-  const worker = new Worker<DeliveryJob>(
+export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerOptions): Worker<DeliveryJob | DispatchJob> {
+  const attempts = options.attempts ?? pLimit(options.concurrency);
+  const worker = new Worker<DeliveryJob | DispatchJob>(
     catalog.queueName,
-    async (job: Job<DeliveryJob>, token?: string) => {
+    async (job: Job<DeliveryJob | DispatchJob>, token?: string) => {
+      if (job.name === catalog.dispatch.jobName) return runDispatch(deps, attempts, job);
       const payload = catalog.payload.safeParse(job.data);
       if (!payload.success) throw new UnrecoverableError(`invalid job payload: ${payload.error.message}`);
       const deliveryId = payload.data.deliveryId;
       let next: NextStep;
       try {
-        next = await deliverAttempt(deps, payload.data);
+        next = await attempts(() => deliverAttempt(deps, payload.data));
       } catch (error) {
         if (!isDatabaseUnreachable(error)) throw error;
         // Not this job's failure: parked, it spends none of BullMQ's attempts (which would run out
@@ -154,13 +163,66 @@ export function outageBackoff(random: () => number = Math.random) {
 const databaseOutage = outageBackoff();
 
 /**
+ * A dispatch job: its deliveries are attempted at once, within the process's attempts, as if each
+ * had its own job; one that must come back later (a retry, a turn at the gate, PostgreSQL out of
+ * reach, a failure of ours) gets a job of its own then. Once every one has, or has ended, the
+ * dispatch lets go of them (DeliveryQueue.dispatched) and finishes. If this fails midway (Redis
+ * could not take a delivery's job), or the process dies, BullMQ runs the dispatch again: the
+ * deliveries done already are not claimed again, and one in flight elsewhere is leased.
+ */
+async function runDispatch(deps: AttemptDeps, attempts: LimitFunction, job: Job<DeliveryJob | DispatchJob>): Promise<void> {
+  const payload = catalog.dispatch.payload.safeParse(job.data);
+  if (!payload.success) throw new UnrecoverableError(`invalid dispatch payload: ${payload.error.message}`);
+  const { deliveries } = payload.data;
+  const settled = await Promise.allSettled(deliveries.map((entry) => runDispatched(deps, attempts, entry)));
+  const failed = settled.find((outcome) => outcome.status === "rejected");
+  if (failed) throw failed.reason;
+  await deps.queue.dispatched(deliveries.map((entry) => entry.deliveryId));
+}
+
+async function runDispatched(deps: AttemptDeps, attempts: LimitFunction, entry: DispatchJob["deliveries"][number]): Promise<void> {
+  const job: DeliveryJob = entry.subscriptionId === undefined ? { deliveryId: entry.deliveryId } : { deliveryId: entry.deliveryId, subscriptionId: entry.subscriptionId };
+  let next: NextStep;
+  try {
+    next = await attempts(() => deliverAttempt(deps, job));
+  } catch (error) {
+    if (isDatabaseUnreachable(error)) {
+      await deps.queue.schedule(job, Date.now() + databaseOutage.parkFor(deps.logger));
+      return;
+    }
+    // Its own job is retried as any job is (the job catalog's attempts and back-off).
+    deps.metrics.jobErrors.inc();
+    deps.logger.error({ err: error, deliveryId: job.deliveryId }, "delivery of a dispatch failed; it is tried again in a job of its own");
+    await deps.queue.schedule(job, Date.now() + DISPATCHED_RETRY_MS);
+    return;
+  }
+  if (next.kind === "done") return;
+  if (next.kind === "wait") {
+    await deps.queue.schedule(job, Date.now() + next.delayMs);
+    return;
+  }
+  const parkedUntil = next.turnAt ?? fallbackAt(next.stillInLine);
+  await deps.queue.schedule({ ...job, subscriptionId: next.subscriptionId, waited: true, ...(next.test === true ? { test: true } : {}) }, parkedUntil);
+  // Its turn may have come while it was being parked. And if the gate does not know it at all,
+  // Redis lost its data between the line and this job (which it would have taken too, were it
+  // older): nobody would wake it before its fallback timer, minutes away, so it runs now, and
+  // joins the line again if it must wait.
+  const place = await deps.gate.placeOf(next.subscriptionId, job.deliveryId);
+  const at = place.turn ?? (place.inLine ? null : Date.now());
+  if (at !== null && at < parkedUntil) await deps.queue.wake([{ deliveryId: job.deliveryId, at }]);
+}
+
+/** A delivery of a dispatch whose attempt failed with an error of ours runs again in its own job after this. */
+const DISPATCHED_RETRY_MS = 1_000;
+
+/**
  * A manual resend that came while this job was ending its attempt could not promote the job, then
  * active, and left a note (DeliveryQueue.enqueueResend). If the delivery is due now, the resend
  * came after this attempt's record, and the job just parked until the next retry runs now
  * instead. If not, the attempt began after the resend and was its attempt: the retry's time stands.
  * Never thrown: the job is parked already, and a failure here only leaves it at the retry's time.
  */
-async function runIfResent(deps: AttemptDeps, job: Job<DeliveryJob>, deliveryId: string): Promise<void> {
+async function runIfResent(deps: AttemptDeps, job: Job<DeliveryJob | DispatchJob>, deliveryId: string): Promise<void> {
   try {
     if (!(await deps.queue.takeResendNote(deliveryId))) return;
     const why = await whyNotClaimed({ sql: deps.sql }, deliveryId);

@@ -21,6 +21,8 @@ const SWEEP_PER_PASS = 1_000;
  * that follows does nothing), but they are not reported as lost jobs.
  */
 const JUST_DUE_MS = 30_000;
+/** Entries of the index of dispatched deliveries a pass looks at, per shard, for what dropped dispatches left. */
+const ORPHAN_SAMPLE = 200;
 
 export interface ReconcilePass {
   /** Due deliveries looked at. */
@@ -33,6 +35,8 @@ export interface ReconcilePass {
   promoted: number;
   /** Whether it checked every due delivery (the first pass, or after Redis lost its data). */
   full: boolean;
+  /** Entries of dropped dispatches removed from the index of dispatched deliveries (DeliveryQueue.dropOrphanedDispatching). */
+  orphansDropped: number;
 }
 
 /**
@@ -75,7 +79,7 @@ export class Reconciler {
       const state = await this.deps.queue.reconcilerState();
       const now = await databaseNow({ sql });
       const watermark = new Date(now.getTime() - GRACE_MS);
-      const pass: ReconcilePass = { scanned: 0, enqueued: 0, justDue: 0, promoted: 0, full: state === undefined };
+      const pass: ReconcilePass = { scanned: 0, enqueued: 0, justDue: 0, promoted: 0, full: state === undefined, orphansDropped: 0 };
       const justDueSince = now.getTime() - JUST_DUE_MS;
 
       // What came due since the last pass (everything, when there is no watermark).
@@ -85,6 +89,7 @@ export class Reconciler {
       const sweep = state && !this.#stopped ? await this.#check(sql, pass, justDueSince, { after: state.sweep, limit: SWEEP_PER_PASS }) : undefined;
 
       if (!this.#stopped) await this.deps.queue.saveReconcilerState({ watermark, sweep });
+      pass.orphansDropped = this.#stopped ? 0 : await this.deps.queue.dropOrphanedDispatching(ORPHAN_SAMPLE);
       return pass;
     });
   }

@@ -1,3 +1,4 @@
+import pLimit from "p-limit";
 import { SecretBox, settlesWithin, type Config, type Logger } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { checkEvictionPolicy, connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
@@ -78,8 +79,15 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   };
   // One BullMQ worker per shard of the deliveries queue, sharing the process's concurrency.
   const shards = layout.shardPrefixes.length;
+  const attempts = pLimit(config.worker.concurrency);
   const workers = layout.shardPrefixes.map((prefix, shard) =>
-    createDeliveryWorker(attemptDeps, { connection: workerRedis, prefix, concurrency: shardConcurrency(config.worker.concurrency, shards, shard), lockMs: config.worker.jobLockMs }),
+    createDeliveryWorker(attemptDeps, {
+      connection: workerRedis,
+      prefix,
+      attempts,
+      concurrency: shardConcurrency(config.worker.concurrency, shards, shard),
+      lockMs: config.worker.jobLockMs,
+    }),
   );
   const reconciler = new Reconciler({ sql: passes.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
   // RETENTION=off keeps everything: no pruner at all.

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { loadConfig } from "@webhooks/core";
+import { loadConfig, type DispatchJob } from "@webhooks/core";
 import { checkEvictionPolicy, checkRedis, connectRedis, DeliveryQueue, queueLayoutFor, shardOf, waitUntilConnected } from "@webhooks/queue";
 import { sql, startPrivateRedisCluster, testEnv, waitFor, type PrivateRedisCluster, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
@@ -77,13 +77,14 @@ const it = workerTest.extend("setup", async ({ database, defer }) => async (over
  * (`{<prefix>:<shard>}:deliveries:<id>`).
  */
 async function jobsByNode(s: ClusterSetup): Promise<[number, string][][]> {
-  const pattern = new RegExp(`^\\{${s.prefix}:(\\d+)\\}:deliveries:(dlv_[0-9A-Z]+)$`);
+  // A delivery's own job, or a dispatch job, named for its first delivery (in the same shard).
+  const pattern = new RegExp(`^\\{${s.prefix}:(\\d+)\\}:deliveries:(?:dispatch_)?(dlv_[0-9A-Z]+)$`);
   return Promise.all(
     s.nodes.map(async (node) => {
       const jobs: [number, string][] = [];
       let cursor = "0";
       do {
-        const [next, keys] = await node.scan(cursor, "MATCH", `{${s.prefix}:*}:deliveries:dlv_*`, "COUNT", 1_000);
+        const [next, keys] = await node.scan(cursor, "MATCH", `{${s.prefix}:*}:deliveries:*`, "COUNT", 1_000);
         cursor = next;
         for (const key of keys) {
           const match = pattern.exec(key);
@@ -313,12 +314,18 @@ describe("on a single Redis node with QUEUE_SHARDS=3", () => {
     const eventIds = await publishBurst(api, 90);
     const ids = (await sql<{ id: string }>(database.url, "SELECT id FROM deliveries")).map((row) => row.id);
     expect(ids).toHaveLength(90);
-    for (const id of ids) expect(await api.queue.queueOf(id).getJob(id)).toBeDefined();
+    // In dispatch jobs, each in the queue of its deliveries' shard.
+    const dispatched = await Promise.all(
+      api.queue.queues.map(async (queue) => (await queue.getJobs(["waiting"])).flatMap((job) => (job.data as DispatchJob).deliveries.map((entry) => entry.deliveryId))),
+    );
+    expect(dispatched.flat().sort()).toEqual([...ids].sort());
+    dispatched.forEach((deliveryIds, shard) => expect(deliveryIds.every((id) => shardOf(id, 3) === shard)).toBe(true));
+    expect(await api.queue.withoutJob(ids)).toEqual([]);
     const waiting = await Promise.all(api.queue.queues.map((queue) => queue.getWaitingCount()));
     expect(waiting.every((count) => count > 0)).toBe(true);
-    expect(waiting.reduce((a, b) => a + b, 0)).toBe(90);
     expect(api.queue.queues.map((queue) => queue.opts.prefix)).toEqual([`{${env.QUEUE_PREFIX}:0}`, `{${env.QUEUE_PREFIX}:1}`, `{${env.QUEUE_PREFIX}:2}`]);
-    expect(await api.queue.depth()).toMatchObject({ waiting: 90 });
+    expect(await api.queue.depth()).toMatchObject({ waiting: waiting.reduce((a, b) => a + b, 0) });
+    expect(await api.queue.dispatching()).toBe(90);
     // Bull Board lists each shard, with its jobs.
     const board = await api.call("GET", "/admin/queues/api/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` } });
     expect(board.status).toBe(200);

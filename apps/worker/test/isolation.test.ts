@@ -113,7 +113,7 @@ describe("endpoint isolation", () => {
     await waitFor(
       async () => {
         const jobs = await Promise.all(deliveries.map((d) => s.api.queue.queueOf(d.id).getJob(d.id)));
-        const parked = await Promise.all(jobs.map(async (job) => job?.data.waited === true && (await job.isDelayed())));
+        const parked = await Promise.all(jobs.map(async (job) => job !== undefined && "waited" in job.data && job.data.waited === true && (await job.isDelayed())));
         return parked.filter(Boolean).length === 2;
       },
       { what: "two parked jobs marked as waited" },

@@ -1,5 +1,5 @@
 import { jobCatalog, type Logger } from "@webhooks/core";
-import { connectRedis, queueLayoutFor } from "@webhooks/queue";
+import { connectRedis, dispatchJobId, queueLayoutFor } from "@webhooks/queue";
 import { waitFor } from "@webhooks/testing";
 import { expect } from "vitest";
 import { createDeliveryWorker } from "../src/delivery-worker.ts";
@@ -55,7 +55,9 @@ it("a job whose lock another worker took is logged as having left this worker, n
 
   await waitFor(() => sending, { timeoutMs: 10_000 });
   // What a stall takeover does to this worker's view: its lock is gone (another worker would hold its own).
-  await redis.del(`${prefix}:${jobCatalog.deliveries.queueName}:${deliveryId}:lock`);
+  // The published delivery is in a dispatch job (see the job catalog).
+  const jobId = dispatchJobId(deliveryId);
+  await redis.del(`${prefix}:${jobCatalog.deliveries.queueName}:${jobId}:lock`);
   // BullMQ renews locks every half lockDuration; the next renewal finds the lock gone.
   await waitFor(() => lines.some((line) => line.message.startsWith("could not renew the lock")), { timeoutMs: 10_000 });
   answer();
@@ -64,7 +66,7 @@ it("a job whose lock another worker took is logged as having left this worker, n
   expect(renewal).toHaveLength(1);
   expect(renewal[0]).toMatchObject({
     level: "warn",
-    fields: { jobIds: [deliveryId] },
+    fields: { jobIds: [jobId] },
     message: "could not renew the lock of jobs that left this worker (parked, rescheduled or taken over after a stall)",
   });
   expect(lines.filter((line) => line.level === "error")).toEqual([]);

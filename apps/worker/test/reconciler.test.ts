@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import { createLogger, jobCatalog, SecretBox, type Logger } from "@webhooks/core";
 import { createDatabase, createSubscription, publishEvents } from "@webhooks/db";
-import { createRedisConnection, DeliveryGate, DeliveryQueue } from "@webhooks/queue";
+import { createRedisConnection, DeliveryGate, DeliveryQueue, dispatchJobId } from "@webhooks/queue";
 import { REDIS_URL, sql, testQueuePrefix, waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { createWorkerMetrics } from "../src/metrics.ts";
@@ -58,7 +58,7 @@ describe("the reconciler", () => {
     }
     const racing = new DeliveredMeanwhile(redis, prefix);
     defer(() => racing.close());
-    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, promoted: 0, full: true });
+    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, promoted: 0, full: true, orphansDropped: 0 });
     expect(await queue.withoutJob(ids)).toEqual(ids);
   });
 
@@ -154,18 +154,41 @@ describe("the reconciler", () => {
     expect(states).toEqual(["waiting", "delayed", "delayed"]);
   });
 
+  it("leaves the deliveries a dispatch job holds to it, and enqueues those whose dispatch is gone", async ({ reconcilerSetUp: { databaseUrl, queue, reconciler, publish } }) => {
+    const [first, second, alone] = await publish(3);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
+    await queue.dispatch([{ deliveryId: first! }, { deliveryId: second! }]);
+    await queue.dispatch([{ deliveryId: alone! }]);
+    // The second dispatch is dropped (BullMQ's own retries ran out), its delivery not done.
+    await queue.queue.remove(dispatchJobId(alone!));
+
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 3, enqueued: 1, justDue: 0, promoted: 0, full: true, orphansDropped: 0 });
+    expect((await queue.queue.getJob(alone!))?.data).toEqual({ deliveryId: alone });
+    expect(await queue.queue.getJob(first!)).toBeUndefined();
+    expect(await queue.queue.getJob(second!)).toBeUndefined();
+    // What the dropped dispatch left of its delivery went with it.
+    expect(await queue.dispatching()).toBe(2);
+
+    // A dropped dispatch whose deliveries are not due (delivered meanwhile, say) is never met by
+    // the due deliveries' check: a pass's sample of the index finds what it left.
+    await sql(databaseUrl, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1::text[])", [[first, second]]);
+    await queue.queue.remove(dispatchJobId(first!));
+    expect(await reconciler.reconcileOnce()).toMatchObject({ enqueued: 0, orphansDropped: 2 });
+    expect(await queue.dispatching()).toBe(0);
+  });
+
   it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {
     // A backlog that came due ten minutes ago, and whose jobs Redis never got.
     const backlog = await publish(1_500);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
 
     // No watermark yet (a fresh Redis): everything is checked, and every delivery enqueued.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, justDue: 0, promoted: 0, full: true });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, justDue: 0, promoted: 0, full: true, orphansDropped: 0 });
     expect(await queue.withoutJob(backlog)).toEqual([]);
 
     // Nothing new came due: a pass checks only its slice of the sweep, whatever the backlog.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, justDue: 0, promoted: 0, full: false });
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, justDue: 0, promoted: 0, full: false });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0 });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0 });
 
     // A delivery that comes due now, without a job, is found by the next pass at once. It came
     // due moments ago, so it is counted as just due (it may be on its way from the API), not lost.
@@ -195,6 +218,6 @@ describe("the reconciler", () => {
     // Redis lost its data (the watermark went with the jobs): the next pass checks everything.
     const keys = await redis.keys(`${prefix}:*`);
     await redis.del(...keys);
-    expect(await reconciler.reconcileOnce()).toMatchObject({ scanned: 1_501, enqueued: 1_501, full: true });
+    expect(await reconciler.reconcileOnce()).toMatchObject({ scanned: 1_501, enqueued: 1_501, full: true, orphansDropped: 0 });
   });
 });

@@ -26,11 +26,24 @@ export const deliveryJobSchema = z.strictObject({
 });
 export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
 
+/**
+ * A publish's new deliveries, up to DISPATCH_MAX of one queue shard, as one job (`dispatch`):
+ * BullMQ's work per job (the add, taking it, finishing it, their events) is then paid once per
+ * dispatch instead of once per delivery. The worker attempts each of them as it would its own
+ * job, and gives a job of its own (id = delivery id) to any that must come back later: a retry,
+ * a turn at the gate. A dispatch's id is `dispatch_<its first delivery id>`.
+ */
+export const dispatchJobSchema = z.strictObject({
+  deliveries: z.array(z.strictObject({ deliveryId: z.string(), subscriptionId: z.string().optional() })).min(1),
+});
+export type DispatchJob = z.infer<typeof dispatchJobSchema>;
+
 export const jobCatalog = {
   deliveries: {
     queueName: "deliveries",
     jobName: "deliver",
     payload: deliveryJobSchema,
+    dispatch: { jobName: "dispatch", payload: dispatchJobSchema, maxDeliveries: 20 },
     /**
      * These retries are for our own failures (PostgreSQL unreachable, a crash mid-job), not for
      * the receiver's: a receiver's failure is recorded and rescheduled by the worker itself. Jobs
@@ -50,6 +63,7 @@ export const jobCatalog = {
     queueName: string;
     jobName: string;
     payload: z.ZodType;
+    dispatch: { jobName: string; payload: z.ZodType; maxDeliveries: number };
     defaultJobOptions: Record<string, unknown>;
   }
 >;

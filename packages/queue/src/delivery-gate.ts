@@ -721,6 +721,16 @@ export class DeliveryGate {
   }
 
   /**
+   * Where the delivery is at the gate: its turn (epoch ms), if it has been given one, and whether
+   * it waits in the subscription's line. Neither, for a delivery that just joined the line: Redis
+   * lost the gate's keys since (or its turn was taken up meanwhile).
+   */
+  async placeOf(subscriptionId: string, deliveryId: string): Promise<{ turn: number | null; inLine: boolean }> {
+    const [turn, inLine] = await Promise.all([this.turnOf(subscriptionId, deliveryId), this.#redis.zscore(this.#key("line", subscriptionId), deliveryId)]);
+    return { turn, inLine: inLine !== null };
+  }
+
+  /**
    * The safety net for lost wakes, run by the reconciler: every subscription with a line and
    * nothing under way (no attempt in flight, no turn pending), and not known to be disabled, gets
    * its head woken. Work is per subscription with a line, not per waiting delivery. `wake` runs

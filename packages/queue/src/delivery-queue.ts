@@ -1,4 +1,4 @@
-import { jobCatalog, withDeadline, type DeliveryJob } from "@webhooks/core";
+import { jobCatalog, withDeadline, type DeliveryJob, type DispatchJob } from "@webhooks/core";
 import { Queue } from "bullmq";
 import type { Wake } from "./delivery-gate.ts";
 import { queueLayout, shardOf, type QueueLayout } from "./queue-layout.ts";
@@ -29,7 +29,10 @@ const LATE_JOB_MS = 2 * 60_000;
 const RESEND_NOTE_MS = 10 * 60_000;
 
 /** The BullMQ queue of one shard; DeliveryQueue is all of them. */
-type ShardQueue = Queue<DeliveryJob, void, typeof catalog.jobName>;
+export type ShardQueue = Queue<DeliveryJob | DispatchJob, void, typeof catalog.jobName | typeof catalog.dispatch.jobName>;
+
+/** A delivery to dispatch, with its subscription (see DeliveryJob.subscriptionId). */
+export type DispatchEntry = DispatchJob["deliveries"][number];
 
 /**
  * The producer side of the deliveries queue. The job id is the delivery id, so adding one that
@@ -103,6 +106,57 @@ export class DeliveryQueue {
         ),
       ),
     );
+  }
+
+  /**
+   * A publish's new deliveries, as dispatch jobs of up to `maxDeliveries` (see the job catalog).
+   * Each shard keeps which dispatch holds each of its deliveries until the worker is done with
+   * it (`dispatching`), so that the reconciler does not take them for lost (`inspect`). That is
+   * written first: a dispatch a worker could end before it would leave it behind for good.
+   */
+  async dispatch(deliveries: DispatchEntry[]): Promise<void> {
+    if (deliveries.length === 0) return;
+    const max = catalog.dispatch.maxDeliveries;
+    const byShard = new Map<number, DispatchEntry[]>();
+    for (const entry of deliveries) {
+      const shard = shardOf(entry.deliveryId, this.queues.length);
+      const group = byShard.get(shard);
+      if (group) group.push(entry);
+      else byShard.set(shard, [entry]);
+    }
+    await this.#failFast(() =>
+      Promise.all(
+        [...byShard].map(async ([shard, entries]) => {
+          const queue = this.queues[shard]!;
+          const jobs = [];
+          const members: string[] = [];
+          for (let i = 0; i < entries.length; i += max) {
+            const chunk = entries.slice(i, i + max);
+            const jobId = dispatchJobId(chunk[0]!.deliveryId);
+            for (const entry of chunk) members.push(entry.deliveryId, jobId);
+            jobs.push({ name: catalog.dispatch.jobName, data: { deliveries: chunk }, opts: { jobId } });
+          }
+          await this.redis.hset(dispatchingKey(queue), ...members);
+          if (jobs.length === 1) await queue.add(jobs[0]!.name, jobs[0]!.data, jobs[0]!.opts);
+          else await queue.addBulk(jobs);
+        }),
+      ),
+    );
+  }
+
+  /** The worker is done with these deliveries of a dispatch: each has ended, or has a job of its own. */
+  async dispatched(deliveryIds: string[]): Promise<void> {
+    if (deliveryIds.length === 0) return;
+    await Promise.all([...this.#byShard(deliveryIds)].map(([shard, ids]) => this.redis.hdel(dispatchingKey(this.queues[shard]!), ...ids)));
+  }
+
+  /**
+   * Gives a delivery of a dispatch a job of its own, to run at `at` (its retry, its turn at the
+   * gate). If it has one already (a resend or a wake made it meanwhile), that one stands: it
+   * runs first, and parks itself as the delivery's state then says.
+   */
+  async schedule(job: DeliveryJob, at: number): Promise<void> {
+    await this.queueOf(job.deliveryId).add(catalog.jobName, job, { jobId: job.deliveryId, delay: Math.max(0, at - Date.now()) });
   }
 
   #byShard(deliveryIds: string[]): Map<number, string[]> {
@@ -211,16 +265,36 @@ export class DeliveryQueue {
       [...this.#byShard(deliveryIds)].map(async ([shard, ids]) => {
         const queue = this.queues[shard]!;
         const pipeline = this.redis.pipeline();
-        for (const id of ids) pipeline.hget(queue.toKey(id), "data").zscore(queue.keys.delayed!, id);
+        for (const id of ids) pipeline.hget(queue.toKey(id), "data").zscore(queue.keys.delayed!, id).hget(dispatchingKey(queue), id);
         const replies = (await pipeline.exec()) ?? [];
+        const inDispatch = new Map<string, string>();
         ids.forEach((id, index) => {
-          const [dataError, data] = replies[2 * index] ?? [null, null];
-          const [scoreError, score] = replies[2 * index + 1] ?? [null, null];
-          if (dataError) throw dataError;
-          if (scoreError) throw scoreError;
-          if (data === null) missing.add(id);
-          else if (score !== null && Math.floor(Number(score) / 0x1000) > now + LATE_JOB_MS && !parkedAtGate(data as string)) late.add(id);
+          const reply = (k: number): string | null => {
+            const [error, value] = replies[3 * index + k] ?? [null, null];
+            if (error) throw error;
+            return (value as string | null) ?? null;
+          };
+          const [data, score, dispatchId] = [reply(0), reply(1), reply(2)];
+          if (data === null) {
+            if (dispatchId === null) missing.add(id);
+            else inDispatch.set(id, dispatchId);
+          } else if (score !== null && Math.floor(Number(score) / 0x1000) > now + LATE_JOB_MS && !parkedAtGate(data)) late.add(id);
         });
+        if (inDispatch.size === 0) return;
+        // A delivery whose dispatch is gone (dropped after BullMQ's own retries) is missing; what
+        // the dispatch left of it goes.
+        const exists = this.redis.pipeline();
+        for (const dispatchId of inDispatch.values()) exists.exists(queue.toKey(dispatchId));
+        const found = (await exists.exec()) ?? [];
+        const orphans: string[] = [];
+        [...inDispatch.keys()].forEach((id, index) => {
+          const [error, count] = found[index] ?? [null, 0];
+          if (error) throw error;
+          if (count === 0) orphans.push(id);
+        });
+        if (orphans.length === 0) return;
+        for (const id of orphans) missing.add(id);
+        await this.redis.hdel(dispatchingKey(queue), ...orphans);
       }),
     );
     return { missing: deliveryIds.filter((id) => missing.has(id)), late: deliveryIds.filter((id) => late.has(id)) };
@@ -280,6 +354,39 @@ export class DeliveryQueue {
     return `${this.layout.shardPrefixes[shard]}:${catalog.queueName}:reconciled`;
   }
 
+  /**
+   * Removes what dropped dispatches left behind, from a random sample of each shard's index of
+   * dispatched deliveries: a dispatch BullMQ dropped (it stalled twice, or failed five times)
+   * never lets go of its deliveries. The due ones among them are found by `inspect` all the same;
+   * the others (delivered meanwhile, or waiting for a retry) would stay in the index for good.
+   * Returns how many entries went.
+   */
+  async dropOrphanedDispatching(sample: number): Promise<number> {
+    let dropped = 0;
+    for (const queue of this.queues) {
+      const fields = (await this.redis.hrandfield(dispatchingKey(queue), sample, "WITHVALUES")) as string[];
+      const byDispatch = new Map<string, string[]>();
+      for (let i = 0; i + 1 < fields.length; i += 2) {
+        const members = byDispatch.get(fields[i + 1]!);
+        if (members) members.push(fields[i]!);
+        else byDispatch.set(fields[i + 1]!, [fields[i]!]);
+      }
+      if (byDispatch.size === 0) continue;
+      const pipeline = this.redis.pipeline();
+      for (const dispatchId of byDispatch.keys()) pipeline.exists(queue.toKey(dispatchId));
+      const replies = (await pipeline.exec()) ?? [];
+      const orphans = [...byDispatch.values()].flatMap((members, index) => (replies[index]?.[1] === 0 ? members : []));
+      if (orphans.length > 0) dropped += await this.redis.hdel(dispatchingKey(queue), ...orphans);
+    }
+    return dropped;
+  }
+
+  /** New deliveries that dispatch jobs hold and no worker is done with yet, over the shards (see `dispatch`). */
+  async dispatching(): Promise<number> {
+    const counts = await Promise.all(this.queues.map((queue) => this.redis.hlen(dispatchingKey(queue))));
+    return counts.reduce((sum, count) => sum + count, 0);
+  }
+
   /** Jobs by state, summed over the shards, for the queue-depth metric. */
   async depth(): Promise<Record<string, number>> {
     const total: Record<string, number> = {};
@@ -292,6 +399,16 @@ export class DeliveryQueue {
   async close(): Promise<void> {
     await Promise.all(this.queues.map((queue) => queue.close()));
   }
+}
+
+/** The id of the dispatch job whose first delivery this is (BullMQ's custom ids cannot contain ':'). */
+export function dispatchJobId(firstDeliveryId: string): string {
+  return `dispatch_${firstDeliveryId}`;
+}
+
+/** Which dispatch job holds each delivery a worker has not yet done with (see DeliveryQueue.dispatch), beside the shard's queue keys. */
+function dispatchingKey(queue: ShardQueue): string {
+  return `${queue.qualifiedName}:dispatching`;
 }
 
 /** Whether a job's data says it is parked for its turn at the gate (see the worker), when it is due and delayed on purpose. */

@@ -8,7 +8,7 @@ import type { DeliveryQueue } from "./delivery-queue.ts";
  */
 export const SCRAPE_DEADLINE_MS = 2_000;
 
-/** Queue depth by job state, read from Redis when Prometheus scrapes. */
+/** Queue depth by job state, and the deliveries dispatch jobs hold, read from Redis when Prometheus scrapes. */
 export function registerQueueDepthGauge(registry: Registry, queue: DeliveryQueue): void {
   new Gauge({
     name: "webhook_queue_jobs",
@@ -20,6 +20,18 @@ export function registerQueueDepthGauge(registry: Registry, queue: DeliveryQueue
         for (const [state, count] of Object.entries(await withDeadline(queue.depth(), SCRAPE_DEADLINE_MS, "Redis"))) this.set({ state }, count);
       } catch {
         // Redis unreachable or stalled: report nothing rather than failing or holding the whole scrape.
+        this.reset();
+      }
+    },
+  });
+  new Gauge({
+    name: "webhook_queue_dispatching_deliveries",
+    help: "New deliveries that dispatch jobs (up to 20 deliveries each) hold, not yet attempted or given a job of their own",
+    registers: [registry],
+    async collect() {
+      try {
+        this.set(await withDeadline(queue.dispatching(), SCRAPE_DEADLINE_MS, "Redis"));
+      } catch {
         this.reset();
       }
     },

@@ -1,8 +1,8 @@
 import { batchLoader, type Logger } from "@webhooks/core";
 import { deliveryJobChunks, publishEvents, type PublishInput, type PublishResult, type SqlClient } from "@webhooks/db";
-import type { DeliveryQueue } from "@webhooks/queue";
+import type { DeliveryQueue, DispatchEntry } from "@webhooks/queue";
 
-/** Deliveries per enqueue (one MULTI per shard), and the most a batch's result carries. */
+/** Deliveries per enqueue (one MULTI of dispatch jobs per shard), and the most a batch's result carries. */
 export const ENQUEUE_CHUNK = 1_000;
 
 /**
@@ -26,8 +26,10 @@ export interface EventPublisher {
  * BATCHES_IN_FLIGHT batches are being written, as soon as one of them ends. A request alone is
  * written alone, without waiting.
  *
- * Jobs are added after commit (contract §7). A batch with few deliveries gets them back from the
- * insert and enqueues them before answering. A big fan-out does not: its event is accepted once
+ * Jobs are added after commit (contract §7), as dispatch jobs of up to 20 deliveries each (see
+ * the job catalog): one job per delivery cost the API, the worker and Redis BullMQ's work per job
+ * for each delivery. A batch with few deliveries gets them back from the insert and enqueues
+ * them before answering. A big fan-out does not: its event is accepted once
  * committed, and its deliveries are read back and enqueued ENQUEUE_CHUNK at a time, so that one
  * event to 10,000 subscriptions neither waits for 10,000 jobs nor holds them all in memory. If
  * Redis cannot take them (or the process stops midway), the events are still accepted: the
@@ -36,12 +38,12 @@ export interface EventPublisher {
 export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueue; logger: Logger }): EventPublisher {
   const streaming = new Set<Promise<void>>();
 
-  const enqueue = async (deliveryIds: string[], subscriptionOf: ReadonlyMap<string, string>) => {
+  const dispatch = async (deliveries: DispatchEntry[]) => {
     try {
-      await deps.queue.enqueue(deliveryIds, subscriptionOf);
+      await deps.queue.dispatch(deliveries);
       return true;
     } catch (error) {
-      deps.logger.warn({ err: error, deliveries: deliveryIds.length }, "could not enqueue deliveries; the reconciler will");
+      deps.logger.warn({ err: error, deliveries: deliveries.length }, "could not enqueue deliveries; the reconciler will");
       return false;
     }
   };
@@ -49,11 +51,7 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
   const enqueueInChunks = async (result: PublishResult) => {
     try {
       for await (const chunk of deliveryJobChunks({ sql: deps.sql }, result.deliveryIdBlock, ENQUEUE_CHUNK)) {
-        const ok = await enqueue(
-          chunk.map((job) => job.deliveryId),
-          new Map(chunk.map((job) => [job.deliveryId, job.subscriptionId])),
-        );
-        if (!ok) return;
+        if (!(await dispatch(chunk))) return;
       }
     } catch (error) {
       deps.logger.warn({ err: error, eventId: result.event.id }, "could not read back the deliveries to enqueue; the reconciler will");
@@ -64,10 +62,7 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
     const results = await publishEvents({ sql: deps.sql }, inputs, { returnLimit: ENQUEUE_CHUNK });
     const created = results.flatMap((result) => (result instanceof Error || !result.created ? [] : [result]));
     const returned = created.filter((result) => result.deliveryIds.length === result.deliveryCount);
-    await enqueue(
-      returned.flatMap((result) => result.deliveryIds),
-      new Map(returned.flatMap((result) => [...result.subscriptionOf])),
-    );
+    await dispatch(returned.flatMap((result) => result.deliveryIds.map((deliveryId) => ({ deliveryId, subscriptionId: result.subscriptionOf.get(deliveryId)! }))));
     for (const result of created) {
       if (result.deliveryIds.length === result.deliveryCount) continue;
       const run = enqueueInChunks(result).finally(() => streaming.delete(run));

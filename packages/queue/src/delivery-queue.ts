@@ -29,15 +29,16 @@ const LATE_JOB_MS = 2 * 60_000;
 const RESEND_NOTE_MS = 10 * 60_000;
 
 /** The BullMQ queue of one shard; DeliveryQueue is all of them. */
-export type ShardQueue = Queue<DeliveryJob | DispatchJob, void, typeof catalog.jobName | typeof catalog.dispatch.jobName>;
+type ShardQueue = Queue<DeliveryJob | DispatchJob, void, typeof catalog.jobName | typeof catalog.dispatch.jobName>;
 
 /** A delivery to dispatch, with its subscription (see DeliveryJob.subscriptionId). */
 export type DispatchEntry = DispatchJob["deliveries"][number];
 
 /**
- * The producer side of the deliveries queue. The job id is the delivery id, so adding one that
- * already has a job does nothing: the API, the reconciler and a manual resend can all call
- * `enqueue` for the same delivery safely.
+ * The producer side of the deliveries queue. A delivery's own job has the delivery's id, so adding
+ * one that already has a job does nothing: the reconciler, a manual resend and the gate's wakes
+ * can all call `enqueue` for the same delivery safely. A publish's new deliveries go in dispatch
+ * jobs instead (`dispatch`), and get a job of their own only if they must come back later.
  *
  * With QUEUE_SHARDS > 1 the deliveries are spread over that many BullMQ queues (see
  * queue-layout.ts); a delivery's job is always in the queue of its shard, `shardOf(id)`, so every
@@ -293,6 +294,8 @@ export class DeliveryQueue {
           if (count === 0) orphans.push(id);
         });
         if (orphans.length === 0) return;
+        // (An entry written a moment before its dispatch, as the API writes them, may be taken for
+        // an orphan here: its delivery then also gets a job of its own, which its lease makes harmless.)
         for (const id of orphans) missing.add(id);
         await this.redis.hdel(dispatchingKey(queue), ...orphans);
       }),
@@ -359,7 +362,8 @@ export class DeliveryQueue {
    * dispatched deliveries: a dispatch BullMQ dropped (it stalled twice, or failed five times)
    * never lets go of its deliveries. The due ones among them are found by `inspect` all the same;
    * the others (delivered meanwhile, or waiting for a retry) would stay in the index for good.
-   * Returns how many entries went.
+   * Returns how many entries went. (An entry of a dispatch being added right now may go too: see
+   * `inspect`; it only costs its delivery a second job, which finds it done or leased.)
    */
   async dropOrphanedDispatching(sample: number): Promise<number> {
     let dropped = 0;

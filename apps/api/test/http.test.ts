@@ -341,6 +341,7 @@ describe("operations", () => {
     expect(response.headers["content-type"]).toContain("text/plain");
     expect(response.body).toMatch(/webhook_api_request_duration_seconds_count\{method="GET",route="\/v1\/deliveries",status="200"\} \d+/);
     expect(response.body).toMatch(/webhook_queue_jobs\{state="waiting"\} \d+/);
+    expect(response.body).toMatch(/^webhook_queue_dispatching_deliveries \d+$/m);
   });
 
   test("guards Bull Board with basic auth", async ({ api, database }) => {

@@ -153,6 +153,9 @@ export class Reconciler {
           if (reconciled.status === "rejected") throw reconciled.reason;
           const pass = reconciled.value;
           if (!pass) return;
+          if (pass.orphansDropped > 0) {
+            this.deps.logger.warn({ entries: pass.orphansDropped }, "reconciler removed what dropped dispatch jobs left in the index of dispatched deliveries");
+          }
           if (pass.promoted > 0) {
             this.deps.logger.warn({ promoted: pass.promoted }, "reconciler brought forward due deliveries whose job was parked until later (a resend or recover that could not reach Redis)");
           }

@@ -27,7 +27,7 @@ export const deliveryJobSchema = z.strictObject({
 export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
 
 /**
- * A publish's new deliveries, up to DISPATCH_MAX of one queue shard, as one job (`dispatch`):
+ * A publish's new deliveries, up to `maxDeliveries` of one queue shard, as one job (`dispatch`):
  * BullMQ's work per job (the add, taking it, finishing it, their events) is then paid once per
  * dispatch instead of once per delivery. The worker attempts each of them as it would its own
  * job, and gives a job of its own (id = delivery id) to any that must come back later: a retry,

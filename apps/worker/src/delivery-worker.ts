@@ -18,6 +18,11 @@ const catalog = jobCatalog.deliveries;
 const PARKED_FALLBACK_MS = 15 * 60_000;
 const STILL_IN_LINE_FALLBACK_MS = 60 * 60_000;
 
+/** A parked delivery's job data: marked, and naming its subscription, so that its next run is pre-checked before any claim. */
+function parkedData(job: DeliveryJob, next: Extract<NextStep, { kind: "parked" }>): DeliveryJob {
+  return { ...job, subscriptionId: next.subscriptionId, waited: true, ...(next.test === true ? { test: true } : {}) };
+}
+
 function fallbackAt(stillInLine: boolean): number {
   const base = stillInLine ? STILL_IN_LINE_FALLBACK_MS : PARKED_FALLBACK_MS;
   return Date.now() + Math.round(base * (0.8 + Math.random() * 0.4));
@@ -90,7 +95,7 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
         const parkedUntil = next.turnAt ?? fallbackAt(next.stillInLine);
         // Marked, and naming its subscription, so that its next run is pre-checked before any claim.
         if (payload.data.waited !== true || payload.data.subscriptionId === undefined || (next.test === true && payload.data.test !== true)) {
-          await job.updateData({ ...payload.data, subscriptionId: next.subscriptionId, waited: true, ...(next.test === true ? { test: true } : {}) });
+          await job.updateData(parkedData(payload.data, next));
         }
         await job.moveToDelayed(parkedUntil, token);
         // Its turn may have come while this job was still active, when the waker could not move
@@ -202,7 +207,7 @@ async function runDispatched(deps: AttemptDeps, attempts: LimitFunction, entry: 
     return;
   }
   const parkedUntil = next.turnAt ?? fallbackAt(next.stillInLine);
-  await deps.queue.schedule({ ...job, subscriptionId: next.subscriptionId, waited: true, ...(next.test === true ? { test: true } : {}) }, parkedUntil);
+  await deps.queue.schedule(parkedData(job, next), parkedUntil);
   // Its turn may have come while it was being parked. And if the gate does not know it at all,
   // Redis lost its data between the line and this job (which it would have taken too, were it
   // older): nobody would wake it before its fallback timer, minutes away, so it runs now, and

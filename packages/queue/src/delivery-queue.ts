@@ -118,16 +118,9 @@ export class DeliveryQueue {
   async dispatch(deliveries: DispatchEntry[]): Promise<void> {
     if (deliveries.length === 0) return;
     const max = catalog.dispatch.maxDeliveries;
-    const byShard = new Map<number, DispatchEntry[]>();
-    for (const entry of deliveries) {
-      const shard = shardOf(entry.deliveryId, this.queues.length);
-      const group = byShard.get(shard);
-      if (group) group.push(entry);
-      else byShard.set(shard, [entry]);
-    }
     await this.#failFast(() =>
       Promise.all(
-        [...byShard].map(async ([shard, entries]) => {
+        [...this.#byShard(deliveries, (entry) => entry.deliveryId)].map(async ([shard, entries]) => {
           const queue = this.queues[shard]!;
           const jobs = [];
           const members: string[] = [];
@@ -160,13 +153,14 @@ export class DeliveryQueue {
     await this.queueOf(job.deliveryId).add(catalog.jobName, job, { jobId: job.deliveryId, delay: Math.max(0, at - Date.now()) });
   }
 
-  #byShard(deliveryIds: string[]): Map<number, string[]> {
-    const groups = new Map<number, string[]>();
-    for (const id of deliveryIds) {
-      const shard = shardOf(id, this.queues.length);
+  /** The items grouped by the shard of their delivery (by default, the item is the delivery's id). */
+  #byShard<T = string>(items: T[], deliveryIdOf: (item: T) => string = (item) => item as string): Map<number, T[]> {
+    const groups = new Map<number, T[]>();
+    for (const item of items) {
+      const shard = shardOf(deliveryIdOf(item), this.queues.length);
       const group = groups.get(shard);
-      if (group) group.push(id);
-      else groups.set(shard, [id]);
+      if (group) group.push(item);
+      else groups.set(shard, [item]);
     }
     return groups;
   }
@@ -281,23 +275,8 @@ export class DeliveryQueue {
             else inDispatch.set(id, dispatchId);
           } else if (score !== null && Math.floor(Number(score) / 0x1000) > now + LATE_JOB_MS && !parkedAtGate(data)) late.add(id);
         });
-        if (inDispatch.size === 0) return;
-        // A delivery whose dispatch is gone (dropped after BullMQ's own retries) is missing; what
-        // the dispatch left of it goes.
-        const exists = this.redis.pipeline();
-        for (const dispatchId of inDispatch.values()) exists.exists(queue.toKey(dispatchId));
-        const found = (await exists.exec()) ?? [];
-        const orphans: string[] = [];
-        [...inDispatch.keys()].forEach((id, index) => {
-          const [error, count] = found[index] ?? [null, 0];
-          if (error) throw error;
-          if (count === 0) orphans.push(id);
-        });
-        if (orphans.length === 0) return;
-        // (An entry written a moment before its dispatch, as the API writes them, may be taken for
-        // an orphan here: its delivery then also gets a job of its own, which its lease makes harmless.)
-        for (const id of orphans) missing.add(id);
-        await this.redis.hdel(dispatchingKey(queue), ...orphans);
+        // A delivery whose dispatch is gone (dropped after BullMQ's own retries) is missing.
+        for (const id of await this.#dropOrphans(queue, inDispatch)) missing.add(id);
       }),
     );
     return { missing: deliveryIds.filter((id) => missing.has(id)), late: deliveryIds.filter((id) => late.has(id)) };
@@ -362,27 +341,43 @@ export class DeliveryQueue {
    * dispatched deliveries: a dispatch BullMQ dropped (it stalled twice, or failed five times)
    * never lets go of its deliveries. The due ones among them are found by `inspect` all the same;
    * the others (delivered meanwhile, or waiting for a retry) would stay in the index for good.
-   * Returns how many entries went. (An entry of a dispatch being added right now may go too: see
-   * `inspect`; it only costs its delivery a second job, which finds it done or leased.)
+   * Returns how many entries went.
    */
   async dropOrphanedDispatching(sample: number): Promise<number> {
     let dropped = 0;
     for (const queue of this.queues) {
       const fields = (await this.redis.hrandfield(dispatchingKey(queue), sample, "WITHVALUES")) as string[];
-      const byDispatch = new Map<string, string[]>();
-      for (let i = 0; i + 1 < fields.length; i += 2) {
-        const members = byDispatch.get(fields[i + 1]!);
-        if (members) members.push(fields[i]!);
-        else byDispatch.set(fields[i + 1]!, [fields[i]!]);
-      }
-      if (byDispatch.size === 0) continue;
-      const pipeline = this.redis.pipeline();
-      for (const dispatchId of byDispatch.keys()) pipeline.exists(queue.toKey(dispatchId));
-      const replies = (await pipeline.exec()) ?? [];
-      const orphans = [...byDispatch.values()].flatMap((members, index) => (replies[index]?.[1] === 0 ? members : []));
-      if (orphans.length > 0) dropped += await this.redis.hdel(dispatchingKey(queue), ...orphans);
+      const inDispatch = new Map<string, string>();
+      for (let i = 0; i + 1 < fields.length; i += 2) inDispatch.set(fields[i]!, fields[i + 1]!);
+      dropped += (await this.#dropOrphans(queue, inDispatch)).length;
     }
     return dropped;
+  }
+
+  /**
+   * Of these deliveries (id -> the dispatch the shard's index says holds it), those whose
+   * dispatch has left Redis; their entries go from the index. One EXISTS per dispatch. (An entry
+   * written a moment before its dispatch, as the API writes them, may be taken for an orphan: its
+   * delivery then also gets a job of its own, which finds it done or leased.)
+   */
+  async #dropOrphans(queue: ShardQueue, inDispatch: ReadonlyMap<string, string>): Promise<string[]> {
+    const byDispatch = new Map<string, string[]>();
+    for (const [deliveryId, dispatchId] of inDispatch) {
+      const members = byDispatch.get(dispatchId);
+      if (members) members.push(deliveryId);
+      else byDispatch.set(dispatchId, [deliveryId]);
+    }
+    if (byDispatch.size === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const dispatchId of byDispatch.keys()) pipeline.exists(queue.toKey(dispatchId));
+    const replies = (await pipeline.exec()) ?? [];
+    const orphans = [...byDispatch.values()].flatMap((members, index) => {
+      const [error, count] = replies[index] ?? [null, 1];
+      if (error) throw error;
+      return count === 0 ? members : [];
+    });
+    if (orphans.length > 0) await this.redis.hdel(dispatchingKey(queue), ...orphans);
+    return orphans;
   }
 
   /** New deliveries that dispatch jobs hold and no worker is done with yet, over the shards (see `dispatch`). */

@@ -11,7 +11,7 @@ import { measureW1Share } from "./phases/w1-share.ts";
 import type { Machine } from "./machine.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
 import { profileThroughput, type Profiles } from "./profiling/profiling.ts";
-import { cpuPerItemText, hottestTable, layersTable, noisySection, noisyVerdicts, printVerdicts, w1ShareSection, w1Verdict } from "./report.ts";
+import { cpuPerItemText, hottestTable, layersTable, noisySection, noisyVerdicts, postgresStagesTable, printVerdicts, w1ShareSection, w1Verdict } from "./report.ts";
 
 export interface RunContext {
   receiver: TestReceiver;
@@ -112,4 +112,6 @@ function printProfiles(profiles: Profiles): void {
   for (const [name, summary] of [["API", profiles.api], ["worker", profiles.worker]] as const) {
     console.log(`\n  ${name}\n\n${layersTable(summary)}\n\n${hottestTable(summary, profiles.method, 25)}`);
   }
+  const pg = profiles.postgres;
+  if (pg) console.log(`\n  PostgreSQL (its backends: ${(pg.backendShareOfMachine * 100).toFixed(1)}% of the machine's samples)\n\n${postgresStagesTable(pg)}`);
 }

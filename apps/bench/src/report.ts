@@ -9,6 +9,7 @@ import { fanOutSection, fanOutVerdicts, type FanOutResult } from "./phases/fanou
 import { fmt, WAIT_REASONS, type HealthyRun, type NoisyNeighbourResult } from "./phases/noisy-neighbour.ts";
 import type { ProfileSummary } from "./profiling/profile.ts";
 import type { Profiles } from "./profiling/profiling.ts";
+import type { PostgresBreakdown } from "./profiling/perf.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
 import type { RetentionResult } from "./phases/retention-load.ts";
 import { settings } from "./settings.ts";
@@ -152,6 +153,11 @@ const pct = (share: number | undefined) => (share === undefined ? "n/a" : `${(sh
 
 function table(header: string[], rows: string[][]): string {
   return [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`, ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+}
+
+/** Where PostgreSQL's backends spent their CPU in a profiled run, by stage of a statement. */
+export function postgresStagesTable(pg: PostgresBreakdown): string {
+  return table(["stage", "share of backend CPU"], pg.stages.map((s) => [s.label, pct(s.share)]));
 }
 
 /** Milliseconds of CPU per item (delivery, job), per process, over a measured window. */
@@ -411,7 +417,7 @@ export function renderReport(r: BenchResults): string {
       [[(db.transactions / best.deliveries).toFixed(2), (db.deliveryUpdates / best.deliveries).toFixed(2), pct(hotShare(db)), String(db.deliveryIndexes), String(db.deliveryFillfactor)]],
     ),
     "Besides one insert each into `deliveries` and `delivery_attempts`.",
-    pg ? table(["stage", "share of backend CPU"], pg.stages.map((s) => [s.label, pct(s.share)])) : "",
+    pg ? postgresStagesTable(pg) : "",
     pg ? `Machine-wide \`perf record\` of the profiled run: PostgreSQL's backends in ${pct(pg.backendShareOfMachine)} of all samples.` : "",
   );
 

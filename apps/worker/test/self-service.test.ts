@@ -111,15 +111,17 @@ describe("test events", () => {
 
   it("reach a subscription the service disabled, whose other deliveries keep waiting until it is enabled", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "200ms" });
-    // The endpoint answers 410 (gone), which disables the subscription at once; then it is mended.
-    // One attempt at a time: the second event's delivery waits while the first gets its 410.
-    let gone = true;
-    const rx = await receiver(() => (gone ? { status: 410, delayMs: 300 } : { status: 200 }));
+    // The endpoint answers its first request 410 (gone), a second later, which disables the
+    // subscription at once; by then it is mended. One attempt at a time: the second event is
+    // published while the first is in flight (not before: the two could then go in either order),
+    // and its delivery waits.
+    const rx = await receiver((_webhook, index) => (index === 0 ? { status: 410, delayMs: 1_000 } : { status: 200 }));
     const sub = await subscribe(s.api, { url: `${rx.url}/hooks`, events: ["invoice.paid"], max_in_flight: 1 });
     await publish(s.api, { type: "invoice.paid", data: { n: 1 } });
+    await waitFor(() => rx.concurrent === 1, { what: "the first delivery in flight" });
     const waiting = await publish(s.api, { type: "invoice.paid", data: { n: 2 } });
     await waitFor(async () => (await s.api.call("GET", `/v1/subscriptions/${sub.id}`)).body.disabled_reason === "gone", { what: "disabled" });
-    gone = false;
+    expect(rx.received[0]!.json).toMatchObject({ data: { n: 1 } });
 
     // The owner checks the mended endpoint before enabling the subscription again.
     const test = await s.api.call("POST", `/v1/subscriptions/${sub.id}/test`);

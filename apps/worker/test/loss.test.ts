@@ -1,4 +1,4 @@
-import { loadConfig } from "@webhooks/core";
+import { loadConfig, withDeadline } from "@webhooks/core";
 import { sql, startPrivateRedis, startTcpProxy, testEnv, waitFor, type PrivateRedis, type ReceivedWebhook, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { Redis } from "ioredis";
@@ -124,6 +124,33 @@ describe("no accepted event is ever lost", () => {
 
     await s.redis.start();
     await expectAllDelivered(s, eventIds, "Redis down");
+  });
+
+  it("when the network path to Redis dies without a reset: the API and the worker drop their silent connections and make new ones", async ({ setup, inProcessWorker, defer }) => {
+    const s = await setup();
+    // The API and the worker reach Redis through a proxy whose open connections then go silent,
+    // as when the Redis host is gone or failed over to another address: nothing answers, nothing
+    // is closed. New connections go through, as they would to the new address.
+    const proxy = await startTcpProxy({ host: "127.0.0.1", port: s.redis.port });
+    defer(() => proxy.close());
+    const env = { ...s.env, REDIS_URL: `redis://127.0.0.1:${proxy.port}`, REDIS_SOCKET_TIMEOUT: "15s" };
+    const api = await startTestApi(loadConfig(env));
+    defer(() => api.close());
+    await inProcessWorker(env);
+    const before = await publishBurst(api, 5, { concurrency: 5 });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 5, { what: "the first events delivered" });
+
+    proxy.blackhole();
+    // Accepted all the same: the enqueue gives up after its deadline, and the event is committed.
+    const during = await publishBurst(api, 20, { concurrency: 10 });
+    // Without a socket timeout the worker would wait for the kernel to give up on its
+    // connections, a quarter of an hour; with it, they are made again after 15 s.
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 25, { timeoutMs: 60_000, what: "every event delivered through new connections" });
+    await expectAllDelivered(s, [...before, ...during], "silent network path");
+
+    // The API's connection was made again too (the reconciler alone would have delivered the
+    // events it could not enqueue): it answers.
+    expect(await withDeadline(api.queue.dispatching(), 5_000, "the API's Redis")).toBe(0);
   });
 
   it("when a resend and a recover are accepted while Redis does not answer: the reconciler runs the jobs they could not bring forward", async ({ setup, inProcessWorker }) => {

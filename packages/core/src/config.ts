@@ -25,6 +25,16 @@ const durationUpTo = (maxMs: number, maxText: string) =>
 /** Durations that feed a timer. */
 const duration = durationUpTo(MAX_TIMER_MS, "24d");
 
+/**
+ * How long a Redis connection may wait for a reply before it is taken for dead, dropped and made
+ * again (REDIS_SOCKET_TIMEOUT). Without it, a connection whose network path died without a reset
+ * (the Redis host gone, a failover to another address) hangs until the kernel gives up on it,
+ * about a quarter of an hour, and every worker with it. At least 15 s: a worker's blocking read
+ * waits up to 10 s for a job, its reply is then the first data on the connection.
+ */
+export const DEFAULT_REDIS_SOCKET_TIMEOUT_MS = 30_000;
+const MIN_REDIS_SOCKET_TIMEOUT_MS = 15_000;
+
 const boolean = z.enum(["true", "false", "1", "0"], { error: "must be true or false" }).transform((v) => v === "true" || v === "1");
 
 /** One of a few words, said as plainly as the other messages. */
@@ -88,6 +98,9 @@ const envSchema = z.object({
     })
     .optional(),
   QUEUE_SHARDS: integer(1, 256).default(1),
+  REDIS_SOCKET_TIMEOUT: duration
+    .refine((ms) => ms >= MIN_REDIS_SOCKET_TIMEOUT_MS, "must be at least 15s (a worker's blocking read waits up to 10 s for its reply)")
+    .default(DEFAULT_REDIS_SOCKET_TIMEOUT_MS),
   API_KEYS: z.string().default(""),
   SECRET_ENCRYPTION_KEY: z
     .string()
@@ -157,6 +170,8 @@ export interface Config {
    * and TLS still apply to every node).
    */
   redisClusterNodes: { host: string; port: number }[] | undefined;
+  /** A Redis connection waiting this long for a reply is dropped and made again (see DEFAULT_REDIS_SOCKET_TIMEOUT_MS). */
+  redisSocketTimeoutMs: number;
   queuePrefix: string;
   /** How many queues the deliveries are spread over, each on its own hash slot. */
   queueShards: number;
@@ -243,6 +258,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,
     redisClusterNodes: e.REDIS_CLUSTER_NODES,
+    redisSocketTimeoutMs: e.REDIS_SOCKET_TIMEOUT,
     queuePrefix: e.QUEUE_PREFIX,
     queueShards: e.QUEUE_SHARDS,
     apiKeys: e.API_KEYS.split(",").map((key) => key.trim()).filter((key) => key.length > 0),

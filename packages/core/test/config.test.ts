@@ -116,6 +116,7 @@ describe("loadConfig values", () => {
       REDIS_URL: "rediss://cache.internal:6380/2",
       QUEUE_PREFIX: "test_run-7",
       QUEUE_SHARDS: "4",
+      REDIS_SOCKET_TIMEOUT: "45s",
       API_KEYS: "alpha",
       SECRET_ENCRYPTION_KEY: validKey,
       LOG_LEVEL: "debug",
@@ -161,6 +162,7 @@ describe("loadConfig values", () => {
       redisUrl: "rediss://cache.internal:6380/2",
       queuePrefix: "test_run-7",
       queueShards: 4,
+      redisSocketTimeoutMs: 45_000,
       apiKeys: ["alpha"],
       secretEncryptionKey: Buffer.from(validKey, "base64"),
       logLevel: "debug",
@@ -425,6 +427,14 @@ describe("loadConfig Redis Cluster and queue shards", () => {
     expect(configError({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "redis://127.0.0.1:6379/2" }).message).toMatch(/REDIS_URL must not name a database other than 0/);
     expect(loadConfig({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "rediss://user:pw@127.0.0.1:6379/0" }).redisClusterNodes).toHaveLength(1);
     expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/2" }).redisUrl).toBe("redis://127.0.0.1:6379/2");
+  });
+
+  it("reads REDIS_SOCKET_TIMEOUT of 15 s or more, 30 s by default, and refuses less", () => {
+    expect(loadConfig({}).redisSocketTimeoutMs).toBe(30_000);
+    expect(loadConfig({ REDIS_SOCKET_TIMEOUT: "15s" }).redisSocketTimeoutMs).toBe(15_000);
+    expect(loadConfig({ REDIS_SOCKET_TIMEOUT: "2m" }).redisSocketTimeoutMs).toBe(120_000);
+    for (const value of ["14s", "500ms", "0", "soon"]) expect(configError({ REDIS_SOCKET_TIMEOUT: value }).message).toContain("REDIS_SOCKET_TIMEOUT");
+    expect(configError({ REDIS_SOCKET_TIMEOUT: "10s" }).message).toContain("must be at least 15s");
   });
 
   it("reads QUEUE_SHARDS from 1 to 256 and refuses anything else", () => {

@@ -1,10 +1,14 @@
+import { DEFAULT_REDIS_SOCKET_TIMEOUT_MS } from "@webhooks/core";
 import { Cluster, Redis } from "ioredis";
 
 /**
  * Redis connections as BullMQ's production guide recommends: a worker waits for Redis to come
  * back (`maxRetriesPerRequest: null`) instead of failing its blocking calls, while the API fails
  * fast (`enableOfflineQueue: false`), so a request never hangs on a Redis that is down; the
- * event is already committed in PostgreSQL and the reconciler enqueues it later.
+ * event is already committed in PostgreSQL and the reconciler enqueues it later. A connection
+ * that waits `socketTimeoutMs` for a reply is dropped and made again, its commands sent again
+ * (see DEFAULT_REDIS_SOCKET_TIMEOUT_MS): a network path that died silently costs that long, not
+ * the quarter of an hour the kernel takes to give up on it.
  */
 export type RedisRole = "worker" | "producer" | "gate";
 
@@ -13,12 +17,13 @@ export type RedisRole = "worker" | "producer" | "gate";
  * in the same tick into one round trip, and fails a call after one retry rather than hang a job:
  * the job then fails for our own reason and BullMQ tries it again.
  */
-export function createRedisConnection(url: string, role: RedisRole): Redis {
+export function createRedisConnection(url: string, role: RedisRole, socketTimeoutMs = DEFAULT_REDIS_SOCKET_TIMEOUT_MS): Redis {
   const redis = new Redis(url, {
     maxRetriesPerRequest: role === "worker" ? null : 1,
     enableOfflineQueue: role !== "producer",
     enableAutoPipelining: role === "gate",
     connectTimeout: 5_000,
+    socketTimeout: socketTimeoutMs,
     // Keep trying to reconnect, never more than 2 s apart.
     retryStrategy: (times) => Math.min(times * 200, 2_000),
   });
@@ -34,12 +39,13 @@ export type RedisConnection = Redis | Cluster;
 export interface RedisTarget {
   redisUrl: string;
   redisClusterNodes: { host: string; port: number }[] | undefined;
+  redisSocketTimeoutMs?: number;
 }
 
 /** A connection for `role` (see createRedisConnection) to the configured Redis, node or cluster. */
 export function connectRedis(target: RedisTarget, role: RedisRole): RedisConnection {
-  if (!target.redisClusterNodes) return createRedisConnection(target.redisUrl, role);
-  return createClusterConnection(target.redisClusterNodes, target.redisUrl, role);
+  if (!target.redisClusterNodes) return createRedisConnection(target.redisUrl, role, target.redisSocketTimeoutMs);
+  return createClusterConnection(target.redisClusterNodes, target.redisUrl, role, target.redisSocketTimeoutMs);
 }
 
 /**
@@ -47,7 +53,7 @@ export function connectRedis(target: RedisTarget, role: RedisRole): RedisConnect
  * cluster's redirections (MOVED, ASK) and failovers; the per-command options go to every node's
  * connection, where BullMQ looks for `maxRetriesPerRequest: null` on a worker's.
  */
-export function createClusterConnection(nodes: { host: string; port: number }[], url: string, role: RedisRole): Cluster {
+export function createClusterConnection(nodes: { host: string; port: number }[], url: string, role: RedisRole, socketTimeoutMs = DEFAULT_REDIS_SOCKET_TIMEOUT_MS): Cluster {
   const cluster = new Cluster(nodes, {
     enableOfflineQueue: role !== "producer",
     enableAutoPipelining: role === "gate",
@@ -56,6 +62,7 @@ export function createClusterConnection(nodes: { host: string; port: number }[],
       ...clusterCredentials(url),
       maxRetriesPerRequest: role === "worker" ? null : 1,
       connectTimeout: 5_000,
+      socketTimeout: socketTimeoutMs,
     },
   });
   cluster.on("error", () => {});

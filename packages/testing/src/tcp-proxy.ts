@@ -4,10 +4,13 @@ import { createServer, connect, type Server, type Socket } from "node:net";
  * A TCP proxy on a free loopback port to a server, for tests that take a server away from one
  * client without stopping it for everyone: `refuse()` drops every connection through it and
  * stops listening (new connections are refused, as by a server that is down), `accept()` listens
- * on the same port again.
+ * on the same port again. `blackhole()` makes every connection open now go silent for good:
+ * nothing more is passed either way and nothing is closed, as on a network path that died
+ * without a reset (a host gone, a failover to a new address); new connections go through.
  */
 export interface TcpProxy {
   port: number;
+  blackhole(): void;
   refuse(): Promise<void>;
   accept(): Promise<void>;
   close(): Promise<void>;
@@ -15,6 +18,7 @@ export interface TcpProxy {
 
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
+  const pairs = new Set<[Socket, Socket]>();
   const server: Server = createServer((client) => {
     const upstream = connect(target.port, target.host);
     for (const socket of [client, upstream]) {
@@ -25,6 +29,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
     client.pipe(upstream).pipe(client);
+    const pair: [Socket, Socket] = [client, upstream];
+    pairs.add(pair);
+    client.on("close", () => pairs.delete(pair));
   });
   const listen = (port: number) => new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -43,6 +50,19 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   };
   return {
     port,
+    blackhole() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        // Read and drop what comes, so that neither side sees its writes back up.
+        for (const socket of [client, upstream]) {
+          socket.removeAllListeners("data");
+          socket.on("data", () => {});
+          socket.resume();
+        }
+      }
+      pairs.clear();
+    },
     refuse,
     accept: () => (server.listening ? Promise.resolve() : listen(port)),
     close: refuse,

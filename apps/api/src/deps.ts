@@ -17,7 +17,7 @@ export async function connectApiDeps(
   logger: Logger,
   options: { redisReadyTimeoutMs?: number; clock?: () => number } = {},
 ): Promise<ApiDeps & { close(): Promise<void> }> {
-  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
+  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const redis = connectRedis(config, "producer");
   const layout = queueLayoutFor(config);
   const queue = new DeliveryQueue(redis, layout, logger);

@@ -63,7 +63,7 @@ await applyMigrations(config.databaseUrl, {
   },
   warn: (message) => console.warn(`warning: ${message}`),
 });
-const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 1 });
+const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 1, queryTimeoutMs: config.databaseQueryTimeoutMs });
 const db = database.prisma;
 
 try {

@@ -36,10 +36,10 @@ export interface RunningWorker {
 /** Starts a worker process's parts: the BullMQ workers (one per queue shard), the reconciler, the pruner and /metrics. */
 export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
   // Claims and records of concurrent jobs are batched, so a few connections serve any concurrency.
-  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize });
+  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize, queryTimeoutMs: config.databaseQueryTimeoutMs });
   // The reconciler and the pruner each hold a connection for a whole pass (their advisory locks
   // are the session's): a pool of their own, so that a long pass never takes one from the jobs.
-  const passes = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 2 });
+  const passes = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 2, queryTimeoutMs: config.databaseQueryTimeoutMs });
   const layout = queueLayoutFor(config);
   const workerRedis = connectRedis(config, "worker");
   const producerRedis = connectRedis(config, "producer");

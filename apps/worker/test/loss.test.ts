@@ -153,6 +153,26 @@ describe("no accepted event is ever lost", () => {
     expect(await withDeadline(api.queue.dispatching(), 5_000, "the API's Redis")).toBe(0);
   });
 
+  it("when the worker's network path to PostgreSQL dies without a reset: its statements give up after DATABASE_QUERY_TIMEOUT, and new connections carry on", async ({ setup, inProcessWorker, defer }) => {
+    const s = await setup();
+    // The worker reaches PostgreSQL through a proxy whose open connections then go silent, as
+    // when the database host is gone or failed over to another address. The API does not.
+    const database = new URL(s.database.url);
+    const proxy = await startTcpProxy({ host: database.hostname, port: Number(database.port || 5432) });
+    defer(() => proxy.close());
+    database.port = String(proxy.port);
+    await inProcessWorker({ ...s.env, DATABASE_URL: database.toString(), DATABASE_QUERY_TIMEOUT: "3s" });
+    const before = await publishBurst(s.api, 5, { concurrency: 5 });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 5, { what: "the first events delivered" });
+
+    proxy.blackhole();
+    const during = await publishBurst(s.api, 20, { concurrency: 10 });
+    // Without the timeout, every connection of the worker's pools would hang its statement until
+    // the kernel gives up on it, a quarter of an hour.
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 25, { timeoutMs: 60_000, what: "every event delivered through new connections" });
+    await expectAllDelivered(s, [...before, ...during], "silent path to PostgreSQL");
+  });
+
   it("when a resend and a recover are accepted while Redis does not answer: the reconciler runs the jobs they could not bring forward", async ({ setup, inProcessWorker }) => {
     // Each event's first request fails, and its retry is an hour away.
     const seen = new Set<string>();

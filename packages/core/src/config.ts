@@ -33,6 +33,15 @@ const duration = durationUpTo(MAX_TIMER_MS, "24d");
  * waits up to 10 s for a job, its reply is then the first data on the connection.
  */
 export const DEFAULT_REDIS_SOCKET_TIMEOUT_MS = 30_000;
+
+/**
+ * How long the API and the workers wait for PostgreSQL to answer a statement before they give up
+ * on it and on its connection (DATABASE_QUERY_TIMEOUT), for the same reason: a connection whose
+ * network path died silently would hang its statement, and the request or job behind it, for a
+ * quarter of an hour. Far above what any statement of theirs takes (milliseconds); the
+ * migrations, which may take long, run on a connection of their own without it.
+ */
+export const DEFAULT_DATABASE_QUERY_TIMEOUT_MS = 30_000;
 const MIN_REDIS_SOCKET_TIMEOUT_MS = 15_000;
 
 const boolean = z.enum(["true", "false", "1", "0"], { error: "must be true or false" }).transform((v) => v === "true" || v === "1");
@@ -84,6 +93,7 @@ const envSchema = z.object({
     .optional(),
   DATABASE_URL: url(["postgres:", "postgresql:"]).default("postgresql://postgres@127.0.0.1:5432/webhooks"),
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
+  DATABASE_QUERY_TIMEOUT: duration.refine((ms) => ms >= 1_000, "must be at least 1s").default(DEFAULT_DATABASE_QUERY_TIMEOUT_MS),
   REDIS_URL: url(["redis:", "rediss:"]).default("redis://127.0.0.1:6379"),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_\-]+$/, "must contain only letters, digits, _ and -").default("webhooks"),
   REDIS_CLUSTER_NODES: z
@@ -164,6 +174,8 @@ export interface Config {
   publicUrl: string;
   databaseUrl: string;
   databasePoolSize: number;
+  /** A statement unanswered this long fails, and its connection is dropped (see DEFAULT_DATABASE_QUERY_TIMEOUT_MS). */
+  databaseQueryTimeoutMs: number;
   redisUrl: string;
   /**
    * Redis Cluster seed nodes; when set, they replace REDIS_URL's node (whose username, password
@@ -256,6 +268,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ""),
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseQueryTimeoutMs: e.DATABASE_QUERY_TIMEOUT,
     redisUrl: e.REDIS_URL,
     redisClusterNodes: e.REDIS_CLUSTER_NODES,
     redisSocketTimeoutMs: e.REDIS_SOCKET_TIMEOUT,

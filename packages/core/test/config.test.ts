@@ -113,6 +113,7 @@ describe("loadConfig values", () => {
       PORT: "8080",
       DATABASE_URL: "postgres://app:pw@db.internal:6543/hooks",
       DATABASE_POOL_SIZE: "25",
+      DATABASE_QUERY_TIMEOUT: "1m",
       REDIS_URL: "rediss://cache.internal:6380/2",
       QUEUE_PREFIX: "test_run-7",
       QUEUE_SHARDS: "4",
@@ -159,6 +160,7 @@ describe("loadConfig values", () => {
       publicUrl: "https://hooks.example.com/base",
       databaseUrl: "postgres://app:pw@db.internal:6543/hooks",
       databasePoolSize: 25,
+      databaseQueryTimeoutMs: 60_000,
       redisUrl: "rediss://cache.internal:6380/2",
       queuePrefix: "test_run-7",
       queueShards: 4,
@@ -427,6 +429,13 @@ describe("loadConfig Redis Cluster and queue shards", () => {
     expect(configError({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "redis://127.0.0.1:6379/2" }).message).toMatch(/REDIS_URL must not name a database other than 0/);
     expect(loadConfig({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "rediss://user:pw@127.0.0.1:6379/0" }).redisClusterNodes).toHaveLength(1);
     expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/2" }).redisUrl).toBe("redis://127.0.0.1:6379/2");
+  });
+
+  it("reads DATABASE_QUERY_TIMEOUT of 1 s or more, 30 s by default, and refuses less", () => {
+    expect(loadConfig({}).databaseQueryTimeoutMs).toBe(30_000);
+    expect(loadConfig({ DATABASE_QUERY_TIMEOUT: "1s" }).databaseQueryTimeoutMs).toBe(1_000);
+    for (const value of ["999ms", "0", "never"]) expect(configError({ DATABASE_QUERY_TIMEOUT: value }).message).toContain("DATABASE_QUERY_TIMEOUT");
+    expect(configError({ DATABASE_QUERY_TIMEOUT: "500ms" }).message).toContain("must be at least 1s");
   });
 
   it("reads REDIS_SOCKET_TIMEOUT of 15 s or more, 30 s by default, and refuses less", () => {

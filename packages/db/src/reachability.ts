@@ -58,5 +58,5 @@ function isPostgresConnectionState(code: string): boolean {
   return /^08[0-9A-Z]{3}$/.test(code) || code === "57P01" || code === "57P02" || code === "57P03" || code === "53300";
 }
 
-/** node-postgres reports a dropped connection and a pool timeout only in words. */
-const CONNECTION_MESSAGES = /^Connection terminated|timeout exceeded when trying to connect|Can't reach database server|Client has encountered a connection error/i;
+/** node-postgres reports a dropped connection, a pool timeout and a statement unanswered for DATABASE_QUERY_TIMEOUT only in words. */
+const CONNECTION_MESSAGES = /^Connection terminated|timeout exceeded when trying to connect|Can't reach database server|Client has encountered a connection error|Query read timeout/i;

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type pg from "pg";
+import { isDatabaseUnreachable } from "./reachability.ts";
 
 /**
  * Column naming in raw SQL (here and in Prisma's $queryRaw), one rule: every column a query
@@ -57,7 +58,9 @@ export class SqlClient {
  * failover, an administrator's pg_terminate_backend) makes the client emit an 'error' that nobody
  * handles, which crashes the process: seen with the reconciler's and the pruner's passes, which
  * hold a connection for a whole pass. Listening turns that into failed queries, and a client that
- * broke is destroyed instead of going back to the pool.
+ * broke is destroyed instead of going back to the pool. So is one whose statement went unanswered
+ * (DATABASE_QUERY_TIMEOUT: its network path may be dead, and the statement may still be running),
+ * as pool.query does with any client whose query failed.
  */
 async function checkedOut<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
@@ -66,6 +69,9 @@ async function checkedOut<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Pro
   client.on("error", onError);
   try {
     return await work(client);
+  } catch (error) {
+    if (isDatabaseUnreachable(error)) broken ??= error as Error;
+    throw error;
   } finally {
     client.off("error", onError);
     client.release(broken);

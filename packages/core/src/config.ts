@@ -33,6 +33,7 @@ const duration = durationUpTo(MAX_TIMER_MS, "24d");
  * waits up to 10 s for a job, its reply is then the first data on the connection.
  */
 export const DEFAULT_REDIS_SOCKET_TIMEOUT_MS = 30_000;
+const MIN_REDIS_SOCKET_TIMEOUT_MS = 15_000;
 
 /**
  * How long the API and the workers wait for PostgreSQL to answer a statement before they give up
@@ -42,7 +43,6 @@ export const DEFAULT_REDIS_SOCKET_TIMEOUT_MS = 30_000;
  * migrations, which may take long, run on a connection of their own without it.
  */
 export const DEFAULT_DATABASE_QUERY_TIMEOUT_MS = 30_000;
-const MIN_REDIS_SOCKET_TIMEOUT_MS = 15_000;
 
 const boolean = z.enum(["true", "false", "1", "0"], { error: "must be true or false" }).transform((v) => v === "true" || v === "1");
 

@@ -45,7 +45,9 @@ export class SqlClient {
         await client.query("COMMIT");
         return result;
       } catch (error) {
-        await client.query("ROLLBACK").catch(() => {});
+        // A connection that failed us is dropped (see checkedOut), which ends its transaction; a
+        // ROLLBACK would only wait behind the statement it did not answer.
+        if (!isDatabaseUnreachable(error)) await client.query("ROLLBACK").catch(() => {});
         throw error;
       }
     });

@@ -8,7 +8,12 @@ it("fails a statement unanswered for the query timeout as PostgreSQL out of reac
   // One connection, and a statement that outlasts the timeout, as one whose network path died.
   const database = createDatabase({ databaseUrl: file.url, poolSize: 1, queryTimeoutMs: 1_000 });
   try {
-    for (const run of [(work: string) => database.sql.query(work, []), (work: string) => database.sql.withConnection((sql) => sql.query(work, []))]) {
+    const runs = [
+      (work: string) => database.sql.query(work, []),
+      (work: string) => database.sql.withConnection((sql) => sql.query(work, [])),
+      (work: string) => database.sql.transaction((sql) => sql.query(work, [])),
+    ];
+    for (const run of runs) {
       const error = await run("SELECT pg_sleep(3)").then(
         () => undefined,
         (thrown: unknown) => thrown,

@@ -17,21 +17,19 @@ export interface TcpProxy {
 }
 
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
-  const sockets = new Set<Socket>();
-  const pairs = new Set<[Socket, Socket]>();
+  // Each connection through the proxy: the client's socket and the one to the server.
+  const connections = new Set<[Socket, Socket]>();
   const server: Server = createServer((client) => {
     const upstream = connect(target.port, target.host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
-      socket.on("error", () => {});
-    }
-    client.on("close", () => upstream.destroy());
+    const connection: [Socket, Socket] = [client, upstream];
+    connections.add(connection);
+    for (const socket of connection) socket.on("error", () => {});
+    client.on("close", () => {
+      connections.delete(connection);
+      upstream.destroy();
+    });
     upstream.on("close", () => client.destroy());
     client.pipe(upstream).pipe(client);
-    const pair: [Socket, Socket] = [client, upstream];
-    pairs.add(pair);
-    client.on("close", () => pairs.delete(pair));
   });
   const listen = (port: number) => new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -45,13 +43,13 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   const refuse = async () => {
     if (!server.listening) return;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    for (const socket of sockets) socket.destroy();
+    for (const connection of connections) for (const socket of connection) socket.destroy();
     await closed;
   };
   return {
     port,
     blackhole() {
-      for (const [client, upstream] of pairs) {
+      for (const [client, upstream] of connections) {
         client.unpipe(upstream);
         upstream.unpipe(client);
         // Read and drop what comes, so that neither side sees its writes back up.
@@ -61,7 +59,6 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
           socket.resume();
         }
       }
-      pairs.clear();
     },
     refuse,
     accept: () => (server.listening ? Promise.resolve() : listen(port)),

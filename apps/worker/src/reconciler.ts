@@ -37,6 +37,8 @@ export interface ReconcilePass {
   full: boolean;
   /** Entries of dropped dispatches removed from the index of dispatched deliveries (DeliveryQueue.dropOrphanedDispatching). */
   orphansDropped: number;
+  /** Whether it saved where it left off: not when it stopped early, nor when Redis lost data during it. */
+  saved: boolean;
 }
 
 /**
@@ -76,10 +78,10 @@ export class Reconciler {
   /** One pass; undefined when another worker holds the lock. */
   async reconcileOnce(): Promise<ReconcilePass | undefined> {
     return withReconcilerLock({ sql: this.deps.sql }, async (sql) => {
-      const state = await this.deps.queue.reconcilerState();
+      const { state, token } = await this.deps.queue.beginReconcilerPass();
       const now = await databaseNow({ sql });
       const watermark = new Date(now.getTime() - GRACE_MS);
-      const pass: ReconcilePass = { scanned: 0, enqueued: 0, justDue: 0, promoted: 0, full: state === undefined, orphansDropped: 0 };
+      const pass: ReconcilePass = { scanned: 0, enqueued: 0, justDue: 0, promoted: 0, full: state === undefined, orphansDropped: 0, saved: false };
       const justDueSince = now.getTime() - JUST_DUE_MS;
 
       // What came due since the last pass (everything, when there is no watermark).
@@ -88,7 +90,8 @@ export class Reconciler {
       // A slice of the rolling sweep, going on from where the last pass stopped.
       const sweep = state && !this.#stopped ? await this.#check(sql, pass, justDueSince, { after: state.sweep, limit: SWEEP_PER_PASS }) : undefined;
 
-      if (!this.#stopped) await this.deps.queue.saveReconcilerState({ watermark, sweep });
+      // Not saved when Redis lost data during the pass (see beginReconcilerPass): the next is full.
+      if (!this.#stopped) pass.saved = await this.deps.queue.saveReconcilerState({ watermark, sweep }, token);
       pass.orphansDropped = this.#stopped ? 0 : await this.deps.queue.dropOrphanedDispatching(ORPHAN_SAMPLE);
       return pass;
     });
@@ -153,6 +156,9 @@ export class Reconciler {
           if (reconciled.status === "rejected") throw reconciled.reason;
           const pass = reconciled.value;
           if (!pass) return;
+          if (!pass.saved && !this.#stopped) {
+            this.deps.logger.warn("Redis lost data during the reconciler's pass; the next pass checks every due delivery");
+          }
           if (pass.orphansDropped > 0) {
             this.deps.logger.warn({ entries: pass.orphansDropped }, "reconciler removed what dropped dispatch jobs left in the index of dispatched deliveries");
           }

@@ -196,8 +196,9 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
   it("makes the reconciler's next pass a full one when one master loses its data alone (its shards' marks go with it)", HEAVY, async ({ setup }) => {
     const s = await setup();
     const { queue } = s.api;
-    await queue.saveReconcilerState({ watermark: new Date(), sweep: undefined });
-    expect(await queue.reconcilerState()).toBeDefined();
+    const { token } = await queue.beginReconcilerPass();
+    expect(await queue.saveReconcilerState({ watermark: new Date(), sweep: undefined }, token)).toBe(true);
+    expect((await queue.beginReconcilerPass()).state).toBeDefined();
     // A master that holds a shard but not the reconciler's state restarts empty: the state
     // survives on its own node, and would have the next pass look only at what came due since.
     const stateNode = await nodeOf(s.nodes, s.cluster.ports, queue.layout.reconcilerKey);
@@ -205,7 +206,7 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
     const lost = shardNodes.find((node) => node !== stateNode)!;
     await s.nodes[lost]!.flushall();
     expect(await s.nodes[stateNode]!.exists(queue.layout.reconcilerKey)).toBe(1);
-    expect(await queue.reconcilerState()).toBeUndefined();
+    expect((await queue.beginReconcilerPass()).state).toBeUndefined();
   });
 
   it("loses nothing when a worker process is killed with SIGKILL mid-burst", HEAVY, async ({ setup, receiver, workerProcess }) => {

@@ -58,7 +58,7 @@ describe("the reconciler", () => {
     }
     const racing = new DeliveredMeanwhile(redis, prefix);
     defer(() => racing.close());
-    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, promoted: 0, full: true, orphansDropped: 0 });
+    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, promoted: 0, full: true, orphansDropped: 0, saved: true });
     expect(await queue.withoutJob(ids)).toEqual(ids);
   });
 
@@ -162,7 +162,7 @@ describe("the reconciler", () => {
     // The second dispatch is dropped (BullMQ's own retries ran out), its delivery not done.
     await queue.queue.remove(dispatchJobId(alone!));
 
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 3, enqueued: 1, justDue: 0, promoted: 0, full: true, orphansDropped: 0 });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 3, enqueued: 1, justDue: 0, promoted: 0, full: true, orphansDropped: 0, saved: true });
     expect((await queue.queue.getJob(alone!))?.data).toEqual({ deliveryId: alone });
     expect(await queue.queue.getJob(first!)).toBeUndefined();
     expect(await queue.queue.getJob(second!)).toBeUndefined();
@@ -183,12 +183,12 @@ describe("the reconciler", () => {
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
 
     // No watermark yet (a fresh Redis): everything is checked, and every delivery enqueued.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, justDue: 0, promoted: 0, full: true, orphansDropped: 0 });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, justDue: 0, promoted: 0, full: true, orphansDropped: 0, saved: true });
     expect(await queue.withoutJob(backlog)).toEqual([]);
 
     // Nothing new came due: a pass checks only its slice of the sweep, whatever the backlog.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0 });
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0 });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0, saved: true });
+    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0, saved: true });
 
     // A delivery that comes due now, without a job, is found by the next pass at once. It came
     // due moments ago, so it is counted as just due (it may be on its way from the API), not lost.
@@ -219,5 +219,48 @@ describe("the reconciler", () => {
     const keys = await redis.keys(`${prefix}:*`);
     await redis.del(...keys);
     expect(await reconciler.reconcileOnce()).toMatchObject({ scanned: 1_501, enqueued: 1_501, full: true, orphansDropped: 0 });
+  });
+
+  it("leaves no watermark when Redis loses its data in the middle of a pass, so the next pass checks everything", async ({ reconcilerSetUp: { databaseUrl, redis, prefix, queue, reconciler, newReconciler, publish }, defer }) => {
+    const backlog = await publish(1_500);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
+    expect(await reconciler.reconcileOnce()).toMatchObject({ enqueued: 1_500, full: true, saved: true });
+
+    // Redis restarts empty while the next pass is under way (here: as its sweep asks about its
+    // first page): the pass read a watermark before, and looks only at what came due since.
+    let flushed = false;
+    class FlushedMidPass extends DeliveryQueue {
+      override async inspect(deliveryIds: string[]): Promise<{ missing: string[]; late: string[] }> {
+        if (!flushed) {
+          flushed = true;
+          const keys = await redis.keys(`${prefix}:*`);
+          await redis.del(...keys);
+        }
+        return super.inspect(deliveryIds);
+      }
+    }
+    const flushing = new FlushedMidPass(redis, prefix);
+    defer(() => flushing.close());
+    // Its sweep re-enqueues the 1,000 it looked at; the other 500 lost their jobs unseen.
+    expect(await newReconciler(flushing).reconcileOnce()).toMatchObject({ scanned: 1_000, enqueued: 1_000, full: false, saved: false });
+    expect(flushed).toBe(true);
+    expect((await queue.withoutJob(backlog)).length).toBe(500);
+
+    // Had it saved its watermark, the next pass would look only at a slice of the sweep; it
+    // finds no watermark instead, checks everything, and enqueues the 500.
+    expect(await reconciler.reconcileOnce()).toMatchObject({ scanned: 1_500, enqueued: 500, full: true, saved: true });
+    expect(await queue.withoutJob(backlog)).toEqual([]);
+  });
+
+  it("checks everything after a pass that found a shard's mark gone and failed before its end", async ({ reconcilerSetUp: { redis, prefix, queue, reconciler, publish } }) => {
+    await publish(3);
+    expect(await reconciler.reconcileOnce()).toMatchObject({ full: true, saved: true });
+    // One shard lost its data (the mark with it) while the state, elsewhere on a cluster, did not.
+    await redis.del(`${prefix}:deliveries:reconciled`);
+    // The pass that finds it begins by taking the state away, before it checks anything: if it
+    // then fails midway, the pass after it is full too, although the mark is back.
+    const { state } = await queue.beginReconcilerPass();
+    expect(state).toBeUndefined();
+    expect((await queue.beginReconcilerPass()).state).toBeUndefined();
   });
 });

@@ -299,23 +299,41 @@ export class DeliveryQueue {
    *
    * On a Redis Cluster the shards' queues are on other nodes than this state, and one node can
    * lose its data alone (a master restarted empty). So each shard also keeps a mark in its own
-   * slot, written with the state: a shard whose mark is gone lost its jobs, and the next pass
-   * checks everything too.
+   * slot: a shard whose mark is gone lost its jobs, and the pass checks everything too.
+   *
+   * Redis can also lose its data in the middle of a pass, after the state was read: the jobs the
+   * pass did not look at again are gone, and a watermark saved at its end would keep the next
+   * pass from looking for them (only the rolling sweep would, a slice per pass). So a pass
+   * begins by writing a token of its own into every mark, and saveReconcilerState keeps the new
+   * state only if every mark still holds that token when it is written. A pass that found a mark
+   * missing removes the state at once, so that if it fails before the end, the next is full too.
    */
-  async reconcilerState(): Promise<ReconcilerState | undefined> {
+  async beginReconcilerPass(): Promise<{ state: ReconcilerState | undefined; token: string }> {
+    const token = `${Date.now()}:${Math.random().toString(36).slice(2)}`;
+    // SET ... GET: the mark as it was, and this pass's token in its place, in one command.
+    const previous = await Promise.all(this.queues.map((_, shard) => this.redis.set(this.#reconciledMarkKey(shard), token, "GET")));
+    if (previous.some((mark) => mark === null)) {
+      await this.redis.del(this.#reconcilerKey);
+      return { state: undefined, token };
+    }
     const fields = await this.redis.hgetall(this.#reconcilerKey);
-    if (!fields.watermark || Number(fields.shards ?? 1) !== this.queues.length) return undefined;
-    const marks = await Promise.all(this.queues.map((_, shard) => this.redis.exists(this.#reconciledMarkKey(shard))));
-    if (marks.some((exists) => exists === 0)) return undefined;
+    if (!fields.watermark || Number(fields.shards ?? 1) !== this.queues.length) return { state: undefined, token };
     return {
-      watermark: new Date(Number(fields.watermark)),
-      sweep: fields.sweep_at && fields.sweep_id ? { nextAttemptAt: new Date(Number(fields.sweep_at)), id: fields.sweep_id } : undefined,
+      state: {
+        watermark: new Date(Number(fields.watermark)),
+        sweep: fields.sweep_at && fields.sweep_id ? { nextAttemptAt: new Date(Number(fields.sweep_at)), id: fields.sweep_id } : undefined,
+      },
+      token,
     };
   }
 
-  async saveReconcilerState(state: ReconcilerState): Promise<void> {
-    // Each shard's mark (see reconcilerState), then the state.
-    await Promise.all(this.queues.map((_, shard) => this.redis.set(this.#reconciledMarkKey(shard), 1)));
+  /**
+   * Saves where the pass begun with `token` left off. False, and no state kept, when a shard's
+   * mark no longer holds the token: Redis lost data during the pass, and the next pass is full.
+   * The marks are checked after the state is written, so a loss at any moment before the check
+   * is seen; one after it removes the marks, which the next pass finds missing.
+   */
+  async saveReconcilerState(state: ReconcilerState, token: string): Promise<boolean> {
     await this.redis
       .multi()
       .del(this.#reconcilerKey)
@@ -325,6 +343,10 @@ export class DeliveryQueue {
         ...(state.sweep ? { sweep_at: state.sweep.nextAttemptAt.getTime(), sweep_id: state.sweep.id } : {}),
       })
       .exec();
+    const marks = await Promise.all(this.queues.map((_, shard) => this.redis.get(this.#reconciledMarkKey(shard))));
+    if (marks.every((mark) => mark === token)) return true;
+    await this.redis.del(this.#reconcilerKey);
+    return false;
   }
 
   get #reconcilerKey(): string {

@@ -108,8 +108,9 @@ export const settings = {
   },
   /**
    * Phase 8: retention on a long-lived log. 10,000,000 deliveries over 30 days (with their events
-   * and attempts); publish and list load at a steady rate, twice without pruning (the noise), then
-   * with a worker pruning at RETENTION `retentionDays`, which makes 90% of the rows old enough.
+   * and attempts); publish and list load at a steady rate, in windows without pruning (their
+   * spread is the noise) taking turns with windows of a worker pruning at RETENTION
+   * `retentionDays`, which makes 90% of the rows old enough.
    */
   retention: {
     deliveries: 10_000_000,

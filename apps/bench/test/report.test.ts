@@ -5,6 +5,7 @@ import type { CpuUsage } from "../src/cpu-usage.ts";
 import type { ThroughputResult } from "../src/phases/throughput.ts";
 import type { ProfileSummary } from "../src/profiling/profile.ts";
 import { renderReport, type BenchResults } from "../src/report.ts";
+import { retentionVerdicts } from "../src/report-scale.ts";
 import type { Summary } from "../src/stats.ts";
 
 const cpu = (machineCores = 1.8): CpuUsage => ({
@@ -80,6 +81,7 @@ function results(withProfiles: boolean): BenchResults {
     list: summary(2),
     listErrors: 0,
     cpu: cpu(),
+    wal: { megabytesPerSecond: pruning ? 10 : 0.4, fullPageImagesPerSecond: pruning ? 1_200 : 20 },
     deleted: { deliveries: pruning ? 9_000_000 : 0, attempts: pruning ? 9_500_000 : 0, events: pruning ? 900_000 : 0 },
     workerSeconds: 60,
   });
@@ -149,7 +151,13 @@ function results(withProfiles: boolean): BenchResults {
     },
     retention: {
       seeded: { deliveries: 10_000_000, attempts: 11_000_000, events: 1_000_000, prunable: 9_000_000, bytes: 6 * 1024 ** 3, seconds: 300, steps: { loadSeconds: 200, indexSeconds: 80, vacuumSeconds: 20 } },
-      windows: [window("without pruning (1)", false), window("without pruning (2)", false), window("pruning at RETENTION=3d", true)],
+      windows: [
+        window("without pruning (1)", false),
+        window("pruning (1, RETENTION=3d)", true),
+        window("without pruning (2)", false),
+        window("pruning (2, RETENTION=3d)", true),
+        window("without pruning (3)", false),
+      ],
     },
   };
 }
@@ -179,4 +187,33 @@ describe("BENCHMARKS.md", () => {
       else expect(report).toContain("Not profiled in this run");
     });
   }
+});
+
+describe("the retention verdicts", () => {
+  const window = (pruning: boolean, publishP99: number, listP99: number) => ({
+    label: pruning ? "pruning" : "quiet",
+    pruning,
+    seconds: 45,
+    publish: { count: 4_500, p50: 2, p99: publishP99, max: publishP99 * 2 },
+    publishRejected: 0,
+    list: { count: 900, p50: 2, p99: listP99, max: listP99 * 2 },
+    listErrors: 0,
+    cpu: cpu(),
+    wal: { megabytesPerSecond: 1, fullPageImagesPerSecond: 100 },
+    deleted: { deliveries: 0, attempts: 0, events: 0 },
+    workerSeconds: 55,
+  });
+  const seeded = { deliveries: 10_000_000, attempts: 12_600_000, events: 1_000_000, prunable: 8_800_000, bytes: 1, seconds: 1, steps: { loadSeconds: 1, indexSeconds: 0, vacuumSeconds: 0 } };
+
+  it("compares the pruning windows' mean p99 with the quiet ones', against the quiet ones' spread", () => {
+    // Quiet publish p99s 6, 9, 7.5 (mean 7.5, spread 3); pruning 10 and 11 (mean 10.5): +3, met.
+    // Quiet list p99s 5, 5.5, 5 (mean 5.17, spread 0.5); pruning 6 and 6.5: +1.08, missed.
+    const windows = [window(false, 6, 5), window(true, 10, 6), window(false, 9, 5.5), window(true, 11, 6.5), window(false, 7.5, 5)];
+    const [publish, list] = retentionVerdicts({ seeded, windows });
+    expect(publish!.met).toBe(true);
+    expect(publish!.measured).toBe("10.5 ms (mean of 2 windows) against 7.50 ms without (mean of 3): +3.00 ms; noise (the spread of the 3 without) 3.00 ms");
+    expect(list!.met).toBe(false);
+    // Quiet 6 and 9 (mean 7.5, spread 3); pruning 10.6: +3.1, a hair more than the spread: missed.
+    expect(retentionVerdicts({ seeded, windows: [window(false, 6, 5), window(true, 10.6, 5), window(false, 9, 5)] })[0]!.met).toBe(false);
+  });
 });

@@ -28,9 +28,16 @@ export interface LoadWindow {
   list: Summary;
   listErrors: number;
   cpu: CpuUsage;
+  /** The WAL the whole server wrote in the measured part (pg_stat_wal): what a pass adds is mostly full-page images. */
+  wal: WalRate;
   /** Rows deleted while the window's worker ran (warm-up included), and for how long it ran. */
   deleted: DeletedRows;
   workerSeconds: number;
+}
+
+export interface WalRate {
+  megabytesPerSecond: number;
+  fullPageImagesPerSecond: number;
 }
 
 export interface RetentionResult {
@@ -44,10 +51,13 @@ export interface RetentionResult {
  * warm-up that is not counted, then measures for `windowMs`: events published open loop at a
  * steady rate (each to the phase's one subscription, delivered by the worker to the receiver)
  * and `GET /v1/deliveries` requests one at a time at a steady rate, the list cases taking turns.
- * Two windows run with RETENTION=off: their difference is the noise. The third runs the worker
- * with a short RETENTION and PRUNE_INTERVAL=1s, so its pruner deletes throughout the window, as
- * one would after the retention was first set on a big log. Rows deleted come from PostgreSQL's
- * own counters (pg_stat_user_tables), read after the worker has stopped.
+ * Windows with RETENTION=off and windows with a short RETENTION and PRUNE_INTERVAL=1s take turns,
+ * quiet first and last: the quiet ones' spread is the noise, and the pruning ones' pruner deletes
+ * throughout, as one would after the retention was first set on a big log. Taking turns, rather
+ * than pruning last, keeps a drift of the host's speed over the phase (seen: p99s of the same
+ * settings 8 ms apart within minutes) from being charged to the pruner. Every window begins
+ * after a CHECKPOINT, so that none pays for the writes of the one before. Rows deleted come from
+ * PostgreSQL's own counters (pg_stat_user_tables), read after the worker has stopped.
  */
 export async function measureRetention(receiver: TestReceiver): Promise<RetentionResult> {
   const r = settings.retention;
@@ -81,12 +91,11 @@ export async function measureRetention(receiver: TestReceiver): Promise<Retentio
         "/v1/deliveries?status=failed",
         `/v1/deliveries?subscription_id=${seededSubscription}&status=failed`,
       ];
-      const plans: { label: string; env: Record<string, string> }[] = [
-        { label: "without pruning (1)", env: { RETENTION: "off" } },
-        { label: "without pruning (2)", env: { RETENTION: "off" } },
-        { label: `pruning (RETENTION=${r.retentionDays}d)`, env: { RETENTION: `${r.retentionDays}d`, PRUNE_INTERVAL: "1s" } },
-      ];
+      const quiet = (n: number) => ({ label: `without pruning (${n})`, env: { RETENTION: "off" } });
+      const pruning = (n: number) => ({ label: `pruning (${n}, RETENTION=${r.retentionDays}d)`, env: { RETENTION: `${r.retentionDays}d`, PRUNE_INTERVAL: "1s" } });
+      const plans: { label: string; env: Record<string, string> }[] = [quiet(1), pruning(1), quiet(2), pruning(2), quiet(3)];
       for (const plan of plans) {
+        await withClient(databaseUrl, (db) => db.query("CHECKPOINT"));
         const window = await runWindow({ databaseUrl, prefix, api: { processGroup: api.processGroup }, client, listPaths, ...plan });
         windows.push(window);
         console.log(`  ${describeWindow(window)}`);
@@ -112,6 +121,7 @@ export function describeWindow(w: LoadWindow): string {
       ? `pruned ${w.deleted.deliveries.toLocaleString("en-US")} deliveries (${perSecond(w.deleted.deliveries)}/s), ${w.deleted.attempts.toLocaleString("en-US")} attempts, ` +
         `${w.deleted.events.toLocaleString("en-US")} events in ${w.workerSeconds.toFixed(0)} s; `
       : "") +
+    `WAL ${w.wal.megabytesPerSecond.toFixed(1)} MB/s (${Math.round(w.wal.fullPageImagesPerSecond).toLocaleString("en-US")} full-page images/s); ` +
     `CPU: ${w.cpu.cores.map((c) => `${c.label} ${c.cores.toFixed(2)}`).join(", ")}; machine ${w.cpu.machineCores.toFixed(2)} cores busy`
   );
 }
@@ -140,8 +150,14 @@ async function runWindow(input: {
       { label: "redis", command: "redis-server" },
       { label: "bench", pid: process.pid },
     ]);
+    const walBefore = await walTotals(input.databaseUrl);
     const load = await runLoad(input.client, input.listPaths, r.windowMs);
-    measured = { label: input.label, pruning: input.env.RETENTION !== "off", ...load, cpu: endCpu() };
+    const walAfter = await walTotals(input.databaseUrl);
+    const wal = {
+      megabytesPerSecond: (walAfter.bytes - walBefore.bytes) / 1024 ** 2 / load.seconds,
+      fullPageImagesPerSecond: (walAfter.fullPageImages - walBefore.fullPageImages) / load.seconds,
+    };
+    measured = { label: input.label, pruning: input.env.RETENTION !== "off", ...load, cpu: endCpu(), wal };
   } finally {
     workerSeconds = (performance.now() - workerStarted) / 1000;
     await worker.stop();
@@ -213,6 +229,13 @@ async function runLoad(
   while (pending.size > 0 && performance.now() < deadline) await sleep(10);
   publishRejected += pending.size;
   return { seconds: (performance.now() - started) / 1000, publish: summarize(publishLatency), publishRejected, list: summarize(listLatency), listErrors };
+}
+
+async function walTotals(databaseUrl: string): Promise<{ bytes: number; fullPageImages: number }> {
+  return withClient(databaseUrl, async (db) => {
+    const { rows } = await db.query<{ bytes: string; fpi: string }>("SELECT wal_bytes::text AS bytes, wal_fpi::text AS fpi FROM pg_stat_wal");
+    return { bytes: Number(rows[0]!.bytes), fullPageImages: Number(rows[0]!.fpi) };
+  });
 }
 
 async function deletedRows(databaseUrl: string): Promise<DeletedRows> {

@@ -49,6 +49,28 @@ describe("the gate while a subscription is held", () => {
     expect(await gate.turnOf("sub_held", "d3")).toBe(holdEnd);
   });
 
+  it("sends turn holders that meet a hold on their way back to their places in the line, in their order", async () => {
+    const { gate, prefix } = newGateWithPrefix();
+    const now = Date.now();
+    const three = (id: string, overrides: Partial<GateInput> = {}) => attempt(id, { maxInFlight: 3, ...overrides });
+    for (const id of ["d1", "d2", "d3"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: true });
+    for (const [i, id] of ["d4", "d5", "d6", "d7"].entries()) expect(await gate.acquire(three(id), now + 1 + i)).toMatchObject({ go: false });
+    // The three attempts end together: the first three of the line get the turns.
+    const wakes = await Promise.all(["d1", "d2", "d3"].map((id) => gate.release(three(id), now + 10)));
+    expect(wakes.flat().map((wake) => wake.deliveryId)).toEqual(["d4", "d5", "d6"]);
+
+    // On their way, their claims read a hold (another attempt got a Retry-After): all three must
+    // wait again, in one batch. Each going to the front of the line would reverse them.
+    const holdEnd = now + 5_000;
+    const decisions = await Promise.all(["d4", "d5", "d6"].map((id) => gate.acquire(three(id, { waited: true, heldUntil: holdEnd }), now + 20)));
+    expect(decisions.map((decision) => decision.go)).toEqual([false, false, false]);
+    // Back in their order, ahead of d7; the head, d4, has the turn for the hold's end.
+    expect(await gate.turnOf("sub_held", "d4")).toBe(holdEnd);
+    expect(await redis.zrange(`${prefix}:gate:line:sub_held`, "0", "-1")).toEqual(["d5", "d6", "d7"]);
+    // Only the place of the turn pending is kept.
+    expect(await redis.hkeys(`${prefix}:gate:place:sub_held`)).toEqual(["d4"]);
+  });
+
   it("gives the turn for a hold's end at once when the subscription is resumed (PUT active: true lifted the hold)", async () => {
     const gate = newGate();
     const now = Date.now();

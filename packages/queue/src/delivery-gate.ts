@@ -16,6 +16,11 @@ import type { RedisConnection } from "./redis.ts";
  * - line:S           deliveries waiting, in the order they began to wait;
  * - turn:S           the deliveries whose turn it is (taken out of the line and woken, now
  *                    or at a known time); they count as taking room until they start;
+ * - place:S          the place in the line (its score) of each delivery given a turn, so that
+ *                    one that must wait again goes back where it was: turn holders sent back
+ *                    together (a hold began while they were on their way) keep their order,
+ *                    where each going to the front would reverse it. Entries go when their turn
+ *                    is taken; those of lapsed turns, when S's next turns are given;
  * - hold:S           until when S is held (an open circuit's next probe, a Retry-After), as
  *                    the last attempt or claim to see its health left it: while it lasts, an
  *                    attempt that ends wakes nobody of S's line (each would be claimed only to
@@ -176,17 +181,28 @@ end
 `;
 
 const SHARED_LUA = `${LAPSE_LUA}${LEAVE_LINE_LUA}
--- Gives the head of the line the turn for the time at, unless a turn of the line is pending (turns
--- lost lapse first). Returns the head, or nil when nobody got it.
-local function give_turn(line, turn, at, now, lost_turn_ms)
-  lapse(turn, now, lost_turn_ms)
-  if redis.call('ZCARD', turn) > 0 then return nil end
-  local head = redis.call('ZRANGE', line, 0, 0)[1]
-  if head then
+-- Takes the first n of the line out of it, for turns at the time at, each with its place kept
+-- (see place:S). With no turn pending, the places left are those of lapsed turns: they go first.
+local function take_turns(line, turn, place, at, n)
+  if redis.call('ZCARD', turn) == 0 then redis.call('DEL', place) end
+  local heads = redis.call('ZRANGE', line, 0, n - 1, 'WITHSCORES')
+  local taken = {}
+  for i = 1, #heads, 2 do
+    local head = heads[i]
     redis.call('ZREM', line, head)
     redis.call('ZADD', turn, at, head)
+    redis.call('HSET', place, head, heads[i + 1])
+    table.insert(taken, head)
   end
-  return head
+  return taken
+end
+
+-- Gives the head of the line the turn for the time at, unless a turn of the line is pending (turns
+-- lost lapse first). Returns the head, or nil when nobody got it.
+local function give_turn(line, turn, place, at, now, lost_turn_ms)
+  lapse(turn, now, lost_turn_ms)
+  if redis.call('ZCARD', turn) > 0 then return nil end
+  return take_turns(line, turn, place, at, 1)[1]
 end
 
 -- Gives turns to the head of the line, as many as the subscription, its origin and its rate
@@ -194,7 +210,7 @@ end
 -- gives the head one turn for the moment it frees. Nobody while the subscription is held, unless
 -- the caller knows from the database that it is not (known_free), when the hold is forgotten.
 -- Returns {id, at, id, at, ...}.
-local function wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, known_free)
+local function wake_room(line, turn, place, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, known_free)
   local woken = {}
   -- Forgotten even when nobody waits: a hold left behind would make newcomers wait in line.
   if known_free then redis.call('DEL', hold) end
@@ -222,10 +238,7 @@ local function wake_room(line, turn, inflight, origin, rate, max_in_flight, orig
       room = math.min(room, rate_room)
     end
   end
-  local heads = redis.call('ZRANGE', line, 0, math.min(room, waiting, max_wakes) - 1)
-  for _, head in ipairs(heads) do
-    redis.call('ZREM', line, head)
-    redis.call('ZADD', turn, at, head)
+  for _, head in ipairs(take_turns(line, turn, place, at, math.min(room, waiting, max_wakes))) do
     table.insert(woken, head)
     table.insert(woken, tostring(at))
   end
@@ -244,7 +257,7 @@ local slot, keep_ms, test = call[13], call[14], call[15] == 1
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
 local rate, line, turn = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription
 local probe, cap, hold = prefix .. 'probe:' .. subscription, prefix .. 'cap:' .. subscription, prefix .. 'hold:' .. subscription
-local disabled_mark = prefix .. 'disabled:' .. subscription
+local disabled_mark, place = prefix .. 'disabled:' .. subscription, prefix .. 'place:' .. subscription
 
 -- This script runs before every attempt, so its common case (nobody waiting, room to spare)
 -- is kept to a few calls: sweeps of expired entries happen only where they could change the
@@ -252,11 +265,17 @@ local disabled_mark = prefix .. 'disabled:' .. subscription
 
 -- Turns not taken up in time lapse; then, is it this delivery's turn?
 local my_turn = false
+-- Where it was in the line when given its turn, should it have to go back (see place:S).
+local my_place = nil
 local turns = redis.call('ZCARD', turn)
 if turns > 0 then
   lapse(turn, now, lost_turn_ms)
   my_turn = redis.call('ZREM', turn, id) == 1
   turns = redis.call('ZCARD', turn)
+  if my_turn then
+    my_place = tonumber(redis.call('HGET', place, id))
+    redis.call('HDEL', place, id)
+  end
 end
 
 -- Whether an in-flight set holds its limit of live attempts: the slots of holders that died (their
@@ -277,14 +296,16 @@ if test and not my_turn then
   was_head = true
 end
 
--- Joins the line (at its front if it had the turn or was the head, so it keeps its place), and if
--- the wait has a known end and nobody holds the turn, gives the turn to the head of the line for
--- that moment. Also leaves the subscription's cap as it is now for the pre-check, which only the
--- deliveries of a subscription seen waiting go through.
+-- Joins the line (back at its place if it had the turn, at its front if it was the head, so it
+-- keeps its place), and if the wait has a known end and nobody holds the turn, gives the turn to
+-- the head of the line for that moment. Also leaves the subscription's cap as it is now for the
+-- pre-check, which only the deliveries of a subscription seen waiting go through.
 local function wait(reason, wait_ms)
   redis.call('SET', cap, max_in_flight, 'PX', 3600000)
   local score = now
-  if was_head then
+  if my_place then
+    score = my_place
+  elseif was_head then
     local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
     if head[2] then score = tonumber(head[2]) - 1 end
   end
@@ -293,7 +314,7 @@ local function wait(reason, wait_ms)
   if reason == 'origin_max_in_flight' then redis.call('ZADD', origin_line, 'NX', now, subscription) end
   if wait_ms ~= nil then
     local at = now + math.max(0, wait_ms)
-    local head = give_turn(line, turn, at, now, lost_turn_ms)
+    local head = give_turn(line, turn, place, at, now, lost_turn_ms)
     if head then return {0, reason, head, tostring(at)} end
   end
   return {0, reason}
@@ -368,7 +389,7 @@ if is_probe then return {1, '1', 0} end
 if test then return {1, '0', 0} end
 local reply = {1, '0', 0}
 -- The claim read S's health just now, and nothing holds it: a hold left in Redis is over.
-local woken = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, true)
+local woken = wake_room(line, turn, place, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, true)
 for _, item in ipairs(woken) do table.insert(reply, item) end
 -- The process may keep the slot for its next attempts only while nobody waits for S, and while S
 -- and its origin have a quarter of their caps to spare: a kept slot sits free between two
@@ -386,6 +407,7 @@ local id, subscription, origin_name, now = call[1], call[2], call[3], call[4]
 local max_in_flight, origin_max, rate_limit, hold_at, lease = call[5], call[6], call[7], call[8], call[9]
 local inflight, origin, origin_line = prefix .. 'in-flight:' .. subscription, prefix .. 'in-flight-origin:' .. origin_name, prefix .. 'origin-line:' .. origin_name
 local rate, line, turn, hold = prefix .. 'rate:' .. subscription, prefix .. 'line:' .. subscription, prefix .. 'turn:' .. subscription, prefix .. 'hold:' .. subscription
+local place = prefix .. 'place:' .. subscription
 redis.call('ZREM', inflight, id)
 redis.call('ZREM', origin, id)
 -- The slots of holders that died go too, so that a set never full (and never swept by acquire)
@@ -397,28 +419,28 @@ if hold_at > now then
   -- This attempt's own health write held S (its circuit opened, or the receiver sent Retry-After):
   -- the slot it freed wakes nobody, and the head of the line gets the turn for the hold's end.
   redis.call('SET', hold, hold_at, 'PX', math.min(hold_at - now, lease))
-  local head = give_turn(line, turn, hold_at, now, lost_turn_ms)
+  local head = give_turn(line, turn, place, hold_at, now, lost_turn_ms)
   result = head and {head, tostring(hold_at)} or {}
 else
   -- 0 (or a time past): its outcome says nothing holds S now (it succeeded, or a probe closed the
   -- circuit), and a hold the gate kept is forgotten; -1: it cannot tell, the kept hold stands.
-  result = wake_room(line, turn, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, hold_at >= 0)
+  result = wake_room(line, turn, place, inflight, origin, rate, max_in_flight, origin_max, rate_limit, rate_window, now, max_wakes, lost_turn_ms, hold, hold_at >= 0)
 end
 -- The origin has room again: give a turn to a subscription that waited for it.
 local other = redis.call('ZRANGE', origin_line, 0, 0)[1]
 if other and redis.call('ZCARD', origin) < origin_max then
   redis.call('ZREM', origin_line, other)
-  local head = give_turn(prefix .. 'line:' .. other, prefix .. 'turn:' .. other, now, now, lost_turn_ms)
+  local head = give_turn(prefix .. 'line:' .. other, prefix .. 'turn:' .. other, prefix .. 'place:' .. other, now, now, lost_turn_ms)
   if head then table.insert(result, head); table.insert(result, tostring(now)) end
 end
 return result
 `);
 
-// KEYS: in-flight:S, line:S, turn:S, lines, disabled:S, hold:S, lapsed
+// KEYS: in-flight:S, line:S, turn:S, lines, disabled:S, hold:S, lapsed, place:S
 // ARGV: now, subscription, lost_turn_ms, resume (1: S was just enabled again, lift its disabled mark and hold first)
 // Replies the deliveries to wake now, or nil.
 const NUDGE_LUA = `
-local inflight, line, turn, lines, disabled_mark, hold, lapsed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local inflight, line, turn, lines, disabled_mark, hold, lapsed, place = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now, subscription, lost_turn_ms, resume = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 ${LAPSE_LUA}
 if resume then
@@ -440,10 +462,14 @@ if redis.call('ZCARD', line) == 0 then
 end
 if redis.call('EXISTS', disabled_mark) == 1 then return false end
 if redis.call('ZCARD', turn) > 0 or redis.call('ZCARD', inflight) > 0 then return false end
-local head = redis.call('ZRANGE', line, 0, 0)[1]
-redis.call('ZREM', line, head)
-redis.call('ZADD', turn, now, head)
-return {head}
+-- The head gets the turn, its place kept (see place:S; with no turn pending, the places left are
+-- those of lapsed turns).
+local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
+redis.call('ZREM', line, head[1])
+redis.call('ZADD', turn, now, head[1])
+redis.call('DEL', place)
+redis.call('HSET', place, head[1], head[2])
+return {head[1]}
 `;
 
 // KEYS: in-flight:S, line:S, turn:S, lines, cap:S, disabled:S, lapsed   ARGV: id, now, lost_turn_ms, subscription
@@ -550,7 +576,7 @@ export class DeliveryGate {
     // Batched scripts: the first argument is the number of keys.
     redis.defineCommand("gateAcquire", { lua: ACQUIRE_LUA });
     redis.defineCommand("gateRelease", { lua: RELEASE_LUA });
-    redis.defineCommand("gateNudge", { numberOfKeys: 7, lua: NUDGE_LUA });
+    redis.defineCommand("gateNudge", { numberOfKeys: 8, lua: NUDGE_LUA });
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: PACE_LUA });
     redis.defineCommand("gatePrecheck", { numberOfKeys: 7, lua: PRECHECK_LUA });
     this.#redis = redis as RedisConnection & GateCommands;
@@ -794,6 +820,7 @@ export class DeliveryGate {
       this.#key("disabled", subscriptionId),
       this.#key("hold", subscriptionId),
       `${this.#prefix}lapsed`,
+      this.#key("place", subscriptionId),
       now,
       subscriptionId,
       LOST_TURN_MS,

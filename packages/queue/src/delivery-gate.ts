@@ -442,7 +442,7 @@ return result
 const NUDGE_LUA = `
 local inflight, line, turn, lines, disabled_mark, hold, lapsed, place = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now, subscription, lost_turn_ms, resume = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
-${LAPSE_LUA}
+${SHARED_LUA}
 if resume then
   redis.call('DEL', disabled_mark, hold)
   -- Turns given for the end of the hold just lifted (a Retry-After, an open circuit's next
@@ -462,14 +462,8 @@ if redis.call('ZCARD', line) == 0 then
 end
 if redis.call('EXISTS', disabled_mark) == 1 then return false end
 if redis.call('ZCARD', turn) > 0 or redis.call('ZCARD', inflight) > 0 then return false end
--- The head gets the turn, its place kept (see place:S; with no turn pending, the places left are
--- those of lapsed turns).
-local head = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
-redis.call('ZREM', line, head[1])
-redis.call('ZADD', turn, now, head[1])
-redis.call('DEL', place)
-redis.call('HSET', place, head[1], head[2])
-return {head[1]}
+-- The head gets the turn, its place kept (see place:S).
+return take_turns(line, turn, place, now, 1)
 `;
 
 // KEYS: in-flight:S, line:S, turn:S, lines, cap:S, disabled:S, lapsed   ARGV: id, now, lost_turn_ms, subscription

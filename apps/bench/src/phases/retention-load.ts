@@ -71,8 +71,6 @@ export async function measureRetention(receiver: TestReceiver): Promise<Retentio
         `(rows ${seeded.steps.loadSeconds.toFixed(0)} s, indexes ${seeded.steps.indexSeconds.toFixed(0)} s, VACUUM ANALYZE ${seeded.steps.vacuumSeconds.toFixed(0)} s); ` +
         `${seeded.prunable.toLocaleString("en-US")} finished deliveries older than ${r.retentionDays} days`,
     );
-    // The load's dirty pages are written now, not by a checkpoint in the middle of the measurements.
-    await withClient(databaseUrl, (db) => db.query("CHECKPOINT"));
 
     const prefix = `${RUN_PREFIX}-retention`;
     const api = await startApi(databaseUrl, prefix);
@@ -95,6 +93,8 @@ export async function measureRetention(receiver: TestReceiver): Promise<Retentio
       const pruning = (n: number) => ({ label: `pruning (${n}, RETENTION=${r.retentionDays}d)`, env: { RETENTION: `${r.retentionDays}d`, PRUNE_INTERVAL: "1s" } });
       const plans: { label: string; env: Record<string, string> }[] = [quiet(1), pruning(1), quiet(2), pruning(2), quiet(3)];
       for (const plan of plans) {
+        // The dirty pages of the seed, and of the window before, are written now, not by a
+        // checkpoint in the middle of the measurements.
         await withClient(databaseUrl, (db) => db.query("CHECKPOINT"));
         const window = await runWindow({ databaseUrl, prefix, api: { processGroup: api.processGroup }, client, listPaths, ...plan });
         windows.push(window);

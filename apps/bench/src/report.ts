@@ -302,7 +302,7 @@ export function renderReport(r: BenchResults): string {
       ["workload", "setup", "deliveries/s", "seconds", "publishing took", "all `delivered` in PostgreSQL after", "invalid signatures", "duplicates", "queued listed by API", "peak DB connections", "CPU (cores) by process", "other processes (cores)"],
       [
         ...r.throughput.map((t) => [
-          `${t.workload} (${round(t.events)} events)`,
+          `${t.workload} (${round(t.events)} events, ${t.publishers} publishers)`,
           `${t.workers} x ${t.concurrency}${t === best || t === r.bestW1 ? " (best)" : ""}`,
           `${round(t.perSecond)}${t.timedOut ? " (timed out)" : ""}`,
           t.seconds.toFixed(1),
@@ -319,8 +319,8 @@ export function renderReport(r: BenchResults): string {
       ],
     ),
     `${round(settings.throughput.events * settings.throughput.subscriptions)} deliveries per run (W10: each event to all ${settings.throughput.subscriptions} subscriptions; W1: to one), ` +
-      `first publish to last verified delivery, setups as worker processes x WORKER_CONCURRENCY, each run on a database already holding ` +
-      `${round(settings.throughput.historyDeliveries)} delivered deliveries (analyzed, as in service); target >= ${round(TARGETS.deliveriesPerSecond)}/s.`,
+      `${round(settings.throughput.deliveriesInFlight)} in flight from the publishers, first publish to last verified delivery, setups as worker processes x WORKER_CONCURRENCY, on ` +
+      `${round(settings.throughput.historyDeliveries)} delivered deliveries (analyzed); target >= ${round(TARGETS.deliveriesPerSecond)}/s.`,
   );
 
   add(
@@ -434,7 +434,15 @@ export function w1ShareSection(w: W1ShareResult): string[] {
   return [
     "## 4b. W1 against the bare ceiling, back to back",
     table(
-      ["round", "W1 deliveries/s", "bare ceiling jobs/s", "share", "W1: ms of CPU per delivery", "ceiling: ms of CPU per job"],
+      [
+        "round",
+        `W1 deliveries/s (${w.median.w1.publishers} publishers)`,
+        "bare ceiling jobs/s",
+        "share",
+        "W1: ms of CPU per delivery",
+        "ceiling: ms of CPU per job",
+        `W1 with ${w.median.w1FewPublishers.publishers} publishers (not the verdict's): deliveries/s, share, ms of CPU per delivery`,
+      ],
       w.rounds.map((each, index) => [
         String(index + 1),
         `${round(each.w1.perSecond)}${each.w1.timedOut ? " (timed out)" : ""}`,
@@ -442,10 +450,12 @@ export function w1ShareSection(w: W1ShareResult): string[] {
         each === w.median ? `**${(each.share * 100).toFixed(0)}%**` : `${(each.share * 100).toFixed(0)}%`,
         totalCpuPerItem(each.w1.cpu, each.w1.deliveries).toFixed(2),
         totalCpuPerItem(each.ceiling.cpu, each.ceiling.jobs).toFixed(2),
+        `${round(each.w1FewPublishers.perSecond)}${each.w1FewPublishers.timedOut ? " (timed out)" : ""}, ${(each.shareFewPublishers * 100).toFixed(0)}%, ` +
+          totalCpuPerItem(each.w1FewPublishers.cpu, each.w1FewPublishers.deliveries).toFixed(2),
       ]),
     ),
-    `W1's best setup (${w.workers} x ${w.concurrency}). Each round runs W1, then the ceiling at once: the host's speed changes within minutes. ` +
-      "The verdict reads the median round (bold). CPU of all processes.",
+    `W1's best setup (${w.workers} x ${w.concurrency}). Each round runs W1 with ${w.median.w1FewPublishers.publishers} publishers (W10's), W1, then the ceiling at once: ` +
+      "the host's speed changes within minutes. The verdict reads the median round (bold). CPU of all processes.",
   ];
 }
 

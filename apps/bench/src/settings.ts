@@ -11,8 +11,14 @@ export const settings = {
     events: 2_000,
     /** Delivered deliveries already in the log when a run starts (see phases/history-seed.ts). */
     historyDeliveries: 50_000,
-    /** Closed-loop publishers: enough to keep the API busy, few enough not to starve the worker. */
-    publishConcurrency: 16,
+    /**
+     * Closed-loop publishers keep this many deliveries on their way at once, in both workloads:
+     * 16 requests of 10 deliveries in W10, 160 requests of one in W1 (see publishersFor). So the
+     * two differ only in how the deliveries are packed into requests. With 16 requests in W1 as
+     * well, the API's batches carried ~6 events and W1 reached ~55% of the ceiling; phase 4b
+     * still measures that, beside the verdict's setup.
+     */
+    deliveriesInFlight: 160,
     /** Configurations tried: worker processes x WORKER_CONCURRENCY. */
     configurations: [
       { workers: 1, concurrency: 50 },

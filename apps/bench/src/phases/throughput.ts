@@ -57,6 +57,8 @@ export type Workload = "W10" | "W1";
 
 export interface ThroughputResult extends WorkerSetup {
   workload: Workload;
+  /** Closed-loop publishers: requests in flight at once. */
+  publishers: number;
   /** Events published. */
   events: number;
   deliveries: number;
@@ -90,10 +92,16 @@ const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 export const EVENT_TYPE = "invoice.paid";
 let runNumber = 0;
 
+/** Requests in flight that keep settings.throughput.deliveriesInFlight deliveries on their way: 16 in W10, 160 in W1. */
+export function publishersFor(workload: Workload): number {
+  const perEvent = workload === "W10" ? settings.throughput.subscriptions : 1;
+  return Math.ceil(settings.throughput.deliveriesInFlight / perEvent);
+}
+
 /**
  * Phase 1: end-to-end deliveries per second. The real API and worker processes run on a fresh
  * database; `subscriptions` subscriptions all match the event type and point at the receiver;
- * events are published through POST /v1/events by a fixed number of closed-loop clients. The
+ * events are published through POST /v1/events by closed-loop clients (publishersFor). The
  * clock runs from the first publish to the moment the receiver has verified the last expected
  * delivery, so it covers the API, the queue, the worker, and the signing.
  */
@@ -104,6 +112,8 @@ export async function measureThroughput(
     workload?: Workload;
     /** Deliveries to make (W10: events x 10; W1: as many events). */
     deliveries?: number;
+    /** Closed-loop publishers (requests in flight); default: publishersFor(workload). */
+    publishers?: number;
     timeoutMs?: number;
     nodeArgs?: { api: string[]; worker: (index: number) => string[] };
     /** Called once the services run, with their pids (the profiling run cleans up after them). */
@@ -134,7 +144,8 @@ export async function measureThroughput(
     ),
   );
   options.onStarted?.({ api: api.pid, workers: workers.map((worker) => worker.pid) });
-  const client = new ApiClient(api.baseUrl, settings.throughput.publishConcurrency);
+  const publishers = options.publishers ?? publishersFor(workload);
+  const client = new ApiClient(api.baseUrl, publishers);
   let measured: Omit<ThroughputResult, "database" | "pids">;
   let databaseBefore: DatabaseWork | undefined;
   try {
@@ -171,7 +182,7 @@ export async function measureThroughput(
         if (status !== 202) rejected++;
       }
     };
-    const publishing = Promise.all(Array.from({ length: settings.throughput.publishConcurrency }, publisher)).then(() => performance.now());
+    const publishing = Promise.all(Array.from({ length: publishers }, publisher)).then(() => performance.now());
     // A publishing error (the API went away) ends the wait at once instead of at the timeout.
     const publishFailed = publishing.then(() => new Promise<never>(() => {}));
 
@@ -195,6 +206,7 @@ export async function measureThroughput(
     measured = {
       ...setup,
       workload,
+      publishers,
       events,
       deliveries: delivered,
       seconds,
@@ -225,7 +237,7 @@ export async function measureThroughput(
     pids: { api: api.pid, workers: workers.map((worker) => worker.pid) },
   };
   console.log(
-    `  ${workload}, ${setup.workers} worker(s) x concurrency ${setup.concurrency}: ${result.deliveries} deliveries in ${result.seconds.toFixed(2)} s = ` +
+    `  ${workload} (${publishers} publishers), ${setup.workers} worker(s) x concurrency ${setup.concurrency}: ${result.deliveries} deliveries in ${result.seconds.toFixed(2)} s = ` +
       `${Math.round(result.perSecond)}/s${result.timedOut ? " (TIMED OUT)" : ""}; published in ${result.publishSeconds.toFixed(2)} s; ` +
       `invalid signatures ${result.invalidSignatures}, duplicates ${result.duplicates}; in PostgreSQL ${JSON.stringify(result.databaseStatuses)}, ` +
       `queued listed by the API ${result.queuedListedByApi}`,

@@ -3,20 +3,28 @@ import { pruneExpired, withPrunerLock, type PrunedRows, type PrunePass, type Sql
 import type { WorkerMetrics } from "./metrics.ts";
 
 /**
- * Deliveries deleted per statement. Each batch is one short transaction (a few hundred index
- * probes and row deletions, a few milliseconds), so a pass never holds locks or the disk for long.
+ * Deliveries deleted per statement. Each batch is one short transaction (a few dozen index probes
+ * and row deletions, a couple of milliseconds), so a pass never holds locks or the disk for long.
+ * Small, because what a pass costs the publishes is its bursts of WAL: a publish that commits
+ * during one waits for the flush of it. On 10,000,000 deliveries (bench phase 8, 2-core machine,
+ * 2026-11-27, windows taking turns with quiet ones, two of each setting), at a tenth of the time,
+ * batches of 500 deleted ~6,900 deliveries/s and moved the publish p99 by +1.5 to +2.1 ms;
+ * batches of 100, ~3,700-4,000/s and +0.6 to +1.0 ms; batches of 50, ~2,700/s and +0.2 ms. Batches
+ * of 500 at a twentieth of the time (~3,000/s) still moved it by +1.5 ms: the burst's size
+ * matters, not the rate.
  */
-const BATCH_SIZE = 500;
+const BATCH_SIZE = 50;
 
 /**
  * After each batch the pass rests this many times as long as the batch took, so that it keeps a
  * PostgreSQL backend busy at most a tenth of the time, whatever the machine. Measured on
- * 10,000,000 deliveries (bench phase 8, 2-core machine, 2026-11-27): resting three times as long
- * (a quarter of the time), a pass deleted 8,300-8,800 deliveries/s and wrote ~6 MB of WAL a
- * second, mostly full-page images, and moved the publish p99 by +9.7 ms against a noise of 4.1
- * ms; resting nine times as long, 2,900-3,200 deliveries/s, 2.4 MB/s of WAL, +1.5 ms against a
- * noise of 9.7 ms. That rate is still above what a 2,000-deliveries/s server inserts, and only a
- * first pass over a big log is long: each later one deletes what aged out since the one before.
+ * 10,000,000 deliveries (bench phase 8, 2-core machine, 2026-11-27, batches of 500): resting three
+ * times as long (a quarter of the time), a pass deleted 8,300-8,800 deliveries/s and wrote ~6 MB
+ * of WAL a second, mostly full-page images, and moved the publish p99 by +9.7 ms against a noise
+ * of 4.1 ms; resting nine times as long, +1.5 ms against a noise of 9.7 ms on a slow host. With
+ * batches of 50 (above), ~2,700 deliveries/s on a fast host: about what the same host's service
+ * can insert at most. Only a first pass over a big log is long: each later one deletes what aged
+ * out since the one before.
  */
 const REST_RATIO = 9;
 

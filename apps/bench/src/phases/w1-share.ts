@@ -21,11 +21,13 @@ export interface W1ShareResult extends WorkerSetup {
 
 /**
  * Phase 4b: W1 against the bare ceiling, in rounds of one W1 run followed at once by one ceiling
- * run. Each round first runs W1 with W10's 16 publishers as well (not the verdict's: see
- * settings.throughput.deliveriesInFlight), to show what the offered load does to W1. The hosts this runs on change speed within minutes: on one, in one hour, the ceiling ran
+ * run. The hosts this runs on change speed within minutes: on one, in one hour, the ceiling ran
  * at 1,298 to 2,179 jobs/s, and the same code's W1 at 49% to 64% of it. A W1 run and a ceiling
  * run minutes apart compare the host's moments as much as the code; a pair back to back shares
  * its moment, and the median of several pairs is not decided by one slow minute.
+ *
+ * Each round first runs W1 with W10's 16 publishers as well (not the verdict's: see
+ * settings.throughput.deliveriesInFlight), to show what the offered load does to W1.
  */
 export async function measureW1Share(receiver: TestReceiver, setup: WorkerSetup): Promise<W1ShareResult> {
   const rounds: W1ShareRound[] = [];

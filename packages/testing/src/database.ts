@@ -7,8 +7,13 @@ import pg from "pg";
  * each other's rows. The template is built once per run by the global setup.
  */
 export const ADMIN_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
-/** Overridable so that two checkouts can run their suites at once, each from its own migrations. */
-const TEMPLATE = process.env.TEST_TEMPLATE_DATABASE ?? "webhooks_test_template";
+/**
+ * The template of this suite run, named by the global setup (a name per run, so two runs on one
+ * PostgreSQL server never rebuild each other's template).
+ */
+function templateName(): string {
+  return process.env.TEST_TEMPLATE_DATABASE ?? "webhooks_test_template";
+}
 
 export function databaseUrl(name: string): string {
   const url = new URL(ADMIN_DATABASE_URL);
@@ -39,11 +44,17 @@ function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
  * on the one whose tests use it, see packages/db/test/global-setup.ts).
  */
 export async function createTemplateDatabase(migrate: (databaseUrl: string) => Promise<unknown>): Promise<void> {
+  const template = templateName();
   await admin(async (client) => {
-    await client.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
-    await client.query(`CREATE DATABASE ${TEMPLATE}`);
+    await client.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
+    await client.query(`CREATE DATABASE ${template}`);
   });
-  await migrate(databaseUrl(TEMPLATE));
+  await migrate(databaseUrl(template));
+}
+
+/** Drops the run's template (the run's end; test files drop their own copies). */
+export async function dropTemplateDatabase(): Promise<void> {
+  await admin(async (client) => void (await client.query(`DROP DATABASE IF EXISTS ${templateName()} WITH (FORCE)`)));
 }
 
 export interface TestDatabase {
@@ -58,7 +69,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     // Copying a template fails if another copy is being made at that instant; try again.
     for (let attempt = 1; ; attempt++) {
       try {
-        await client.query(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE}`);
+        await client.query(`CREATE DATABASE ${name} TEMPLATE ${templateName()}`);
         return;
       } catch (error) {
         if (attempt >= 20 || (error as { code?: string }).code !== "55006") throw error;
@@ -74,6 +85,10 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 }
 
 /** Runs SQL against a test database, for arranging rows a test needs (e.g. shared timestamps). */
-export function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
+export function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(
+  url: string,
+  text: string,
+  values: unknown[] = [],
+): Promise<T[]> {
   return withClient(url, async (client) => (await client.query<T>(text, values)).rows);
 }

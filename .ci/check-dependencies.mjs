@@ -44,7 +44,9 @@ function importedPackages(file) {
   const text = readFileSync(file, "utf8");
   const names = new Set();
   // Import and export statements, dynamic imports, side-effect imports at the start of a line.
-  for (const match of text.matchAll(/(?:^\s*(?:import|export)\b[^"';]*?\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)["']([^"']+)["']/gm)) {
+  for (const match of text.matchAll(
+    /(?:^\s*(?:import|export)\b[^"';]*?\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)["']([^"']+)["']/gm,
+  )) {
     const specifier = match[1];
     if (specifier.startsWith(".") || specifier.startsWith("/") || specifier.startsWith("node:")) continue;
     const parts = specifier.split("/");
@@ -64,7 +66,8 @@ for (const group of ["apps", "packages"]) {
     const imported = new Set();
     for (const sub of ["src", "test"]) {
       try {
-        for (const file of sourceFiles(join(directory, sub))) for (const name of importedPackages(file)) imported.add(name);
+        for (const file of sourceFiles(join(directory, sub)))
+          for (const name of importedPackages(file)) imported.add(name);
       } catch {
         // No such folder.
       }
@@ -74,8 +77,10 @@ for (const group of ["apps", "packages"]) {
       problems.push(`${pkg.name} imports ${name} without declaring it`);
     }
     for (const name of Object.keys(declared)) {
-      if (!imported.has(name) && !usedWithoutImport(name, pkg)) problems.push(`${pkg.name} declares ${name} but does not import it`);
-      if (!name.startsWith("@webhooks/")) versions.set(name, [...(versions.get(name) ?? []), `${pkg.name}@${declared[name]}`]);
+      if (!imported.has(name) && !usedWithoutImport(name, pkg))
+        problems.push(`${pkg.name} declares ${name} but does not import it`);
+      if (!name.startsWith("@webhooks/"))
+        versions.set(name, [...(versions.get(name) ?? []), `${pkg.name}@${declared[name]}`]);
     }
   }
 }

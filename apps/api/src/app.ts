@@ -5,11 +5,11 @@ import { eventRoutes } from "./events/routes.ts";
 import { requireApiKey, requireMetricsToken } from "./http/auth.ts";
 import { AuthFailureThrottle } from "./http/auth-throttle.ts";
 import { handleError } from "./http/errors.ts";
-import { notFoundOrWrongMethod } from "./http/unmatched-route.ts";
 import { jsonBody } from "./http/json-body.ts";
 import { rateLimit } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
 import type { ApiDeps, ApiEnv } from "./http/types.ts";
+import { notFoundOrWrongMethod } from "./http/unmatched-route.ts";
 import { ADMIN_BASE_PATH, adminRoutes } from "./ops/admin.ts";
 import { docsRoutes } from "./ops/docs.ts";
 import { healthRoutes } from "./ops/health.ts";
@@ -56,9 +56,19 @@ export function createApp(deps: ApiDeps) {
     // Relative: the server that serves this document, whatever its host and port (http://localhost:3000 under `npm start`).
     servers: [{ url: "/", description: "The server that serves this document" }],
     tags: [
-      { name: "Subscriptions", description: "Endpoints that receive webhooks: the event types each wants, its limits and its health." },
-      { name: "Events", description: "What happened in your application; each event is delivered to every matching active subscription." },
-      { name: "Deliveries", description: "The delivery log: one delivery per event and subscription, with every attempt, and resends." },
+      {
+        name: "Subscriptions",
+        description: "Endpoints that receive webhooks: the event types each wants, its limits and its health.",
+      },
+      {
+        name: "Events",
+        description:
+          "What happened in your application; each event is delivered to every matching active subscription.",
+      },
+      {
+        name: "Deliveries",
+        description: "The delivery log: one delivery per event and subscription, with every attempt, and resends.",
+      },
       { name: "Portal sessions", description: "Short-lived links that open the customer portal for one tenant." },
     ],
     security: [{ apiKey: [] }],
@@ -68,7 +78,9 @@ export function createApp(deps: ApiDeps) {
   app.route("/", portalRoutes());
   app.route("/", healthRoutes(deps));
   if (deps.config.metricsToken) app.use("/metrics", requireMetricsToken(deps.config.metricsToken, authThrottle));
-  app.get("/metrics", async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
+  app.get("/metrics", async (c) =>
+    c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }),
+  );
   if (deps.config.admin) app.route(ADMIN_BASE_PATH, adminRoutes(deps.queue, deps.config.admin, authThrottle));
 
   app.notFound(notFoundOrWrongMethod(app.routes));

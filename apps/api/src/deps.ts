@@ -1,4 +1,4 @@
-import { SecretBox, withDeadline, type Config, type Logger } from "@webhooks/core";
+import { type Config, type Logger, SecretBox, withDeadline } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
 import { createEventPublisher } from "./events/publisher.ts";
@@ -17,12 +17,18 @@ export async function connectApiDeps(
   logger: Logger,
   options: { redisReadyTimeoutMs?: number; clock?: () => number } = {},
 ): Promise<ApiDeps & { close(): Promise<void> }> {
-  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const database = createDatabase({
+    databaseUrl: config.databaseUrl,
+    poolSize: config.databasePoolSize,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
+  });
   const redis = connectRedis(config, "producer");
   const layout = queueLayoutFor(config);
   const queue = new DeliveryQueue(redis, layout, logger);
   // Requests fail fast while Redis is down, so wait for the connection before serving any.
-  await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
+  await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) =>
+    logger.warn({ err: error }, "Redis is not ready yet"),
+  );
   const publisher = createEventPublisher({ sql: database.sql, queue, logger });
   return {
     config,

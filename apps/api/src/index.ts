@@ -1,5 +1,5 @@
 export { createApp } from "./app.ts";
-export { CredentialAuthenticator } from "./http/auth.ts";
-export type { ApiDeps } from "./http/types.ts";
 export { connectApiDeps } from "./deps.ts";
+export { CredentialAuthenticator } from "./http/auth.ts";
 export { createApiServer } from "./http/server.ts";
+export type { ApiDeps } from "./http/types.ts";

@@ -21,7 +21,10 @@ function fail(message: string): never {
 
 const { positionals, values } = (() => {
   try {
-    return parseArgs({ allowPositionals: true, options: { name: { type: "string" }, tenant: { type: "string" }, help: { type: "boolean", short: "h" } } });
+    return parseArgs({
+      allowPositionals: true,
+      options: { name: { type: "string" }, tenant: { type: "string" }, help: { type: "boolean", short: "h" } },
+    });
   } catch (error) {
     return fail(`${(error as Error).message}\n${usage}`);
   }
@@ -63,7 +66,11 @@ await applyMigrations(config.databaseUrl, {
   },
   warn: (message) => console.warn(`warning: ${message}`),
 });
-const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 1, queryTimeoutMs: config.databaseQueryTimeoutMs });
+const database = createDatabase({
+  databaseUrl: config.databaseUrl,
+  poolSize: 1,
+  queryTimeoutMs: config.databaseQueryTimeoutMs,
+});
 const db = database.prisma;
 
 try {
@@ -73,7 +80,9 @@ try {
       if (!name) fail(`create needs --name <name>\n${usage}`);
       const { key, record } = await createApiKey({ db }, { name, tenantId: tenant ?? null });
       // The key goes to stdout alone, so `KEY=$(npm run --silent keys -- create --name x)` works.
-      const where = process.stdout.isTTY ? "here, and this is the only time it is shown:" : "on standard output; it is never shown again.";
+      const where = process.stdout.isTTY
+        ? "here, and this is the only time it is shown:"
+        : "on standard output; it is never shown again.";
       const scope = record.tenantId === null ? "" : `, scoped to tenant ${record.tenantId}`;
       console.error(`Created ${record.id} (${record.name}${scope}). The key is ${where}`);
       console.log(key);
@@ -85,7 +94,9 @@ try {
       for (const key of keys) {
         const state = key.revokedAt ? `revoked ${key.revokedAt.toISOString()}` : "active";
         const scope = key.tenantId === null ? "unscoped" : `tenant ${key.tenantId}`;
-        console.log(`${key.id}  ${key.prefix}…  ${key.name}  created ${key.createdAt.toISOString()}  ${state}  ${scope}`);
+        console.log(
+          `${key.id}  ${key.prefix}…  ${key.name}  created ${key.createdAt.toISOString()}  ${state}  ${scope}`,
+        );
       }
       break;
     }
@@ -95,7 +106,9 @@ try {
       // Revoking twice changes nothing and says so; it exits 0 because what was asked holds.
       const earlier = (await listApiKeys({ db })).find((key) => key.id === id);
       if (earlier?.revokedAt) {
-        console.log(`${earlier.id} (${earlier.name}) was already revoked at ${earlier.revokedAt.toISOString()}; nothing changed`);
+        console.log(
+          `${earlier.id} (${earlier.name}) was already revoked at ${earlier.revokedAt.toISOString()}; nothing changed`,
+        );
         break;
       }
       const record = await revokeApiKey({ db }, id).catch((error: Error) => fail(error.message));

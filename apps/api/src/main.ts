@@ -24,8 +24,10 @@ await applyMigrations(config.databaseUrl, {
 
 const deps = await connectApiDeps(config, logger);
 const evictionPolicy = await checkEvictionPolicy(deps.redis).catch(() => undefined);
-if (evictionPolicy) logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
-if (config.apiKeys.length === 0) logger.warn("API_KEYS is empty: only keys created with `npm run keys -- create` are accepted");
+if (evictionPolicy)
+  logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
+if (config.apiKeys.length === 0)
+  logger.warn("API_KEYS is empty: only keys created with `npm run keys -- create` are accepted");
 const app = createApp(deps);
 
 const server = createApiServer(app.fetch, logger);
@@ -33,7 +35,10 @@ server.listen(config.port, config.host, () => {
   const port = (server.address() as AddressInfo).port;
   const base = `http://localhost:${port}`;
   const admin = config.admin ? `${base}${ADMIN_BASE_PATH}` : "off (set ADMIN_USERNAME and ADMIN_PASSWORD)";
-  logger.info({ port, host: config.host, docs: `${base}/docs`, metrics: `${base}/metrics`, bullBoard: admin }, "API listening");
+  logger.info(
+    { port, host: config.host, docs: `${base}/docs`, metrics: `${base}/metrics`, bullBoard: admin },
+    "API listening",
+  );
 });
 
 let stopping = false;

@@ -13,7 +13,9 @@ import { connectApiDeps } from "./deps.ts";
 const output = process.argv[2] ?? new URL("../openapi.json", import.meta.url).pathname;
 
 const config = loadConfig({ LOG_LEVEL: "silent" });
-const deps = await connectApiDeps(config, createLogger({ level: "silent", name: "openapi" }), { redisReadyTimeoutMs: 1 });
+const deps = await connectApiDeps(config, createLogger({ level: "silent", name: "openapi" }), {
+  redisReadyTimeoutMs: 1,
+});
 try {
   const response = await createApp(deps).request("/openapi.json");
   if (response.status !== 200) throw new Error(`GET /openapi.json answered ${response.status}`);

@@ -4,17 +4,21 @@
 import type { AddressInfo } from "node:net";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "@hono/zod-openapi";
+import { type Config, createLogger } from "@webhooks/core";
+import type { PrismaClient } from "@webhooks/db";
+import { type DeliveryQueue, deleteKeysOfPrefix } from "@webhooks/queue";
+import { TEST_API_KEY } from "@webhooks/testing";
+import { request as httpRequest } from "undici";
 import { createApp } from "./app.ts";
 import { connectApiDeps } from "./deps.ts";
-import { createApiServer } from "./http/server.ts";
-import { createLogger, type Config } from "@webhooks/core";
-import type { PrismaClient } from "@webhooks/db";
-import { deleteKeysOfPrefix, type DeliveryQueue } from "@webhooks/queue";
-import { request as httpRequest } from "undici";
-import { TEST_API_KEY } from "@webhooks/testing";
-import { createdSubscriptionSchema, type CreatedSubscriptionResponse, type CreateSubscriptionRequest } from "./subscriptions/schemas.ts";
-import { eventSchema, type EventResponse, type PublishEventRequest } from "./events/schemas.ts";
+import { type EventResponse, eventSchema, type PublishEventRequest } from "./events/schemas.ts";
 import { errorSchema } from "./http/schemas.ts";
+import { createApiServer } from "./http/server.ts";
+import {
+  type CreatedSubscriptionResponse,
+  type CreateSubscriptionRequest,
+  createdSubscriptionSchema,
+} from "./subscriptions/schemas.ts";
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -46,10 +50,28 @@ export interface TestApi {
    * (the error shape when `schema` is left out), so a response that drifts from the OpenAPI
    * document fails the test that sees it.
    */
-  get<S extends z.ZodType = typeof errorSchema>(path: string, status: number, options?: ExpectedCall<S>): Promise<ApiResponse<z.output<S>>>;
-  post<S extends z.ZodType = typeof errorSchema>(path: string, json: unknown, status: number, options?: ExpectedCall<S>): Promise<ApiResponse<z.output<S>>>;
-  put<S extends z.ZodType = typeof errorSchema>(path: string, json: unknown, status: number, options?: ExpectedCall<S>): Promise<ApiResponse<z.output<S>>>;
-  delete<S extends z.ZodType = typeof errorSchema>(path: string, status: number, options?: ExpectedCall<S>): Promise<ApiResponse<z.output<S>>>;
+  get<S extends z.ZodType = typeof errorSchema>(
+    path: string,
+    status: number,
+    options?: ExpectedCall<S>,
+  ): Promise<ApiResponse<z.output<S>>>;
+  post<S extends z.ZodType = typeof errorSchema>(
+    path: string,
+    json: unknown,
+    status: number,
+    options?: ExpectedCall<S>,
+  ): Promise<ApiResponse<z.output<S>>>;
+  put<S extends z.ZodType = typeof errorSchema>(
+    path: string,
+    json: unknown,
+    status: number,
+    options?: ExpectedCall<S>,
+  ): Promise<ApiResponse<z.output<S>>>;
+  delete<S extends z.ZodType = typeof errorSchema>(
+    path: string,
+    status: number,
+    options?: ExpectedCall<S>,
+  ): Promise<ApiResponse<z.output<S>>>;
   close(): Promise<void>;
 }
 
@@ -58,10 +80,14 @@ export interface TestApi {
  * `clock` replaces Date.now for the API-key cache, so a test can move time instead of waiting.
  */
 export async function startTestApi(config: Config, options: { clock?: () => number } = {}): Promise<TestApi> {
-  const deps = await connectApiDeps({ ...config, databasePoolSize: 5 }, createLogger({ level: config.logLevel, name: "api" }), {
-    redisReadyTimeoutMs: 1_000,
-    ...(options.clock ? { clock: options.clock } : {}),
-  });
+  const deps = await connectApiDeps(
+    { ...config, databasePoolSize: 5 },
+    createLogger({ level: config.logLevel, name: "api" }),
+    {
+      redisReadyTimeoutMs: 1_000,
+      ...(options.clock ? { clock: options.clock } : {}),
+    },
+  );
   const app = createApp(deps);
   // The server main.ts runs, with its timeouts and its answers to requests the adapter refuses.
   const server = createApiServer(app.fetch, deps.logger);
@@ -86,11 +112,18 @@ export async function startTestApi(config: Config, options: { clock?: () => numb
       // Not JSON (docs page, metrics): keep the text.
     }
     const flat: Record<string, string> = {};
-    for (const [name, value] of Object.entries(response.headers)) flat[name] = Array.isArray(value) ? value.join(", ") : String(value);
+    for (const [name, value] of Object.entries(response.headers))
+      flat[name] = Array.isArray(value) ? value.join(", ") : String(value);
     return { status: response.statusCode, headers: flat, body: parsed as any };
   }
 
-  async function expectCall<S extends z.ZodType>(method: string, path: string, json: unknown, status: number, options: ExpectedCall<S> = {}) {
+  async function expectCall<S extends z.ZodType>(
+    method: string,
+    path: string,
+    json: unknown,
+    status: number,
+    options: ExpectedCall<S> = {},
+  ) {
     const { schema = errorSchema, ...rest } = options;
     const response = await call(method, path, json === undefined ? rest : { ...rest, json });
     return { ...response, body: checkResponse(`${method} ${path}`, response, status, schema) as z.output<S> };
@@ -125,13 +158,24 @@ export async function startTestApi(config: Config, options: { clock?: () => numb
  * field the schema describes otherwise, or a field it does not document at all (zod drops
  * those in parsing, so the parsed body must equal the one received).
  */
-export function checkResponse<S extends z.ZodType>(call: string, response: ApiResponse<unknown>, status: number, schema: S): z.output<S> {
+export function checkResponse<S extends z.ZodType>(
+  call: string,
+  response: ApiResponse<unknown>,
+  status: number,
+  schema: S,
+): z.output<S> {
   const shown = JSON.stringify(response.body);
-  if (response.status !== status) throw new Error(`${call}: expected status ${status}, got ${response.status}: ${shown}`);
+  if (response.status !== status)
+    throw new Error(`${call}: expected status ${status}, got ${response.status}: ${shown}`);
   const parsed = schema.safeParse(response.body);
-  if (!parsed.success) throw new Error(`${call}: the body does not match its documented schema:\n${z.prettifyError(parsed.error)}\n${shown}`);
+  if (!parsed.success)
+    throw new Error(
+      `${call}: the body does not match its documented schema:\n${z.prettifyError(parsed.error)}\n${shown}`,
+    );
   if (!isDeepStrictEqual(parsed.data, response.body)) {
-    throw new Error(`${call}: the body has fields its documented schema does not describe:\n${shown}\nread as: ${JSON.stringify(parsed.data)}`);
+    throw new Error(
+      `${call}: the body has fields its documented schema does not describe:\n${shown}\nread as: ${JSON.stringify(parsed.data)}`,
+    );
   }
   return parsed.data;
 }

@@ -1,6 +1,6 @@
-import { createTestDatabase, testConfig, TEST_API_KEY, type TestDatabase } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { chromium, type Browser } from "playwright-core";
+import { createTestDatabase, TEST_API_KEY, type TestDatabase, testConfig } from "@webhooks/testing";
+import { type Browser, chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 // A real browser, because only a browser shows what a page makes it fetch: fonts, scripts and
@@ -17,7 +17,13 @@ beforeAll(async () => {
   api = await startTestApi(testConfig(database.url, { ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" }));
   browser = await chromium.launch({
     executablePath: CHROMIUM_PATH,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+    ],
   });
 });
 afterAll(async () => {
@@ -59,8 +65,16 @@ describe("Bull Board and other sites", () => {
       const page = await context.newPage();
       await page.goto(`${api.baseUrl}/admin/queues`, { waitUntil: "networkidle" });
       // The dashboard's requests are same-origin: they pass.
-      expect(await page.evaluate(`fetch("/admin/queues/api/queues/deliveries/pause", { method: "PUT" }).then((response) => response.status)`)).toBe(200);
-      expect(await page.evaluate(`fetch("/admin/queues/api/queues/deliveries/resume", { method: "PUT" }).then((response) => response.status)`)).toBe(200);
+      expect(
+        await page.evaluate(
+          `fetch("/admin/queues/api/queues/deliveries/pause", { method: "PUT" }).then((response) => response.status)`,
+        ),
+      ).toBe(200);
+      expect(
+        await page.evaluate(
+          `fetch("/admin/queues/api/queues/deliveries/resume", { method: "PUT" }).then((response) => response.status)`,
+        ),
+      ).toBe(200);
 
       // Another site's page posts a text/plain form whose body reads as JSON to Bull Board's API.
       const target = `${api.baseUrl}/admin/queues/api/queues/deliveries/add`;
@@ -93,7 +107,8 @@ describe("the API docs in a browser", () => {
       page.on("console", (message) => {
         // The browser asks for /favicon.ico on its own; the API has none.
         if (message.location().url.endsWith("/favicon.ico")) return;
-        if (message.type() === "error" || /Content Security Policy|Refused to/i.test(message.text())) problems.push(message.text());
+        if (message.type() === "error" || /Content Security Policy|Refused to/i.test(message.text()))
+          problems.push(message.text());
       });
       page.on("pageerror", (error) => problems.push(error.message));
       page.on("request", (request) => requested.push(request.url()));
@@ -119,7 +134,9 @@ describe("the API docs in a browser", () => {
       await listDeliveries.locator(".opblock-summary").click();
       await listDeliveries.locator(".try-out__btn").click();
       await listDeliveries.locator(".btn.execute").click();
-      await listDeliveries.locator(".live-responses-table .response-col_status", { hasText: "200" }).waitFor({ timeout: 10_000 });
+      await listDeliveries
+        .locator(".live-responses-table .response-col_status", { hasText: "200" })
+        .waitFor({ timeout: 10_000 });
       expect(await page.evaluate("Object.keys(window.localStorage)")).toEqual([]);
 
       expect(problems).toEqual([]);

@@ -1,6 +1,13 @@
-import { createWebhooksClient, verifyWebhook, WebhookVerificationError, type Delivery, type Event, type SubscriptionWithSecret } from "@webhooks/client";
-import { spawnService, startReceiver, TEST_API_KEY, waitFor, type TestReceiver } from "@webhooks/testing";
 import type { TestApi } from "@webhooks/api/testing";
+import {
+  createWebhooksClient,
+  type Delivery,
+  type Event,
+  type SubscriptionWithSecret,
+  verifyWebhook,
+  WebhookVerificationError,
+} from "@webhooks/client";
+import { spawnService, startReceiver, TEST_API_KEY, type TestReceiver, waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { apiTest } from "./fixtures.ts";
 
@@ -62,42 +69,66 @@ describe("the typed client (packages/client), on every operation", () => {
   let event: Event;
   let delivery: Delivery;
 
-  test("createSubscription: 201 with the secret, defaults for omitted fields; 400 names the parameter", async ({ api, receiver }) => {
+  test("createSubscription: 201 with the secret, defaults for omitted fields; 400 names the parameter", async ({
+    api,
+    receiver,
+  }) => {
     // active, description, max_in_flight and rate_limit are optional in the generated types.
     const { data, error, response } = await client(api).POST("/v1/subscriptions", {
       body: { url: `${receiver.url}/webhooks`, events: ["invoice.paid"] },
     });
     expect(error).toBeUndefined();
     expect(response.status).toBe(201);
-    expect(data).toMatchObject({ object: "subscription", url: `${receiver.url}/webhooks`, events: ["invoice.paid"], description: "", active: true, rate_limit: null });
+    expect(data).toMatchObject({
+      object: "subscription",
+      url: `${receiver.url}/webhooks`,
+      events: ["invoice.paid"],
+      description: "",
+      active: true,
+      rate_limit: null,
+    });
     expect(data!.secret).toMatch(/^whsec_/);
     subscription = data!;
 
-    const invalid = await client(api).POST("/v1/subscriptions", { body: { url: `${receiver.url}/webhooks`, events: [] } });
+    const invalid = await client(api).POST("/v1/subscriptions", {
+      body: { url: `${receiver.url}/webhooks`, events: [] },
+    });
     expect(invalid.response.status).toBe(400);
     expect(invalid.data).toBeUndefined();
-    expect(invalid.error?.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "events" });
+    expect(invalid.error?.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "parameter_invalid",
+      param: "events",
+    });
   });
 
   test("getSubscription: 200 without the secret; 404 for an unknown id", async ({ api, receiver }) => {
-    const { data, response } = await client(api).GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+    const { data, response } = await client(api).GET("/v1/subscriptions/{subscription_id}", {
+      params: { path: { subscription_id: subscription.id } },
+    });
     expect(response.status).toBe(200);
     const { secret: _secret, ...withoutSecret } = subscription;
     expect(data).toEqual(withoutSecret);
 
-    const missing = await client(api).GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).GET("/v1/subscriptions/{subscription_id}", {
+      params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } },
+    });
     expect(missing.response.status).toBe(404);
     expect(missing.error?.error.code).toBe("resource_missing");
   });
 
   test("listSubscriptions: 200, a page of the given size with has_more", async ({ api, receiver }) => {
-    const other = await client(api).POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["*"], active: false } });
+    const other = await client(api).POST("/v1/subscriptions", {
+      body: { url: "https://example.com/hooks", events: ["*"], active: false },
+    });
     expect(other.response.status).toBe(201);
     const { data, response } = await client(api).GET("/v1/subscriptions", { params: { query: { limit: 1 } } });
     expect(response.status).toBe(200);
     expect(data).toMatchObject({ object: "list", url: "/v1/subscriptions", has_more: true });
     expect(data!.data.map((s) => s.id)).toEqual([other.data!.id]);
-    const next = await client(api).GET("/v1/subscriptions", { params: { query: { limit: 1, starting_after: other.data!.id } } });
+    const next = await client(api).GET("/v1/subscriptions", {
+      params: { query: { limit: 1, starting_after: other.data!.id } },
+    });
     expect(next.data!.data.map((s) => s.id)).toEqual([subscription.id]);
     expect(next.data!.has_more).toBe(false);
   });
@@ -108,10 +139,19 @@ describe("the typed client (packages/client), on every operation", () => {
       body: { events: ["invoice.paid", "invoice.refunded"], rate_limit: 50 },
     });
     expect(response.status).toBe(200);
-    expect(data).toMatchObject({ id: subscription.id, url: subscription.url, events: ["invoice.paid", "invoice.refunded"], rate_limit: 50, active: true });
+    expect(data).toMatchObject({
+      id: subscription.id,
+      url: subscription.url,
+      events: ["invoice.paid", "invoice.refunded"],
+      rate_limit: 50,
+      active: true,
+    });
   });
 
-  test("publishEvent: 202; the same Idempotency-Key replays it (Idempotent-Replayed), with another body it is a 409", async ({ api, receiver }) => {
+  test("publishEvent: 202; the same Idempotency-Key replays it (Idempotent-Replayed), with another body it is a 409", async ({
+    api,
+    receiver,
+  }) => {
     const publish = (amount: number) =>
       client(api).POST("/v1/events", {
         params: { header: { "Idempotency-Key": "client-test-in_42" } },
@@ -120,7 +160,11 @@ describe("the typed client (packages/client), on every operation", () => {
     const first = await publish(4200);
     expect(first.response.status).toBe(202);
     expect(first.response.headers.get("idempotent-replayed")).toBeNull();
-    expect(first.data).toMatchObject({ object: "event", type: "invoice.paid", data: { invoice: "in_42", amount_due: 4200 } });
+    expect(first.data).toMatchObject({
+      object: "event",
+      type: "invoice.paid",
+      data: { invoice: "in_42", amount_due: 4200 },
+    });
     expect(first.data!.id).toMatch(/^evt_/);
     event = first.data!;
 
@@ -135,19 +179,30 @@ describe("the typed client (packages/client), on every operation", () => {
   });
 
   test("getEvent: 200; 404 for an unknown id", async ({ api, receiver }) => {
-    const { data, response } = await client(api).GET("/v1/events/{event_id}", { params: { path: { event_id: event.id } } });
+    const { data, response } = await client(api).GET("/v1/events/{event_id}", {
+      params: { path: { event_id: event.id } },
+    });
     expect(response.status).toBe(200);
     expect(data).toEqual(event);
-    const missing = await client(api).GET("/v1/events/{event_id}", { params: { path: { event_id: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).GET("/v1/events/{event_id}", {
+      params: { path: { event_id: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } },
+    });
     expect(missing.response.status).toBe(404);
   });
 
   test("listDeliveries: 200, filtered by subscription; 400 for a limit out of range", async ({ api, receiver }) => {
-    const { data, response } = await client(api).GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, event: "invoice.paid" } } });
+    const { data, response } = await client(api).GET("/v1/deliveries", {
+      params: { query: { subscription_id: subscription.id, event: "invoice.paid" } },
+    });
     expect(response.status).toBe(200);
     expect(data).toMatchObject({ object: "list", url: "/v1/deliveries", has_more: false });
     expect(data!.data).toHaveLength(1);
-    expect(data!.data[0]).toMatchObject({ object: "delivery", subscription_id: subscription.id, event_id: event.id, event: "invoice.paid" });
+    expect(data!.data[0]).toMatchObject({
+      object: "delivery",
+      subscription_id: subscription.id,
+      event_id: event.id,
+      event: "invoice.paid",
+    });
     delivery = data!.data[0]!;
 
     const outOfRange = await client(api).GET("/v1/deliveries", { params: { query: { limit: 500 } } });
@@ -155,10 +210,15 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(outOfRange.error?.error).toMatchObject({ code: "parameter_out_of_range", param: "limit" });
   });
 
-  test("getDelivery: 200, delivered once the worker has sent it; the receiver verifies it with verifyWebhook", async ({ api, receiver }) => {
+  test("getDelivery: 200, delivered once the worker has sent it; the receiver verifies it with verifyWebhook", async ({
+    api,
+    receiver,
+  }) => {
     const delivered = await waitFor(
       async () => {
-        const { data } = await client(api).GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: delivery.id } } });
+        const { data } = await client(api).GET("/v1/deliveries/{delivery_id}", {
+          params: { path: { delivery_id: delivery.id } },
+        });
         return data?.status === "delivered" ? data : undefined;
       },
       { what: "the delivery to be delivered" },
@@ -168,56 +228,109 @@ describe("the typed client (packages/client), on every operation", () => {
     const [webhook] = receiver.received;
     expect(webhook).toBeDefined();
     const payload = verifyWebhook(subscription.secret, webhook!.headers, webhook!.body);
-    expect(payload).toEqual({ type: "invoice.paid", timestamp: event.created_at, data: { invoice: "in_42", amount_due: 4200 } });
-    expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body.replace("4200", "4201"))).toThrow(WebhookVerificationError);
-    const otherSecret = (await client(api).POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["a"] } })).data!.secret;
+    expect(payload).toEqual({
+      type: "invoice.paid",
+      timestamp: event.created_at,
+      data: { invoice: "in_42", amount_due: 4200 },
+    });
+    expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body.replace("4200", "4201"))).toThrow(
+      WebhookVerificationError,
+    );
+    const otherSecret = (
+      await client(api).POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["a"] } })
+    ).data!.secret;
     expect(() => verifyWebhook(otherSecret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
   });
 
-  test("listDeliveryAttempts: 200, the attempt with its response; 404 for an unknown delivery", async ({ api, receiver }) => {
-    const { data, response } = await client(api).GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: delivery.id } } });
+  test("listDeliveryAttempts: 200, the attempt with its response; 404 for an unknown delivery", async ({
+    api,
+    receiver,
+  }) => {
+    const { data, response } = await client(api).GET("/v1/deliveries/{delivery_id}/attempts", {
+      params: { path: { delivery_id: delivery.id } },
+    });
     expect(response.status).toBe(200);
     expect(data).toMatchObject({ object: "list", url: `/v1/deliveries/${delivery.id}/attempts`, has_more: false });
     expect(data!.data).toEqual([
-      expect.objectContaining({ object: "delivery_attempt", delivery_id: delivery.id, number: 1, url: subscription.url, response_code: 200, error: null }),
+      expect.objectContaining({
+        object: "delivery_attempt",
+        delivery_id: delivery.id,
+        number: 1,
+        url: subscription.url,
+        response_code: 200,
+        error: null,
+      }),
     ]);
-    const missing = await client(api).GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).GET("/v1/deliveries/{delivery_id}/attempts", {
+      params: { path: { delivery_id: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } },
+    });
     expect(missing.response.status).toBe(404);
   });
 
   test("retryDelivery: 202 queued, and the receiver gets it again", async ({ api, receiver }) => {
-    const { data, response } = await client(api).POST("/v1/deliveries/{delivery_id}/retry", { params: { path: { delivery_id: delivery.id } } });
+    const { data, response } = await client(api).POST("/v1/deliveries/{delivery_id}/retry", {
+      params: { path: { delivery_id: delivery.id } },
+    });
     expect(response.status).toBe(202);
     expect(data).toMatchObject({ id: delivery.id, status: "queued" });
     await waitFor(() => receiver.received.length >= 2 || undefined, { what: "the resend" });
-    expect(verifyWebhook(subscription.secret, receiver.received[1]!.headers, receiver.received[1]!.body).type).toBe("invoice.paid");
+    expect(verifyWebhook(subscription.secret, receiver.received[1]!.headers, receiver.received[1]!.body).type).toBe(
+      "invoice.paid",
+    );
   });
 
   /** The webhooks the receiver got for an event, once it has `count` of them. */
   const webhooksOf = (receiver: TestReceiver, eventId: string, count = 1) =>
-    waitFor(() => {
-      const received = receiver.received.filter((webhook) => webhook.headers["webhook-id"] === eventId);
-      return received.length >= count ? received : undefined;
-    }, { what: `${count} webhook(s) of ${eventId}` });
+    waitFor(
+      () => {
+        const received = receiver.received.filter((webhook) => webhook.headers["webhook-id"] === eventId);
+        return received.length >= count ? received : undefined;
+      },
+      { what: `${count} webhook(s) of ${eventId}` },
+    );
 
   const deliveryOf = (api: TestApi, deliveryId: string, done: (delivery: Delivery) => boolean) =>
-    waitFor(async () => {
-      const { data } = await client(api).GET("/v1/deliveries/{delivery_id}", { params: { path: { delivery_id: deliveryId } } });
-      return data && done(data) ? data : undefined;
-    }, { what: `delivery ${deliveryId}` });
+    waitFor(
+      async () => {
+        const { data } = await client(api).GET("/v1/deliveries/{delivery_id}", {
+          params: { path: { delivery_id: deliveryId } },
+        });
+        return data && done(data) ? data : undefined;
+      },
+      { what: `delivery ${deliveryId}` },
+    );
 
-  test("sendTestEvent: 202 with a queued delivery of webhook.test to this subscription alone; 404 for an unknown one", async ({ api, receiver }) => {
-    const { data, response } = await client(api).POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
+  test("sendTestEvent: 202 with a queued delivery of webhook.test to this subscription alone; 404 for an unknown one", async ({
+    api,
+    receiver,
+  }) => {
+    const { data, response } = await client(api).POST("/v1/subscriptions/{subscription_id}/test", {
+      params: { path: { subscription_id: subscription.id } },
+    });
     expect(response.status).toBe(202);
-    expect(data).toMatchObject({ object: "delivery", subscription_id: subscription.id, event: "webhook.test", status: "queued", attempts: 0 });
+    expect(data).toMatchObject({
+      object: "delivery",
+      subscription_id: subscription.id,
+      event: "webhook.test",
+      status: "queued",
+      attempts: 0,
+    });
     const [webhook] = await webhooksOf(receiver, data!.event_id);
-    expect(verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toMatchObject({ type: "webhook.test", data: expect.any(Object) });
+    expect(verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toMatchObject({
+      type: "webhook.test",
+      data: expect.any(Object),
+    });
 
-    const missing = await client(api).POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } } });
+    const missing = await client(api).POST("/v1/subscriptions/{subscription_id}/test", {
+      params: { path: { subscription_id: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } },
+    });
     expect(missing.response.status).toBe(404);
   });
 
-  test("recoverSubscription: 202 with the count of failed deliveries queued again, which then succeed; listDeliveries filters by response_code", async ({ api, receiver }) => {
+  test("recoverSubscription: 202 with the count of failed deliveries queued again, which then succeed; listDeliveries filters by response_code", async ({
+    api,
+    receiver,
+  }) => {
     receiverFails = true;
     const sent = await client(api).POST("/v1/subscriptions/{subscription_id}/test", {
       params: { path: { subscription_id: subscription.id } },
@@ -227,7 +340,9 @@ describe("the typed client (packages/client), on every operation", () => {
     // Every attempt of the (shortened) retry schedule fails, and none is left.
     const failed = await deliveryOf(api, sent.data!.id, (d) => d.status === "failed" && d.next_retry_at === null);
     expect(failed).toMatchObject({ response_code: 500 });
-    const byCode = await client(api).GET("/v1/deliveries", { params: { query: { subscription_id: subscription.id, response_code: "5xx" } } });
+    const byCode = await client(api).GET("/v1/deliveries", {
+      params: { query: { subscription_id: subscription.id, response_code: "5xx" } },
+    });
     expect(byCode.response.status).toBe(200);
     expect(byCode.data!.data.map((d) => d.id)).toEqual([sent.data!.id]);
 
@@ -237,7 +352,12 @@ describe("the typed client (packages/client), on every operation", () => {
       body: { since: subscription.created_at },
     });
     expect(response.status).toBe(202);
-    expect(data).toMatchObject({ object: "recovery", subscription_id: subscription.id, since: subscription.created_at, deliveries: 1 });
+    expect(data).toMatchObject({
+      object: "recovery",
+      subscription_id: subscription.id,
+      since: subscription.created_at,
+      deliveries: 1,
+    });
     expect(await deliveryOf(api, sent.data!.id, (d) => d.status === "delivered")).toMatchObject({ response_code: 200 });
 
     const backwards = await client(api).POST("/v1/subscriptions/{subscription_id}/recover", {
@@ -248,7 +368,10 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(backwards.error?.error.param).toBe("until");
   });
 
-  test("rotateSubscriptionSecret: 200 with a new secret; after a 0s overlap webhooks verify with it, not the old one", async ({ api, receiver }) => {
+  test("rotateSubscriptionSecret: 200 with a new secret; after a 0s overlap webhooks verify with it, not the old one", async ({
+    api,
+    receiver,
+  }) => {
     const { data, response } = await client(api).POST("/v1/subscriptions/{subscription_id}/rotate_secret", {
       params: { path: { subscription_id: subscription.id } },
       body: { overlap: "0s" },
@@ -258,22 +381,33 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(data!.secret).toMatch(/^whsec_/);
     expect(data!.secret).not.toBe(subscription.secret);
 
-    const sent = await client(api).POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } } });
+    const sent = await client(api).POST("/v1/subscriptions/{subscription_id}/test", {
+      params: { path: { subscription_id: subscription.id } },
+    });
     const [webhook] = await webhooksOf(receiver, sent.data!.event_id);
     expect(verifyWebhook(data!.secret, webhook!.headers, webhook!.body).type).toBe("webhook.test");
     expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
   });
 
   test("deleteSubscription: 200, then the subscription is a 404", async ({ api, receiver }) => {
-    const { data, response } = await client(api).DELETE("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+    const { data, response } = await client(api).DELETE("/v1/subscriptions/{subscription_id}", {
+      params: { path: { subscription_id: subscription.id } },
+    });
     expect(response.status).toBe(200);
     expect(data).toEqual({ id: subscription.id, object: "subscription", deleted: true });
-    const gone = await client(api).GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } });
+    const gone = await client(api).GET("/v1/subscriptions/{subscription_id}", {
+      params: { path: { subscription_id: subscription.id } },
+    });
     expect(gone.response.status).toBe(404);
   });
 
-  test("createPortalSession: 201 with a token scoped to the tenant, which the client then uses; a scoped credential gets 403", async ({ api, receiver }) => {
-    const { data, error, response } = await client(api).POST("/v1/portal_sessions", { body: { tenant_id: "acme", expires_in: "15m" } });
+  test("createPortalSession: 201 with a token scoped to the tenant, which the client then uses; a scoped credential gets 403", async ({
+    api,
+    receiver,
+  }) => {
+    const { data, error, response } = await client(api).POST("/v1/portal_sessions", {
+      body: { tenant_id: "acme", expires_in: "15m" },
+    });
     expect(error).toBeUndefined();
     expect(response.status).toBe(201);
     expect(data).toMatchObject({ object: "portal_session", tenant_id: "acme" });
@@ -294,12 +428,17 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(notJson.response.status).toBe(415);
     expect(notJson.error?.error.code).toBe("unsupported_media_type");
 
-    const tooLarge = await client(api).POST("/v1/events", { body: { type: "invoice.paid", data: { blob: "x".repeat(api.config.bodyLimitBytes) } } });
+    const tooLarge = await client(api).POST("/v1/events", {
+      body: { type: "invoice.paid", data: { blob: "x".repeat(api.config.bodyLimitBytes) } },
+    });
     expect(tooLarge.response.status).toBe(413);
     expect(tooLarge.error?.error.code).toBe("body_too_large");
   });
 
-  test("authentication: 401 for a wrong key, and 429 with Retry-After once an address fails too often", async ({ api, receiver }) => {
+  test("authentication: 401 for a wrong key, and 429 with Retry-After once an address fails too often", async ({
+    api,
+    receiver,
+  }) => {
     const wrong = client(api, "not_a_key");
     const refused = await wrong.GET("/v1/deliveries");
     expect(refused.response.status).toBe(401);
@@ -312,36 +451,53 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(Number(throttled.response.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
-  test("documents, on every operation, the statuses any /v1 request can get, and their headers", async ({ api, receiver }) => {
+  test("documents, on every operation, the statuses any /v1 request can get, and their headers", async ({
+    api,
+    receiver,
+  }) => {
     const document = await openApiDocument(api);
     for (const [path, operations] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
         const where = `${operation.operationId} (${method.toUpperCase()} ${path})`;
         expect(operation.operationId, where).toMatch(/^[a-z][A-Za-z]+$/);
         expect(operation.description, where).toEqual(expect.any(String));
-        expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["400", "401", "405", "429", "500", "503"]));
-        if (operation.requestBody) expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["413", "415"]));
+        expect(Object.keys(operation.responses), where).toEqual(
+          expect.arrayContaining(["400", "401", "405", "429", "500", "503"]),
+        );
+        if (operation.requestBody)
+          expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["413", "415"]));
         if (path.includes("{")) expect(Object.keys(operation.responses), where).toContain("404");
         for (const [status, response] of Object.entries(operation.responses)) {
           expect(Object.keys(response.headers ?? {}), `${where} ${status}`).toContain("request-id");
         }
         expect(Object.keys(operation.responses["405"]!.headers ?? {}), where).toContain("Allow");
-        for (const status of ["429", "503"]) expect(Object.keys(operation.responses[status]!.headers ?? {}), `${where} ${status}`).toContain("Retry-After");
+        for (const status of ["429", "503"])
+          expect(Object.keys(operation.responses[status]!.headers ?? {}), `${where} ${status}`).toContain(
+            "Retry-After",
+          );
       }
     }
-    expect(Object.keys(document.paths["/v1/events"]!.post!.responses["202"]!.headers ?? {})).toContain("Idempotent-Replayed");
+    expect(Object.keys(document.paths["/v1/events"]!.post!.responses["202"]!.headers ?? {})).toContain(
+      "Idempotent-Replayed",
+    );
   });
 
-  test("exercises every operation of the OpenAPI document, each answered with a success status, each with a request-id", async ({ api, receiver }) => {
+  test("exercises every operation of the OpenAPI document, each answered with a success status, each with a request-id", async ({
+    api,
+    receiver,
+  }) => {
     const document = await openApiDocument(api);
     const notExercised: string[] = [];
     for (const [path, operations] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
         const statuses = answered.get(`${method.toUpperCase()} ${path}`) ?? [];
-        if (!statuses.some((status) => status >= 200 && status < 300)) notExercised.push(`${operation.operationId} (${method.toUpperCase()} ${path})`);
+        if (!statuses.some((status) => status >= 200 && status < 300))
+          notExercised.push(`${operation.operationId} (${method.toUpperCase()} ${path})`);
       }
     }
-    expect(notExercised, "operations of the document this file does not call successfully through the client").toEqual([]);
+    expect(notExercised, "operations of the document this file does not call successfully through the client").toEqual(
+      [],
+    );
     expect(requestIds.length).toBeGreaterThan(0);
     for (const id of requestIds) expect(id).toMatch(/^req_[0-9A-Z]{26}$/);
   });

@@ -25,13 +25,19 @@ const test = apiTest().extend("seed", { scope: "file" }, async ({ api, database 
   for (let i = 0; i < 50; i++) {
     await publish(api, { type: i % 2 ? "invoice.paid" : "invoice.refunded", data: { i } });
   }
-  await sql(database.url, `
+  await sql(
+    database.url,
+    `
     WITH numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM deliveries)
     UPDATE deliveries d SET
       status = (CASE n % 3 WHEN 0 THEN 'queued' WHEN 1 THEN 'delivered' ELSE 'failed' END)::delivery_status,
       created_at = CASE WHEN n BETWEEN 100 AND 185 THEN '2026-01-01T00:00:00.123Z'::timestamptz ELSE d.created_at END
-    FROM numbered WHERE numbered.id = d.id`);
-  const rows = await sql<Row>(database.url, "SELECT id, subscription_id, status::text AS status, event_type, created_at FROM deliveries ORDER BY created_at DESC, id DESC");
+    FROM numbered WHERE numbered.id = d.id`,
+  );
+  const rows = await sql<Row>(
+    database.url,
+    "SELECT id, subscription_id, status::text AS status, event_type, created_at FROM deliveries ORDER BY created_at DESC, id DESC",
+  );
   expect(rows).toHaveLength(250);
   return { subscriptions, rows };
 });
@@ -66,12 +72,27 @@ describe("GET /v1/deliveries", () => {
     expect(body).toMatchObject({ object: "list", url: "/v1/deliveries", has_more: true });
     expect(body.data).toHaveLength(20);
     expect(Object.keys(body.data[0]!).sort()).toEqual(
-      ["attempts", "created_at", "event", "event_id", "id", "next_retry_at", "object", "response_code", "status", "subscription_id"].sort(),
+      [
+        "attempts",
+        "created_at",
+        "event",
+        "event_id",
+        "id",
+        "next_retry_at",
+        "object",
+        "response_code",
+        "status",
+        "subscription_id",
+      ].sort(),
     );
     expect(body.data.map((d) => d.id)).toEqual(rows.slice(0, 20).map((r) => r.id));
   });
 
-  test("pages through all 250 deliveries, ties included, with no gap and no duplicate", async ({ api, database, seed }) => {
+  test("pages through all 250 deliveries, ties included, with no gap and no duplicate", async ({
+    api,
+    database,
+    seed,
+  }) => {
     const { rows } = seed;
     for (const limit of [1, 7, 20, 100]) {
       const ids = await listAll(api, new URLSearchParams(), limit);
@@ -151,7 +172,10 @@ describe("GET /v1/deliveries", () => {
   });
 
   test("returns an empty list for an unknown subscription", async ({ api, database, seed }) => {
-    expect(await list(api, "subscription_id=sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q")).toMatchObject({ data: [], has_more: false });
+    expect(await list(api, "subscription_id=sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q")).toMatchObject({
+      data: [],
+      has_more: false,
+    });
   });
 
   test("keeps the delivery log of a deleted subscription", async ({ api, database, seed }) => {
@@ -196,12 +220,37 @@ describe("GET /v1/deliveries", () => {
     // Past what a double holds (Infinity): not a number at all.
     [`limit=${"9".repeat(400)}`, "limit", "parameter_invalid", "limit must be an integer between 1 and 100"],
     // An empty window, as POST /v1/subscriptions/{id}/recover refuses it.
-    ["since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "until", "parameter_invalid", "until must be later than since"],
-    ["since=2026-01-01T00:00:00Z&until=2026-01-01T00:00:00Z", "until", "parameter_invalid", "until must be later than since"],
-    ["since=2026-01-01T02:00:00%2B02:00&until=2026-01-01T00:00:00Z", "until", "parameter_invalid", "until must be later than since"],
+    [
+      "since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z",
+      "until",
+      "parameter_invalid",
+      "until must be later than since",
+    ],
+    [
+      "since=2026-01-01T00:00:00Z&until=2026-01-01T00:00:00Z",
+      "until",
+      "parameter_invalid",
+      "until must be later than since",
+    ],
+    [
+      "since=2026-01-01T02:00:00%2B02:00&until=2026-01-01T00:00:00Z",
+      "until",
+      "parameter_invalid",
+      "until must be later than since",
+    ],
     // An empty filter is a form field left blank, not a filter that matches nothing.
-    ["subscription_id=", "subscription_id", "parameter_invalid", "subscription_id must not be empty: leave it out to list the deliveries of every subscription"],
-    ["event=", "event", "parameter_invalid", "event must not be empty: leave it out to list the deliveries of every event type"],
+    [
+      "subscription_id=",
+      "subscription_id",
+      "parameter_invalid",
+      "subscription_id must not be empty: leave it out to list the deliveries of every subscription",
+    ],
+    [
+      "event=",
+      "event",
+      "parameter_invalid",
+      "event must not be empty: leave it out to list the deliveries of every event type",
+    ],
   ])("rejects %s with a 400 that says why", async ([query, param, code, message], { api, database, seed }) => {
     const response = await api.get(`/v1/deliveries?${query}`, 400);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", param, code, message });
@@ -219,7 +268,13 @@ describe("GET /v1/deliveries/{id}", () => {
     const { rows } = seed;
     const row = rows[3]!;
     const response = await api.get(`/v1/deliveries/${row.id}`, 200, { schema: deliverySchema });
-    expect(response.body).toMatchObject({ id: row.id, object: "delivery", subscription_id: row.subscription_id, status: row.status, event: row.event_type });
+    expect(response.body).toMatchObject({
+      id: row.id,
+      object: "delivery",
+      subscription_id: row.subscription_id,
+      status: row.status,
+      event: row.event_type,
+    });
     expect(response.body.created_at).toBe(row.created_at.toISOString());
   });
 
@@ -235,35 +290,66 @@ describe("GET /v1/deliveries/{id}", () => {
     const { rows } = seed;
     const row = rows[0]!;
     const response = await api.get(`/v1/deliveries/${row.id}/attempts`, 200, { schema: attemptListSchema });
-    expect(response.body).toEqual({ object: "list", url: `/v1/deliveries/${row.id}/attempts`, has_more: false, data: [] });
+    expect(response.body).toEqual({
+      object: "list",
+      url: `/v1/deliveries/${row.id}/attempts`,
+      has_more: false,
+      data: [],
+    });
   });
 
-  test("shows duration_ms as null for an attempt in flight or with an unknown outcome", async ({ api, database, seed }) => {
+  test("shows duration_ms as null for an attempt in flight or with an unknown outcome", async ({
+    api,
+    database,
+    seed,
+  }) => {
     const { rows } = seed;
     // A failed delivery whose retry is being attempted; not the first of its status, which other tests use.
     const row = rows.filter((r) => r.status === "failed")[1]!;
-    await sql(database.url, `
+    await sql(
+      database.url,
+      `
       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, error) VALUES
         ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5A', $1, 1, 'https://example.com/0', now() - interval '2 minutes', 120, 500, NULL),
-        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown')`, [row.id]);
+        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown')`,
+      [row.id],
+    );
     // The attempt in flight is on the delivery's row until it ends (the claim puts it there).
-    await sql(database.url, `
+    await sql(
+      database.url,
+      `
       UPDATE deliveries SET attempts = 3, open_attempt_id = 'att_01JD5V6Y7Z8X9W0V1A2T3S4R5C', open_attempt_started_at = now()
-      WHERE id = $1`, [row.id]);
+      WHERE id = $1`,
+      [row.id],
+    );
     const response = await api.get(`/v1/deliveries/${row.id}/attempts`, 200, { schema: attemptListSchema });
-    expect(response.body.data.map((a: { id: string; number: number; duration_ms: number | null; error: string | null }) => [a.id, a.number, a.duration_ms, a.error])).toEqual([
+    expect(
+      response.body.data.map((a: { id: string; number: number; duration_ms: number | null; error: string | null }) => [
+        a.id,
+        a.number,
+        a.duration_ms,
+        a.error,
+      ]),
+    ).toEqual([
       ["att_01JD5V6Y7Z8X9W0V1A2T3S4R5C", 3, null, null],
       ["att_01JD5V6Y7Z8X9W0V1U2T3S4R5B", 2, null, "outcome unknown"],
       ["att_01JD5V6Y7Z8X9W0V1U2T3S4R5A", 1, 120, null],
     ]);
     // Pages continue after the attempt in flight as after any other.
-    const after = await api.get(`/v1/deliveries/${row.id}/attempts?limit=1&starting_after=att_01JD5V6Y7Z8X9W0V1A2T3S4R5C`, 200, { schema: attemptListSchema });
+    const after = await api.get(
+      `/v1/deliveries/${row.id}/attempts?limit=1&starting_after=att_01JD5V6Y7Z8X9W0V1A2T3S4R5C`,
+      200,
+      { schema: attemptListSchema },
+    );
     expect(after.body.data.map((a: { number: number }) => a.number)).toEqual([2]);
     expect(after.body.has_more).toBe(true);
 
     // An attempt of another delivery is no cursor for this one.
     const other = rows.filter((r) => r.status === "failed")[2]!;
-    const refused = await api.get(`/v1/deliveries/${other.id}/attempts?starting_after=att_01JD5V6Y7Z8X9W0V1A2T3S4R5C`, 400);
+    const refused = await api.get(
+      `/v1/deliveries/${other.id}/attempts?starting_after=att_01JD5V6Y7Z8X9W0V1A2T3S4R5C`,
+      400,
+    );
     expect(refused.body.error).toMatchObject({ code: "resource_missing", param: "starting_after" });
   });
 });

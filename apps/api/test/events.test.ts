@@ -1,11 +1,11 @@
 import { startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
 import { dispatchJobId } from "@webhooks/queue";
 import { testConfig } from "@webhooks/testing";
+import { describe, expect } from "vitest";
 import { deliveryListSchema } from "../src/deliveries/schemas.ts";
 import { eventSchema } from "../src/events/schemas.ts";
-import { describe, expect } from "vitest";
-import { apiTest } from "./fixtures.ts";
 import { subscriptionSchema } from "../src/subscriptions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
 const test = apiTest();
 
@@ -14,7 +14,12 @@ async function subscribeTo(api: TestApi, events: string[], extra: Record<string,
 }
 
 /** A publish whose answer the test checks itself (some expect a 400 or a 409). */
-async function send(api: TestApi, type: string, data: Record<string, unknown> = { n: 1 }, headers: Record<string, string> = {}) {
+async function send(
+  api: TestApi,
+  type: string,
+  data: Record<string, unknown> = { n: 1 },
+  headers: Record<string, string> = {},
+) {
   return api.call("POST", "/v1/events", { json: { type, data }, headers });
 }
 
@@ -40,7 +45,11 @@ describe("POST /v1/events", () => {
 
     const response = await send(api, type, { invoice: "in_1", amount: 4200, nested: { ok: true, list: [1, "two"] } });
     expect(response.status).toBe(202);
-    expect(response.body).toMatchObject({ object: "event", type, data: { invoice: "in_1", amount: 4200, nested: { ok: true, list: [1, "two"] } } });
+    expect(response.body).toMatchObject({
+      object: "event",
+      type,
+      data: { invoice: "in_1", amount: 4200, nested: { ok: true, list: [1, "two"] } },
+    });
     expect(response.body.id).toMatch(/^evt_[0-9A-HJKMNP-TV-Z]{26}$/);
 
     const targets = await deliveredTo(api, response.body.id);
@@ -53,7 +62,14 @@ describe("POST /v1/events", () => {
       (d: { event_id: string }) => d.event_id === response.body.id,
     );
     for (const delivery of deliveries) {
-      expect(delivery).toMatchObject({ object: "delivery", event: type, status: "queued", attempts: 0, response_code: null, next_retry_at: null });
+      expect(delivery).toMatchObject({
+        object: "delivery",
+        event: type,
+        status: "queued",
+        attempts: 0,
+        response_code: null,
+        next_retry_at: null,
+      });
     }
     const ids = deliveries.map((d: { id: string }) => d.id).sort();
     const dispatch = await api.queue.queue.getJob(dispatchJobId(ids[0]));
@@ -96,11 +112,16 @@ describe("POST /v1/events", () => {
       const original = firsts[requests.findIndex((r) => r.key === burst[requests.length + index]!.key)]!;
       expect(replay.body).toEqual(original.body);
     }
-    const log = (await api.call("GET", "/v1/deliveries?limit=100")).body.data as { event_id: string; subscription_id: string; event: string }[];
+    const log = (await api.call("GET", "/v1/deliveries?limit=100")).body.data as {
+      event_id: string;
+      subscription_id: string;
+      event: string;
+    }[];
     for (const [index, request] of requests.entries()) {
       const event = firsts[index]!.body;
       expect(event).toMatchObject({ type: request.type, data: request.data });
-      const expected = request.type === "batch.paid" ? [paid, both] : request.type === "batch.refunded" ? [refunded, both] : [];
+      const expected =
+        request.type === "batch.paid" ? [paid, both] : request.type === "batch.refunded" ? [refunded, both] : [];
       const got = log.filter((d) => d.event_id === event.id);
       expect(got.map((d) => d.subscription_id).sort()).toEqual(expected.sort());
       expect(got.every((d) => d.event === request.type)).toBe(true);
@@ -154,7 +175,10 @@ describe("POST /v1/events", () => {
     test("answers 409 when the key is reused with another body", async ({ api }) => {
       const first = await send(api, "idem.diff", { a: 1 }, { "Idempotency-Key": "key-diff" });
       expect(first.status).toBe(202);
-      for (const [type, data] of [["idem.diff", { a: 2 }], ["idem.other", { a: 1 }]] as const) {
+      for (const [type, data] of [
+        ["idem.diff", { a: 2 }],
+        ["idem.other", { a: 1 }],
+      ] as const) {
         const conflict = await send(api, type, data, { "Idempotency-Key": "key-diff" });
         expect(conflict.status).toBe(409);
         expect(conflict.body.error).toMatchObject({ type: "idempotency_error", code: "idempotency_key_reused" });
@@ -182,11 +206,17 @@ describe("POST /v1/events", () => {
       for (const key of [Buffer.from("clé", "utf8"), Buffer.from("cl\u00e9", "latin1"), Buffer.from("a\tb")]) {
         const response = await send(api, "idem.ascii", {}, { "Idempotency-Key": key.toString("latin1") });
         expect(response.status, key.toString("hex")).toBe(400);
-        expect(response.body.error).toMatchObject({ code: "parameter_invalid", param: "Idempotency-Key", message: "Idempotency-Key must be 1 to 255 printable ASCII characters" });
+        expect(response.body.error).toMatchObject({
+          code: "parameter_invalid",
+          param: "Idempotency-Key",
+          message: "Idempotency-Key must be 1 to 255 printable ASCII characters",
+        });
       }
       expect(await api.db.event.count({ where: { type: "idem.ascii" } })).toBe(0);
       // Spaces and every other printable ASCII character are fine.
-      expect((await send(api, "idem.ascii", {}, { "Idempotency-Key": "order 42 ~!@#$%^&*()_+{}|:<>?" })).status).toBe(202);
+      expect((await send(api, "idem.ascii", {}, { "Idempotency-Key": "order 42 ~!@#$%^&*()_+{}|:<>?" })).status).toBe(
+        202,
+      );
     });
   });
 
@@ -214,7 +244,11 @@ describe("POST /v1/events", () => {
     for (const type of ["operational.subscription.disabled", "operational.anything"]) {
       const response = await send(api, type, { subscription_id: listener });
       expect(response.status).toBe(400);
-      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "type" });
+      expect(response.body.error).toMatchObject({
+        type: "invalid_request_error",
+        code: "parameter_invalid",
+        param: "type",
+      });
       expect(response.body.error.message).toContain('must not start with "operational."');
     }
     const deliveries = await api.call("GET", `/v1/deliveries?subscription_id=${listener}`);
@@ -255,7 +289,9 @@ describe("with Redis unreachable", () => {
   test("still accepts the event and commits its deliveries for the reconciler", async ({ database }) => {
     const down = await startTestApi(testConfig(database.url, { REDIS_URL: "redis://127.0.0.1:1" }));
     try {
-      const sub = await down.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/x", events: ["redis.down"] } });
+      const sub = await down.call("POST", "/v1/subscriptions", {
+        json: { url: "https://example.com/x", events: ["redis.down"] },
+      });
       const started = Date.now();
       const response = await down.call("POST", "/v1/events", { json: { type: "redis.down", data: {} } });
       expect(response.status).toBe(202);

@@ -1,6 +1,6 @@
-import { isId, jobCatalog, newId, type DispatchJob } from "@webhooks/core";
 import { subscribe, type TestApi } from "@webhooks/api/testing";
-import { sql, waitFor, type TestDatabase } from "@webhooks/testing";
+import { type DispatchJob, isId, jobCatalog, newId } from "@webhooks/core";
+import { sql, type TestDatabase, waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { eventSchema } from "../src/events/schemas.ts";
 import { apiTest } from "./fixtures.ts";
@@ -52,7 +52,9 @@ describe("fan-out to 10,000 subscriptions", () => {
     );
     expect(rows).toHaveLength(FAN_OUT);
     expect(rows.map((row) => row.subscription_id).sort()).toEqual(matching);
-    expect(rows.every((row) => isId("delivery", row.id) && row.status === "queued" && row.event_type === "fan.out")).toBe(true);
+    expect(
+      rows.every((row) => isId("delivery", row.id) && row.status === "queued" && row.event_type === "fan.out"),
+    ).toBe(true);
     // Numbered in SQL in subscription order, the ids sort as the subscriptions do.
     expect(rows.map((row) => row.subscription_id)).toEqual(matching);
 
@@ -60,7 +62,10 @@ describe("fan-out to 10,000 subscriptions", () => {
     // that each delivery is in exactly one, with its subscription.
     const queue = api.queue.queue;
     const dispatches = FAN_OUT / jobCatalog.deliveries.dispatch.maxDeliveries;
-    await waitFor(async () => (await queue.getJobCountByTypes("waiting")) >= dispatches, { timeoutMs: 60_000, what: `${dispatches} dispatch jobs` });
+    await waitFor(async () => (await queue.getJobCountByTypes("waiting")) >= dispatches, {
+      timeoutMs: 60_000,
+      what: `${dispatches} dispatch jobs`,
+    });
     const jobs = await queue.getJobs(["waiting"], 0, -1);
     expect(jobs).toHaveLength(dispatches);
     const dispatched = jobs.flatMap((job) => (job.data as DispatchJob).deliveries);

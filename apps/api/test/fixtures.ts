@@ -1,6 +1,6 @@
+import { startTestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
 import { createTestDatabase, testEnv } from "@webhooks/testing";
-import { startTestApi } from "@webhooks/api/testing";
 import { test as base } from "vitest";
 
 export interface ApiTestOptions {

@@ -1,20 +1,24 @@
-import { connect, createServer, type AddressInfo, type Socket } from "node:net";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { connectApiDeps, createApiServer, createApp } from "@webhooks/api";
-import { newId, SERVER_TIMEOUTS } from "@webhooks/core";
-import { startTcpProxy, testConfig, TEST_API_KEY } from "@webhooks/testing";
 import { publish, startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
+import { newId, SERVER_TIMEOUTS } from "@webhooks/core";
+import { startTcpProxy, TEST_API_KEY, testConfig } from "@webhooks/testing";
 import { pino } from "pino";
 import { describe, expect, vi } from "vitest";
-import { apiTest } from "./fixtures.ts";
-import { AUTH_FAILURE_LIMIT, AuthFailureThrottle, MAX_TRACKED_ADDRESSES } from "../src/http/auth-throttle.ts";
 import { deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
 import { eventSchema } from "../src/events/schemas.ts";
+import { AUTH_FAILURE_LIMIT, AuthFailureThrottle, MAX_TRACKED_ADDRESSES } from "../src/http/auth-throttle.ts";
+import { apiTest } from "./fixtures.ts";
 
 /** What the hostile-input probe left over: answers a client can trust, and limits on abuse. */
 const test = apiTest();
 
 function expectErrorShape(response: { body: { error: Record<string, unknown> }; headers: Record<string, string> }) {
-  expect(response.body.error).toMatchObject({ type: expect.any(String), code: expect.any(String), message: expect.any(String) });
+  expect(response.body.error).toMatchObject({
+    type: expect.any(String),
+    code: expect.any(String),
+    message: expect.any(String),
+  });
   expect(response.body.error.request_id).toMatch(/^req_/);
   expect(response.body.error.request_id).toBe(response.headers["request-id"]);
 }
@@ -37,7 +41,12 @@ function rawExchange(baseUrl: string, bytes: string): Promise<string> {
 function parseRawResponse(text: string) {
   const [head = "", ...rest] = text.split("\r\n\r\n");
   const [statusLine = "", ...headerLines] = head.split("\r\n");
-  const headers = Object.fromEntries(headerLines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
+  const headers = Object.fromEntries(
+    headerLines.map((line) => [
+      line.slice(0, line.indexOf(":")).toLowerCase(),
+      line.slice(line.indexOf(":") + 1).trim(),
+    ]),
+  );
   return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(rest.join("\r\n")) };
 }
 
@@ -73,7 +82,11 @@ describe("item 14: unknown, missing and repeated parameters", () => {
   test("refuses unknown body parameters on retry, naming them; accepts no body and {}", async ({ api, database }) => {
     const id = await createDelivery(api);
     const unknown = await api.post(`/v1/deliveries/${id}/retry`, { force: true }, 400);
-    expect(unknown.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_unknown", param: "force" });
+    expect(unknown.body.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "parameter_unknown",
+      param: "force",
+    });
     expect(unknown.body.error.message).toContain("force");
     expectErrorShape(unknown);
 
@@ -81,17 +94,28 @@ describe("item 14: unknown, missing and repeated parameters", () => {
     await api.post(`/v1/deliveries/${id}/retry`, {}, 202, { schema: deliverySchema });
     // An empty body is no body, whatever its type: fetch(url, { method: "POST", body: "" }) sends text/plain.
     for (const type of ["text/plain;charset=UTF-8", "application/json", "application/x-www-form-urlencoded"]) {
-      const response = await api.call("POST", `/v1/deliveries/${id}/retry`, { body: "", headers: { "content-type": type } });
+      const response = await api.call("POST", `/v1/deliveries/${id}/retry`, {
+        body: "",
+        headers: { "content-type": type },
+      });
       expect(response.status, type).toBe(202);
     }
     // Where a body is required, its fields are named as missing, as with no body at all.
-    const publish = await api.call("POST", "/v1/events", { body: "", headers: { "content-type": "text/plain;charset=UTF-8" } });
+    const publish = await api.call("POST", "/v1/events", {
+      body: "",
+      headers: { "content-type": "text/plain;charset=UTF-8" },
+    });
     expect(publish.status).toBe(400);
     expect(publish.body.error).toMatchObject({ code: "parameter_missing", param: "type" });
   });
 
-  test("answers 400 to PUT /v1/subscriptions/{id} without a body; {} is still a no-op update", async ({ api, database }) => {
-    const created = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/put", events: ["a.b"] } });
+  test("answers 400 to PUT /v1/subscriptions/{id} without a body; {} is still a no-op update", async ({
+    api,
+    database,
+  }) => {
+    const created = await api.call("POST", "/v1/subscriptions", {
+      json: { url: "https://example.com/put", events: ["a.b"] },
+    });
     const path = `/v1/subscriptions/${created.body.id}`;
     for (const headers of [{}, { "content-type": "application/json" }] as Record<string, string>[]) {
       const response = await api.call("PUT", path, { headers });
@@ -106,7 +130,9 @@ describe("item 14: unknown, missing and repeated parameters", () => {
 
   test("refuses a query parameter on every route that takes none, naming it", async ({ api, database }) => {
     const delivery = await createDelivery(api);
-    const { subscription_id: subscription, event_id: event } = (await api.get(`/v1/deliveries/${delivery}`, 200, { schema: deliverySchema })).body;
+    const { subscription_id: subscription, event_id: event } = (
+      await api.get(`/v1/deliveries/${delivery}`, 200, { schema: deliverySchema })
+    ).body;
     const ids: Record<string, string> = { delivery_id: delivery, subscription_id: subscription, event_id: event };
     const document = (await api.call("GET", "/openapi.json", { key: null })).body as {
       paths: Record<string, Record<string, { parameters?: { in: string }[] }>>;
@@ -116,9 +142,17 @@ describe("item 14: unknown, missing and repeated parameters", () => {
       for (const [method, operation] of Object.entries(operations)) {
         if ((operation.parameters ?? []).some((parameter) => parameter.in === "query")) continue;
         const path = template.replace(/\{(\w+)\}/g, (_, name: string) => ids[name] ?? "unknown");
-        const response = await api.call(method.toUpperCase(), `${path}?bogus=1`, method === "get" || method === "delete" ? {} : { json: {} });
+        const response = await api.call(
+          method.toUpperCase(),
+          `${path}?bogus=1`,
+          method === "get" || method === "delete" ? {} : { json: {} },
+        );
         expect(response.status, `${method} ${path}`).toBe(400);
-        expect(response.body.error, `${method} ${path}`).toMatchObject({ type: "invalid_request_error", code: "parameter_unknown", param: "bogus" });
+        expect(response.body.error, `${method} ${path}`).toMatchObject({
+          type: "invalid_request_error",
+          code: "parameter_unknown",
+          param: "bogus",
+        });
         expectErrorShape(response);
         checked++;
       }
@@ -141,7 +175,11 @@ describe("item 14: unknown, missing and repeated parameters", () => {
     for (const [path, param] of cases) {
       const response = await api.call("GET", path);
       expect(response.status, path).toBe(400);
-      expect(response.body.error, path).toMatchObject({ code: "parameter_invalid", param, message: `${param} must be given once` });
+      expect(response.body.error, path).toMatchObject({
+        code: "parameter_invalid",
+        param,
+        message: `${param} must be given once`,
+      });
       expectErrorShape(response);
     }
   });
@@ -151,7 +189,9 @@ describe("item 16: client aborts and an unreachable database", () => {
   test("counts a client that closes mid-body as 499 and logs it below error", async ({ api, database }) => {
     const lines: string[] = [];
     const logger = pino({ level: "debug" }, { write: (line: string) => void lines.push(line) });
-    const deps = await connectApiDeps({ ...testConfig(database.url), databasePoolSize: 2 }, logger, { redisReadyTimeoutMs: 1_000 });
+    const deps = await connectApiDeps({ ...testConfig(database.url), databasePoolSize: 2 }, logger, {
+      redisReadyTimeoutMs: 1_000,
+    });
     const server = createApiServer(createApp(deps).fetch, logger);
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -172,7 +212,9 @@ describe("item 16: client aborts and an unreachable database", () => {
         metrics = await (await fetch(`${baseUrl}/metrics`)).text();
       }
       // Refused in the body reader, before routing: the route label is the middleware's.
-      expect(metrics).toMatch(/webhook_api_request_duration_seconds_count\{method="POST",route="[^"]+",status="499"\} 1/);
+      expect(metrics).toMatch(
+        /webhook_api_request_duration_seconds_count\{method="POST",route="[^"]+",status="499"\} 1/,
+      );
       expect(metrics).not.toContain('status="500"');
       const entries = lines.map((line) => JSON.parse(line) as { level: number; msg: string; status?: number });
       expect(entries.filter((entry) => entry.level >= 50)).toEqual([]);
@@ -209,7 +251,10 @@ describe("item 16: client aborts and an unreachable database", () => {
       // The readiness probe says so, without the driver's message (it named the host and port).
       const ready = await down.call("GET", "/readyz", { key: null });
       expect(ready.status).toBe(503);
-      expect(ready.body).toEqual({ status: "unavailable", checks: { postgres: { ok: false, error: "unreachable" }, redis: { ok: true } } });
+      expect(ready.body).toEqual({
+        status: "unavailable",
+        checks: { postgres: { ok: false, error: "unreachable" }, redis: { ok: true } },
+      });
     } finally {
       await down.close();
     }
@@ -221,12 +266,17 @@ describe("item 16: client aborts and an unreachable database", () => {
     const viaProxy = await startTestApi(testConfig(withPort(database.url, proxy.port)));
     try {
       const publish = (i: number) => viaProxy.call("POST", "/v1/events", { json: { type: "burst.test", data: { i } } });
-      expect((await Promise.all(Array.from({ length: 10 }, (_, i) => publish(i)))).map((r) => r.status)).toEqual(Array(10).fill(202));
+      expect((await Promise.all(Array.from({ length: 10 }, (_, i) => publish(i)))).map((r) => r.status)).toEqual(
+        Array(10).fill(202),
+      );
       const burst = Array.from({ length: 30 }, (_, i) => publish(i));
       await proxy.refuse();
       const statuses = (await Promise.all(burst)).map((response) => response.status);
       // Those written before the cut are accepted; every other one gets an answer, and it is a 503.
-      expect(statuses.every((status) => status === 202 || status === 503), statuses.join(",")).toBe(true);
+      expect(
+        statuses.every((status) => status === 202 || status === 503),
+        statuses.join(","),
+      ).toBe(true);
       const after = await publish(99);
       expect(after.status).toBe(503);
       expect(after.body.error).toMatchObject({ type: "api_error", code: "service_unavailable" });
@@ -256,7 +306,10 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
     }
   });
 
-  test("answers what Node's HTTP parser refuses in the contract's shape too, and then closes", async ({ api, database }) => {
+  test("answers what Node's HTTP parser refuses in the contract's shape too, and then closes", async ({
+    api,
+    database,
+  }) => {
     const cases: [string, number][] = [
       ["FOO /v1/deliveries HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400],
       ["GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\u0001b\r\n\r\n", 400],
@@ -296,7 +349,10 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
     ];
     for (const [request, answers] of cases) {
       const responses = parseRawResponses(await rawExchange(api.baseUrl, request));
-      expect(responses.map((response) => (response.status === 202 ? response.body.object : response.body.error.code)), request.slice(-40)).toEqual(answers);
+      expect(
+        responses.map((response) => (response.status === 202 ? response.body.object : response.body.error.code)),
+        request.slice(-40),
+      ).toEqual(answers);
       for (const response of responses) {
         if (response.status === 202) expect(response.body).toMatchObject({ object: "event", type });
         else expectErrorShape(response);
@@ -306,7 +362,9 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
     expect(await api.db.event.count({ where: { type } })).toBe(3);
   });
 
-  test("closes 200 connections that trickle their headers, and keeps serving others", { timeout: 30_000 }, async ({ api }) => {
+  test("closes 200 connections that trickle their headers, and keeps serving others", { timeout: 30_000 }, async ({
+    api,
+  }) => {
     const started = Date.now();
     const closedAfter: number[] = [];
     const sockets: Socket[] = [];
@@ -334,7 +392,8 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
       // The server still answers while they hang on.
       expect((await api.call("GET", "/healthz", { key: null })).status).toBe(200);
       const deadline = SERVER_TIMEOUTS.headersTimeoutMs + SERVER_TIMEOUTS.connectionsCheckingIntervalMs + 3_000;
-      while (closedAfter.length < 200 && Date.now() - started < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
+      while (closedAfter.length < 200 && Date.now() - started < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 200));
       expect(closedAfter).toHaveLength(200);
       // Closed by the headers timeout, not earlier, with a 408 in the contract's shape.
       expect(Math.min(...closedAfter)).toBeGreaterThanOrEqual(SERVER_TIMEOUTS.headersTimeoutMs - 1_000);
@@ -366,7 +425,8 @@ describe("item 18: numbers in event data are kept exactly or refused", () => {
   });
 
   test("stores and returns every accepted number as sent", async ({ api, database }) => {
-    const body = '{"type":"num.ok","data":{"max":9007199254740991,"min":-9007199254740991,"tenth":0.1,"small":2.5e-3,"huge":1.7976931348623157e308,"text":"12345678901234567890"}}';
+    const body =
+      '{"type":"num.ok","data":{"max":9007199254740991,"min":-9007199254740991,"tenth":0.1,"small":2.5e-3,"huge":1.7976931348623157e308,"text":"12345678901234567890"}}';
     const response = await api.call("POST", "/v1/events", { body, headers: { "content-type": "application/json" } });
     expect(response.status).toBe(202);
     const stored = await api.get(`/v1/events/${response.body.id}`, 200, { schema: eventSchema });
@@ -375,17 +435,27 @@ describe("item 18: numbers in event data are kept exactly or refused", () => {
 
   test("does not let two different values pass as the same request", async ({ api, database }) => {
     const headers = { "content-type": "application/json", "idempotency-key": `num-${Date.now()}` };
-    const first = await api.call("POST", "/v1/events", { body: '{"type":"num.key","data":{"n":12345678901234567890}}', headers });
-    const second = await api.call("POST", "/v1/events", { body: '{"type":"num.key","data":{"n":12345678901234567891}}', headers });
+    const first = await api.call("POST", "/v1/events", {
+      body: '{"type":"num.key","data":{"n":12345678901234567890}}',
+      headers,
+    });
+    const second = await api.call("POST", "/v1/events", {
+      body: '{"type":"num.key","data":{"n":12345678901234567891}}',
+      headers,
+    });
     expect([first.status, second.status]).toEqual([400, 400]);
   });
 });
 
 describe("item 19: failed authentication is throttled; /metrics can be protected", () => {
-  test("answers 429 with Retry-After after 20 wrong keys from one address; a right key still passes", async ({ api, database }) => {
+  test("answers 429 with Retry-After after 20 wrong keys from one address; a right key still passes", async ({
+    api,
+    database,
+  }) => {
     const own = await startTestApi(testConfig(database.url));
     try {
-      for (let i = 0; i < 20; i++) expect((await own.call("GET", "/v1/deliveries", { key: `wrong-${i}` })).status).toBe(401);
+      for (let i = 0; i < 20; i++)
+        expect((await own.call("GET", "/v1/deliveries", { key: `wrong-${i}` })).status).toBe(401);
       const throttled = await own.call("GET", "/v1/deliveries", { key: "wrong-again" });
       expect(throttled.status).toBe(429);
       expect(throttled.body.error).toMatchObject({ type: "rate_limit_error", code: "too_many_failed_authentications" });
@@ -399,12 +469,18 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
     }
   });
 
-  test("locks Bull Board for an address after 20 wrong passwords, right password included", async ({ api, database }) => {
+  test("locks Bull Board for an address after 20 wrong passwords, right password included", async ({
+    api,
+    database,
+  }) => {
     const own = await startTestApi(testConfig(database.url, { ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" }));
-    const basic = (password: string) => ({ authorization: `Basic ${Buffer.from(`admin:${password}`).toString("base64")}` });
+    const basic = (password: string) => ({
+      authorization: `Basic ${Buffer.from(`admin:${password}`).toString("base64")}`,
+    });
     try {
       expect((await own.call("GET", "/admin/queues", { key: null, headers: basic("s3cret") })).status).toBe(200);
-      for (let i = 0; i < 20; i++) expect((await own.call("GET", "/admin/queues", { key: null, headers: basic(`guess${i}`) })).status).toBe(401);
+      for (let i = 0; i < 20; i++)
+        expect((await own.call("GET", "/admin/queues", { key: null, headers: basic(`guess${i}`) })).status).toBe(401);
       const locked = await own.call("GET", "/admin/queues", { key: null, headers: basic("s3cret") });
       expect(locked.status).toBe(429);
       expect(locked.headers["retry-after"]).toBeDefined();
@@ -417,7 +493,8 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
   test("counts an IPv6 client by its /64, and an IPv4-mapped address as the IPv4 address", () => {
     const throttle = new AuthFailureThrottle();
     // Every failure from another address of the same /64 counts against the same limit.
-    for (let i = 1; i <= AUTH_FAILURE_LIMIT; i++) expect(throttle.recordFailure(`2001:db8:1:2::${i.toString(16)}`)).toBe(0);
+    for (let i = 1; i <= AUTH_FAILURE_LIMIT; i++)
+      expect(throttle.recordFailure(`2001:db8:1:2::${i.toString(16)}`)).toBe(0);
     expect(throttle.recordFailure("2001:db8:1:2:ffff:ffff:ffff:ffff")).toBeGreaterThan(0);
     expect(throttle.retryAfterSeconds("2001:db8:1:2::abcd")).toBeGreaterThan(0);
     expect(throttle.retryAfterSeconds("2001:db8:1:3::1")).toBe(0);
@@ -457,7 +534,8 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
       vi.setSystemTime(Date.now() + throttle.windowMs + 1);
       // Its first window is over; failing again now starts a new one, and locks it out.
       for (let i = 0; i <= AUTH_FAILURE_LIMIT; i++) throttle.recordFailure("198.51.100.1");
-      for (let i = 0; i < MAX_TRACKED_ADDRESSES - 2; i++) throttle.recordFailure(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+      for (let i = 0; i < MAX_TRACKED_ADDRESSES - 2; i++)
+        throttle.recordFailure(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
       // Full: room for one more is made from the entry whose window began first, .9's.
       throttle.recordFailure("203.0.113.1");
       expect(throttle.retryAfterSeconds("198.51.100.1")).toBeGreaterThan(0);
@@ -486,13 +564,20 @@ describe("item 19: failed authentication is throttled; /metrics can be protected
   test("puts /metrics behind METRICS_TOKEN when it is set", async ({ api, database }) => {
     const own = await startTestApi(testConfig(database.url, { METRICS_TOKEN: "metrics-token-123" }));
     try {
-      for (const headers of [{}, { authorization: "Bearer nope" }, { authorization: `Bearer ${TEST_API_KEY}` }] as Record<string, string>[]) {
+      for (const headers of [
+        {},
+        { authorization: "Bearer nope" },
+        { authorization: `Bearer ${TEST_API_KEY}` },
+      ] as Record<string, string>[]) {
         const response = await own.call("GET", "/metrics", { key: null, headers });
         expect(response.status).toBe(401);
         expect(response.body.error).toMatchObject({ type: "authentication_error", code: "metrics_token_invalid" });
         expectErrorShape(response);
       }
-      const allowed = await own.call("GET", "/metrics", { key: null, headers: { authorization: "Bearer metrics-token-123" } });
+      const allowed = await own.call("GET", "/metrics", {
+        key: null,
+        headers: { authorization: "Bearer metrics-token-123" },
+      });
       expect(allowed.status).toBe(200);
       expect(allowed.body).toContain("webhook_api_request_duration_seconds");
       expect((await own.call("GET", "/healthz", { key: null })).status).toBe(200);

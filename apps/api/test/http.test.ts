@@ -2,13 +2,13 @@ import { execFile } from "node:child_process";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { testConfig, testEnv, TEST_API_KEY } from "@webhooks/testing";
 import { startTestApi } from "@webhooks/api/testing";
+import { TEST_API_KEY, testConfig, testEnv } from "@webhooks/testing";
 import { request } from "undici";
 import { describe, expect } from "vitest";
-import { apiTest } from "./fixtures.ts";
 import { deliveryListSchema } from "../src/deliveries/schemas.ts";
 import { subscriptionListSchema } from "../src/subscriptions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -29,7 +29,12 @@ function expectErrorShape(body: { error: Record<string, unknown> }, headers: Rec
 
 describe("authentication", () => {
   test("answers 401 without a key, with a wrong key and with a malformed header", async ({ api, database }) => {
-    const attempts: Record<string, string>[] = [{}, { authorization: "Bearer wrong-key" }, { authorization: `Basic ${TEST_API_KEY}` }, { authorization: "Bearer" }];
+    const attempts: Record<string, string>[] = [
+      {},
+      { authorization: "Bearer wrong-key" },
+      { authorization: `Basic ${TEST_API_KEY}` },
+      { authorization: "Bearer" },
+    ];
     for (const headers of attempts) {
       const response = await api.call("GET", "/v1/deliveries", { key: null, headers });
       expect(response.status).toBe(401);
@@ -38,13 +43,19 @@ describe("authentication", () => {
     }
     const missing = await api.call("GET", "/v1/subscriptions", { key: null });
     expect(missing.body.error.code).toBe("api_key_missing");
-    const wrong = await api.call("POST", "/v1/events", { key: "whk_not_a_real_key_at_all_0000000000000000000", json: { type: "a", data: {} } });
+    const wrong = await api.call("POST", "/v1/events", {
+      key: "whk_not_a_real_key_at_all_0000000000000000000",
+      json: { type: "a", data: {} },
+    });
     expect(wrong.body.error.code).toBe("api_key_invalid");
   });
 
   test("accepts keys created with the CLI until they are revoked", async ({ api, database }) => {
     const env = { ...process.env, ...testEnv(database.url), LOG_LEVEL: "silent" };
-    const created = await run("npm", ["run", "--silent", "keys", "--", "create", "--name", "ci-test"], { cwd: ROOT, env });
+    const created = await run("npm", ["run", "--silent", "keys", "--", "create", "--name", "ci-test"], {
+      cwd: ROOT,
+      env,
+    });
     const key = created.stdout.trim();
     expect(key).toMatch(/^whk_[A-Za-z0-9_-]{43}$/);
     expect(created.stderr).toMatch(/Created key_/);
@@ -75,8 +86,13 @@ describe("authentication", () => {
 });
 
 describe("caching", () => {
-  test("marks every /v1 answer cache-control: no-store, errors included, and nothing else", async ({ api, database }) => {
-    const created = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/hooks", events: ["*"] } });
+  test("marks every /v1 answer cache-control: no-store, errors included, and nothing else", async ({
+    api,
+    database,
+  }) => {
+    const created = await api.call("POST", "/v1/subscriptions", {
+      json: { url: "https://example.com/hooks", events: ["*"] },
+    });
     const answers = [
       created,
       await api.call("GET", "/v1/deliveries"),
@@ -164,7 +180,10 @@ describe("request bodies", () => {
   const big = JSON.stringify({ type: "big.one", data: { blob: "x".repeat(4096) } });
 
   test("answers 413 over the body limit", async ({ api, database }) => {
-    const response = await api.call("POST", "/v1/events", { body: big, headers: { "content-type": "application/json" } });
+    const response = await api.call("POST", "/v1/events", {
+      body: big,
+      headers: { "content-type": "application/json" },
+    });
     expect(response.status).toBe(413);
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "body_too_large" });
   });
@@ -202,7 +221,10 @@ describe("request bodies", () => {
     const plain = await api.call("POST", "/v1/events", { body: "type=a", headers: { "content-type": "text/plain" } });
     expect(plain.status).toBe(415);
     expect(plain.body.error.code).toBe("unsupported_media_type");
-    const malformed = await api.call("POST", "/v1/subscriptions", { body: "{nope", headers: { "content-type": "application/json" } });
+    const malformed = await api.call("POST", "/v1/subscriptions", {
+      body: "{nope",
+      headers: { "content-type": "application/json" },
+    });
     expect(malformed.status).toBe(400);
     expect(malformed.body.error.code).toBe("invalid_json");
     const vendorJson = await api.call("POST", "/v1/events", {
@@ -213,8 +235,16 @@ describe("request bodies", () => {
   });
 
   test("refuses a malformed Content-Type with a 415 that says what to send", async ({ api, database }) => {
-    for (const type of ["application/json;;;", "application/json; charset", "application/json ;charset=utf-8", "application/vnd.v2+json"]) {
-      const response = await api.call("POST", "/v1/events", { body: '{"type":"a.b","data":{}}', headers: { "content-type": type } });
+    for (const type of [
+      "application/json;;;",
+      "application/json; charset",
+      "application/json ;charset=utf-8",
+      "application/vnd.v2+json",
+    ]) {
+      const response = await api.call("POST", "/v1/events", {
+        body: '{"type":"a.b","data":{}}',
+        headers: { "content-type": type },
+      });
       expect(response.status, type).toBe(415);
       expect(response.body.error.code).toBe("unsupported_media_type");
       expect(response.body.error.message, type).toMatch(/^The (Content-Type header|request body) .*application\/json/);
@@ -224,16 +254,25 @@ describe("request bodies", () => {
 
   test("reads bodies as UTF-8 only: another charset or a Content-Encoding is a 415", async ({ api, database }) => {
     const publish = async (headers: Record<string, string>) =>
-      api.call("POST", "/v1/events", { body: '{"type":"charset.check","data":{}}', headers: { "content-type": "application/json", ...headers } });
+      api.call("POST", "/v1/events", {
+        body: '{"type":"charset.check","data":{}}',
+        headers: { "content-type": "application/json", ...headers },
+      });
     for (const charset of ["latin1", "ISO-8859-1", '"utf-16"']) {
       const response = await publish({ "content-type": `application/json; charset=${charset}` });
       expect(response.status, charset).toBe(415);
-      expect(response.body.error).toMatchObject({ code: "unsupported_media_type", message: expect.stringContaining("must be UTF-8") });
+      expect(response.body.error).toMatchObject({
+        code: "unsupported_media_type",
+        message: expect.stringContaining("must be UTF-8"),
+      });
     }
     for (const encoding of ["gzip", "br", "identity, gzip"]) {
       const response = await publish({ "content-encoding": encoding });
       expect(response.status, encoding).toBe(415);
-      expect(response.body.error).toMatchObject({ code: "unsupported_media_type", message: expect.stringContaining("Content-Encoding") });
+      expect(response.body.error).toMatchObject({
+        code: "unsupported_media_type",
+        message: expect.stringContaining("Content-Encoding"),
+      });
       expect(response.headers["accept-encoding"]).toBe("identity");
       expectErrorShape(response.body, response.headers);
     }
@@ -247,7 +286,10 @@ describe("request bodies", () => {
     }
   });
 
-  test("refuses bytes that are not UTF-8 instead of replacing them, and keeps those that are", async ({ api, database }) => {
+  test("refuses bytes that are not UTF-8 instead of replacing them, and keeps those that are", async ({
+    api,
+    database,
+  }) => {
     const send = async (body: Buffer | AsyncIterable<Buffer>) => {
       const response = await request(`${api.baseUrl}/v1/events`, {
         method: "POST",
@@ -258,9 +300,14 @@ describe("request bodies", () => {
     };
     const type = "utf8.check";
     for (const invalid of [[0xff], [0xc3], [0xed, 0xa0, 0x80]]) {
-      const response = await send(Buffer.concat([Buffer.from(`{"type":"${type}","data":{"s":"`), Buffer.from(invalid), Buffer.from('"}}')]));
+      const response = await send(
+        Buffer.concat([Buffer.from(`{"type":"${type}","data":{"s":"`), Buffer.from(invalid), Buffer.from('"}}')]),
+      );
       expect(response.status, String(invalid)).toBe(400);
-      expect(response.body.error).toMatchObject({ code: "invalid_json", message: "The request body is not valid UTF-8" });
+      expect(response.body.error).toMatchObject({
+        code: "invalid_json",
+        message: "The request body is not valid UTF-8",
+      });
     }
     expect(await api.db.event.count({ where: { type } })).toBe(0);
     // A character split between two chunks arrives whole.
@@ -297,7 +344,10 @@ describe("operations", () => {
   test("serves an OpenAPI 3.1 document generated from the routes, and docs that use it", async ({ api, database }) => {
     const response = await api.call("GET", "/openapi.json", { key: null });
     expect(response.body.openapi).toBe("3.1.0");
-    expect(response.body.info.license).toEqual({ name: "Apache-2.0", url: "https://www.apache.org/licenses/LICENSE-2.0" });
+    expect(response.body.info.license).toEqual({
+      name: "Apache-2.0",
+      url: "https://www.apache.org/licenses/LICENSE-2.0",
+    });
     expect(Object.keys(response.body.paths).sort()).toEqual(
       [
         "/v1/deliveries",
@@ -315,9 +365,24 @@ describe("operations", () => {
       ].sort(),
     );
     const listParams = response.body.paths["/v1/deliveries"].get.parameters.map((p: { name: string }) => p.name).sort();
-    expect(listParams).toEqual(["ending_before", "event", "limit", "response_code", "since", "starting_after", "status", "subscription_id", "tenant_id", "until"]);
+    expect(listParams).toEqual([
+      "ending_before",
+      "event",
+      "limit",
+      "response_code",
+      "since",
+      "starting_after",
+      "status",
+      "subscription_id",
+      "tenant_id",
+      "until",
+    ]);
     expect(response.body.components.securitySchemes.apiKey).toMatchObject({ type: "http", scheme: "bearer" });
-    expect(Object.keys(response.body.paths["/v1/subscriptions/{subscription_id}"].put.requestBody.content["application/json"].schema)).toBeDefined();
+    expect(
+      Object.keys(
+        response.body.paths["/v1/subscriptions/{subscription_id}"].put.requestBody.content["application/json"].schema,
+      ),
+    ).toBeDefined();
 
     const docs = await api.call("GET", "/docs", { key: null });
     expect(docs.headers["content-security-policy"]).toBe(
@@ -339,7 +404,9 @@ describe("operations", () => {
     await api.get("/v1/deliveries", 200, { schema: deliveryListSchema });
     const response = await api.call("GET", "/metrics", { key: null });
     expect(response.headers["content-type"]).toContain("text/plain");
-    expect(response.body).toMatch(/webhook_api_request_duration_seconds_count\{method="GET",route="\/v1\/deliveries",status="200"\} \d+/);
+    expect(response.body).toMatch(
+      /webhook_api_request_duration_seconds_count\{method="GET",route="\/v1\/deliveries",status="200"\} \d+/,
+    );
     expect(response.body).toMatch(/webhook_queue_jobs\{state="waiting"\} \d+/);
     expect(response.body).toMatch(/^webhook_queue_dispatching_deliveries \d+$/m);
   });
@@ -347,22 +414,35 @@ describe("operations", () => {
   test("guards Bull Board with basic auth", async ({ api, database }) => {
     const anonymous = await api.get("/admin/queues", 401, { key: null });
     expect(anonymous.headers["www-authenticate"]).toContain("Basic");
-    const wrong = await api.call("GET", "/admin/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:nope").toString("base64")}` } });
+    const wrong = await api.call("GET", "/admin/queues", {
+      key: null,
+      headers: { authorization: `Basic ${Buffer.from("admin:nope").toString("base64")}` },
+    });
     expect(wrong.status).toBe(401);
-    const right = await api.call("GET", "/admin/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` } });
+    const right = await api.call("GET", "/admin/queues", {
+      key: null,
+      headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` },
+    });
     expect(right.status).toBe(200);
     expect(String(right.body)).toContain("<html");
-    const queues = await api.call("GET", "/admin/queues/api/queues", { key: null, headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` } });
+    const queues = await api.call("GET", "/admin/queues/api/queues", {
+      key: null,
+      headers: { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` },
+    });
     expect(queues.status).toBe(200);
     expect(JSON.stringify(queues.body)).toContain("deliveries");
   });
 
-  test("refuses writes to Bull Board that a browser sends from another site (CSRF), in the error shape", async ({ api, database }) => {
+  test("refuses writes to Bull Board that a browser sends from another site (CSRF), in the error shape", async ({
+    api,
+    database,
+  }) => {
     const admin = { authorization: `Basic ${Buffer.from("admin:s3cret").toString("base64")}` };
     const queue = api.queue.queues[0]!;
     // Other tests of this file leave their own jobs in the queue: count only these (Bull Board
     // adds jobs of any name, outside the typed job catalog).
-    const injected = async () => (await queue.getJobs(["waiting"])).filter((job) => (job.name as string) === "injected");
+    const injected = async () =>
+      (await queue.getJobs(["waiting"])).filter((job) => (job.name as string) === "injected");
     const add = (headers: Record<string, string>) =>
       // What a cross-site form with enctype="text/plain" posts: a body that parses as JSON.
       api.call("POST", "/admin/queues/api/queues/deliveries/add", {
@@ -388,11 +468,22 @@ describe("operations", () => {
       expectErrorShape(refused.body, refused.headers);
     }
     // Also without the password: refused before basic auth.
-    expect((await api.call("PUT", "/admin/queues/api/queues/deliveries/pause", { key: null, headers: { "sec-fetch-site": "cross-site" } })).status).toBe(403);
+    expect(
+      (
+        await api.call("PUT", "/admin/queues/api/queues/deliveries/pause", {
+          key: null,
+          headers: { "sec-fetch-site": "cross-site" },
+        })
+      ).status,
+    ).toBe(403);
     expect(await injected()).toHaveLength(0);
 
     // The dashboard's own requests, and clients that are not browsers (curl), still work.
-    const sameOrigin: Record<string, string>[] = [{ "sec-fetch-site": "same-origin", origin: `http://${host}` }, { origin: `http://${host}` }, {}];
+    const sameOrigin: Record<string, string>[] = [
+      { "sec-fetch-site": "same-origin", origin: `http://${host}` },
+      { origin: `http://${host}` },
+      {},
+    ];
     for (const headers of sameOrigin) {
       expect((await add(headers)).status, JSON.stringify(headers)).toBe(200);
     }
@@ -401,7 +492,10 @@ describe("operations", () => {
     await Promise.all(added.map((job) => job.remove()));
 
     // Reading needs no such check: a link from elsewhere opens the dashboard.
-    const opened = await api.call("GET", "/admin/queues", { key: null, headers: { ...admin, "sec-fetch-site": "cross-site" } });
+    const opened = await api.call("GET", "/admin/queues", {
+      key: null,
+      headers: { ...admin, "sec-fetch-site": "cross-site" },
+    });
     expect(opened.status).toBe(200);
   });
 

@@ -12,7 +12,9 @@ const test = apiTest();
 
 /** `npm <args>` on the test database, stdout a pipe, without the npm_* variables of the npm running the suite. */
 function npm(args: string[], databaseUrl: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_")));
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_")),
+  );
   const env = { ...inherited, ...testEnv(databaseUrl), LOG_LEVEL: "silent" };
   return new Promise((resolve) => {
     execFile("npm", args, { cwd: ROOT, env }, (error, stdout, stderr) => {
@@ -23,19 +25,31 @@ function npm(args: string[], databaseUrl: string): Promise<{ code: number; stdou
 
 describe("npm run keys -- create --tenant", () => {
   test("creates a key scoped to the tenant, which list shows and the API enforces", async ({ api, database }) => {
-    const created = await npm(["run", "--silent", "keys", "--", "create", "--name", "acme-support", "--tenant", "acme"], database.url);
+    const created = await npm(
+      ["run", "--silent", "keys", "--", "create", "--name", "acme-support", "--tenant", "acme"],
+      database.url,
+    );
     expect(created.code, created.stderr).toBe(0);
     expect(created.stdout).toMatch(/^whk_[A-Za-z0-9_-]{43}\n$/);
     expect(created.stderr).toMatch(/Created key_[0-9A-Z]{26} \(acme-support, scoped to tenant acme\)\./);
     const key = created.stdout.trim();
 
     const listed = await npm(["run", "--silent", "keys", "--", "list"], database.url);
-    expect(listed.stdout).toMatch(/key_[0-9A-Z]{26} {2}whk_\S+ {2}acme-support {2}created \S+ {2}active {2}tenant acme\n/);
-    const [row] = await sql<{ tenant_id: string }>(database.url, "SELECT tenant_id FROM api_keys WHERE name = 'acme-support'");
+    expect(listed.stdout).toMatch(
+      /key_[0-9A-Z]{26} {2}whk_\S+ {2}acme-support {2}created \S+ {2}active {2}tenant acme\n/,
+    );
+    const [row] = await sql<{ tenant_id: string }>(
+      database.url,
+      "SELECT tenant_id FROM api_keys WHERE name = 'acme-support'",
+    );
     expect(row!.tenant_id).toBe("acme");
 
-    const theirs = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/a", events: ["x"], tenant_id: "acme" } });
-    const other = await api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/b", events: ["x"], tenant_id: "globex" } });
+    const theirs = await api.call("POST", "/v1/subscriptions", {
+      json: { url: "https://example.com/a", events: ["x"], tenant_id: "acme" },
+    });
+    const other = await api.call("POST", "/v1/subscriptions", {
+      json: { url: "https://example.com/b", events: ["x"], tenant_id: "globex" },
+    });
     const seen = await api.call("GET", "/v1/subscriptions", { key });
     expect(seen.status).toBe(200);
     expect(seen.body.data.map((s: { id: string }) => s.id)).toEqual([theirs.body.id]);
@@ -51,7 +65,10 @@ describe("npm run keys -- create --tenant", () => {
   });
 
   test("refuses a malformed tenant id before creating anything", async ({ api, database }) => {
-    const refused = await npm(["run", "--silent", "keys", "--", "create", "--name", "bad", "--tenant", "has space"], database.url);
+    const refused = await npm(
+      ["run", "--silent", "keys", "--", "create", "--name", "bad", "--tenant", "has space"],
+      database.url,
+    );
     expect(refused.code).toBe(1);
     expect(refused.stdout).toBe("");
     expect(refused.stderr).toContain('--tenant must be 1 to 255 characters of A-Z a-z 0-9 _ - . : (got "has space")');

@@ -21,7 +21,9 @@ interface Run {
 function npm(args: string[], databaseUrl: string): Promise<Run> {
   // Without the npm_* variables of the npm that may be running this suite: npm reads its
   // configuration (--silent among it) from them.
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_")));
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_")),
+  );
   const env = { ...inherited, ...testEnv(databaseUrl), LOG_LEVEL: "silent" };
   return new Promise((resolve) => {
     execFile("npm", args, { cwd: ROOT, env }, (error, stdout, stderr) => {
@@ -42,12 +44,16 @@ describe("npm run keys", () => {
     expect(bare.stderr).toContain("Usage:");
   });
 
-  test("prints the key alone on stdout, and everything else, the database included, on stderr", async ({ database }) => {
+  test("prints the key alone on stdout, and everything else, the database included, on stderr", async ({
+    database,
+  }) => {
     const created = await npm(["run", "--silent", "keys", "--", "create", "--name", "stdout-only"], database.url);
     expect(created.code).toBe(0);
     expect(created.stdout).toMatch(/^whk_[A-Za-z0-9_-]{43}\n$/);
     expect(created.stderr).toContain(`Database: ${database.url} (DATABASE_URL)`);
-    expect(created.stderr).toMatch(/Created key_[0-9A-Z]{26} \(stdout-only\)\. The key is on standard output; it is never shown again\./);
+    expect(created.stderr).toMatch(
+      /Created key_[0-9A-Z]{26} \(stdout-only\)\. The key is on standard output; it is never shown again\./,
+    );
     expect(created.stderr).not.toContain(created.stdout.trim());
   });
 
@@ -60,7 +66,9 @@ describe("npm run keys", () => {
     expect(listed.stdout).not.toContain("captured-with-banner");
   });
 
-  test("says so when DATABASE_URL names a database that did not exist, and creates and migrates it", async ({ database }) => {
+  test("says so when DATABASE_URL names a database that did not exist, and creates and migrates it", async ({
+    database,
+  }) => {
     const name = `webhooks_test_keys_${randomBytes(5).toString("hex")}`;
     try {
       const created = await npm(["run", "--silent", "keys", "--", "list"], databaseUrl(name));
@@ -85,16 +93,25 @@ describe("npm run keys", () => {
     const first = await npm(["run", "--silent", "keys", "--", "revoke", id!], database.url);
     expect(first.code).toBe(0);
     expect(first.stdout).toBe(`Revoked ${id} (revoke-twice)\n`);
-    const [before] = await sql<{ revoked_at: Date }>(database.url, `SELECT revoked_at FROM api_keys WHERE id = $1`, [id]);
+    const [before] = await sql<{ revoked_at: Date }>(database.url, `SELECT revoked_at FROM api_keys WHERE id = $1`, [
+      id,
+    ]);
     const revokedAt = before!.revoked_at;
 
     const second = await npm(["run", "--silent", "keys", "--", "revoke", id!], database.url);
     expect(second.code).toBe(0);
-    expect(second.stdout).toBe(`${id} (revoke-twice) was already revoked at ${revokedAt.toISOString()}; nothing changed\n`);
-    const [after] = await sql<{ revoked_at: Date }>(database.url, `SELECT revoked_at FROM api_keys WHERE id = $1`, [id]);
+    expect(second.stdout).toBe(
+      `${id} (revoke-twice) was already revoked at ${revokedAt.toISOString()}; nothing changed\n`,
+    );
+    const [after] = await sql<{ revoked_at: Date }>(database.url, `SELECT revoked_at FROM api_keys WHERE id = $1`, [
+      id,
+    ]);
     expect(after!.revoked_at).toEqual(revokedAt);
 
-    const unknown = await npm(["run", "--silent", "keys", "--", "revoke", "key_01JD5V6Y7Z8X9W0V1U2T3S4R5Q"], database.url);
+    const unknown = await npm(
+      ["run", "--silent", "keys", "--", "revoke", "key_01JD5V6Y7Z8X9W0V1U2T3S4R5Q"],
+      database.url,
+    );
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("No such API key");
   });

@@ -31,13 +31,59 @@ function prng(seed: number) {
 }
 
 const nasty = [
-  "", " ", "0", "-1", "1.5", "1e999", "NaN", "null", "true", "[]", "{}", "%00", "%ED%A0%80", "%E0%A4%A", "%FF",
-  "\u0000", "\ud800", "😀", "a".repeat(5000), "0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2026-02-30T00:00:00Z",
-  "dlv_00000000000000000000000000", "sub_ZZZZZZZZZZZZZZZZZZZZZZZZZZ", "../../etc/passwd", "' OR 1=1 --", "*", "queued",
+  "",
+  " ",
+  "0",
+  "-1",
+  "1.5",
+  "1e999",
+  "NaN",
+  "null",
+  "true",
+  "[]",
+  "{}",
+  "%00",
+  "%ED%A0%80",
+  "%E0%A4%A",
+  "%FF",
+  "\u0000",
+  "\ud800",
+  "😀",
+  "a".repeat(5000),
+  "0000-01-01T00:00:00Z",
+  "9999-12-31T23:59:59Z",
+  "2026-02-30T00:00:00Z",
+  "dlv_00000000000000000000000000",
+  "sub_ZZZZZZZZZZZZZZZZZZZZZZZZZZ",
+  "../../etc/passwd",
+  "' OR 1=1 --",
+  "*",
+  "queued",
 ];
 const jsonValues: unknown[] = [
-  null, true, 0, -1, 1.5, 1e308, "", "x", "\u0000", "\ud800", [], [1], {}, { a: null }, "a".repeat(3000), "https://example.com", ["*"], ["\ud800"],
-  { k: "\ud800" }, { "\udc00": 1 }, { k: "\u0000" }, { nested: { deeper: [{ x: "\ud83d" }] } }, "http://[::1]:1/x",
+  null,
+  true,
+  0,
+  -1,
+  1.5,
+  1e308,
+  "",
+  "x",
+  "\u0000",
+  "\ud800",
+  [],
+  [1],
+  {},
+  { a: null },
+  "a".repeat(3000),
+  "https://example.com",
+  ["*"],
+  ["\ud800"],
+  { k: "\ud800" },
+  { "\udc00": 1 },
+  { k: "\u0000" },
+  { nested: { deeper: [{ x: "\ud83d" }] } },
+  "http://[::1]:1/x",
 ];
 /** Each route with a valid body, so that one mutated field gets past the rest of the validation. */
 const routes: [string, (ids: SeedIds, r: () => number) => string, Record<string, unknown> | undefined][] = [
@@ -49,7 +95,11 @@ const routes: [string, (ids: SeedIds, r: () => number) => string, Record<string,
   ["POST", () => "/v1/subscriptions", { url: "https://example.com/x", events: ["a.b"], description: "d" }],
   ["GET", (ids) => `/v1/subscriptions/${ids.sub}`, undefined],
   ["PUT", (ids) => `/v1/subscriptions/${ids.sub}`, { url: "https://example.com/y", events: ["*"], active: true }],
-  ["DELETE", (ids, r) => (r() < 0.9 ? "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" : `/v1/subscriptions/${ids.sub}`), undefined],
+  [
+    "DELETE",
+    (ids, r) => (r() < 0.9 ? "/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" : `/v1/subscriptions/${ids.sub}`),
+    undefined,
+  ],
   ["POST", () => "/v1/events", { type: "a.b", data: { k: "v" } }],
   ["GET", (ids) => `/v1/events/${ids.evt}`, undefined],
 ];
@@ -62,7 +112,17 @@ function encode(value: string): string {
   }
 }
 
-const params = ["limit", "since", "until", "status", "event", "subscription_id", "starting_after", "ending_before", "x"];
+const params = [
+  "limit",
+  "since",
+  "until",
+  "status",
+  "event",
+  "subscription_id",
+  "starting_after",
+  "ending_before",
+  "x",
+];
 const fields = ["url", "events", "active", "description", "type", "data", "secret", "id"];
 
 test("answers every hostile request without a 5xx, in the contract's error shape", async ({ api, ids }) => {
@@ -70,7 +130,9 @@ test("answers every hostile request without a 5xx, in the contract's error shape
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
   for (let i = 0; i < 600; i++) {
     const [method, path, valid] = pick(routes);
-    const query = Array.from({ length: Math.floor(random() * 3) }, () => `${pick(params)}=${encode(pick(nasty))}`).join("&");
+    const query = Array.from({ length: Math.floor(random() * 3) }, () => `${pick(params)}=${encode(pick(nasty))}`).join(
+      "&",
+    );
     const url = `${path(ids, random)}${query ? `?${query}` : ""}`;
     let body: string | undefined;
     if (valid) {
@@ -79,23 +141,35 @@ test("answers every hostile request without a 5xx, in the contract's error shape
         // A valid body with one field replaced, or one nested value made hostile.
         const mutated: Record<string, unknown> = { ...valid };
         const field = random() < 0.8 && Object.keys(valid).length > 0 ? pick(Object.keys(valid)) : pick(fields);
-        mutated[field] = random() < 0.5 ? pick(jsonValues) : { nested: pick(jsonValues), [String(pick(jsonValues))]: pick(jsonValues) };
+        mutated[field] =
+          random() < 0.5
+            ? pick(jsonValues)
+            : { nested: pick(jsonValues), [String(pick(jsonValues))]: pick(jsonValues) };
         body = JSON.stringify(mutated);
       } else if (shape < 0.75) {
-        body = JSON.stringify(Object.fromEntries(Array.from({ length: Math.floor(random() * 4) }, () => [pick(fields), pick(jsonValues)])));
+        body = JSON.stringify(
+          Object.fromEntries(Array.from({ length: Math.floor(random() * 4) }, () => [pick(fields), pick(jsonValues)])),
+        );
       } else if (shape < 0.85) {
         body = JSON.stringify(pick(jsonValues));
       } else {
         body = pick(nasty);
       }
     }
-    const contentType = random() < 0.85 ? "application/json" : pick(["text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-16", ""]);
+    const contentType =
+      random() < 0.85
+        ? "application/json"
+        : pick(["text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-16", ""]);
     const headers: Record<string, string> = contentType ? { "content-type": contentType } : {};
     if (method === "POST" && random() < 0.3) headers["idempotency-key"] = pick(["k", "", "x".repeat(300), "é"]);
     const response = await api.call(method, url, body === undefined ? { headers } : { body, headers });
     expect(response.status, `${method} ${url} ${body ?? ""}`).toBeLessThan(500);
     if (response.status >= 400) {
-      expect(response.body.error, `${method} ${url}`).toMatchObject({ type: expect.any(String), code: expect.any(String), message: expect.any(String) });
+      expect(response.body.error, `${method} ${url}`).toMatchObject({
+        type: expect.any(String),
+        code: expect.any(String),
+        message: expect.any(String),
+      });
       // And nothing beyond the documented shape (no stack, no SQL).
       checkResponse(`${method} ${url}`, response, response.status, errorSchema);
     }

@@ -1,5 +1,5 @@
-import { loadConfig } from "@webhooks/core";
 import { startTestApi } from "@webhooks/api/testing";
+import { loadConfig } from "@webhooks/core";
 import { startPrivateRedis, testEnv } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { apiTest } from "./fixtures.ts";
@@ -17,7 +17,9 @@ const test = apiTest()
     return redis;
   })
   .extend("outage", { scope: "file" }, async ({ database, redis }, { onCleanup }) => {
-    const api = await startTestApi(loadConfig(testEnv(database.url, { REDIS_URL: redis.url, ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" })));
+    const api = await startTestApi(
+      loadConfig(testEnv(database.url, { REDIS_URL: redis.url, ADMIN_USERNAME: "admin", ADMIN_PASSWORD: "s3cret" })),
+    );
     onCleanup(() => api.close());
     return { redis, api };
   });
@@ -32,7 +34,9 @@ async function timed(url: string, headers: Record<string, string> = {}) {
 }
 
 describe("with Redis stalled, then down", () => {
-  test("the metrics scrape and the queue dashboard answer in seconds, in the contract's shape", async ({ outage: { redis, api } }) => {
+  test("the metrics scrape and the queue dashboard answer in seconds, in the contract's shape", async ({
+    outage: { redis, api },
+  }) => {
     const healthy = await timed(`${api.baseUrl}/admin/queues/api/queues`, admin);
     expect(healthy.status).toBe(200);
 
@@ -49,7 +53,9 @@ describe("with Redis stalled, then down", () => {
       expect(board.ms).toBeLessThan(8_000);
       expect(board.status).toBe(503);
       expect(board.headers.get("retry-after")).toBe("5");
-      expect(JSON.parse(board.text)).toMatchObject({ error: { type: "api_error", code: "service_unavailable", request_id: expect.stringMatching(/^req_/) } });
+      expect(JSON.parse(board.text)).toMatchObject({
+        error: { type: "api_error", code: "service_unavailable", request_id: expect.stringMatching(/^req_/) },
+      });
     } finally {
       redis.resume();
     }

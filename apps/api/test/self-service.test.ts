@@ -1,12 +1,18 @@
-import { newId } from "@webhooks/core";
 import { subscribe, type TestApi } from "@webhooks/api/testing";
+import { newId } from "@webhooks/core";
 import { sql, type TestDatabase } from "@webhooks/testing";
 import pg from "pg";
 import { describe, expect } from "vitest";
-import { type CreateSubscriptionRequest, createdSubscriptionSchema, recoverySchema, subscriptionListSchema, subscriptionSchema } from "../src/subscriptions/schemas.ts";
-import { apiTest } from "./fixtures.ts";
 import { deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
 import { eventSchema } from "../src/events/schemas.ts";
+import {
+  type CreateSubscriptionRequest,
+  createdSubscriptionSchema,
+  recoverySchema,
+  subscriptionListSchema,
+  subscriptionSchema,
+} from "../src/subscriptions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
 // Contract §12 through the API alone (no worker runs here, so queued deliveries stay queued).
 // The end-to-end side (signatures during an overlap, headers on the wire, test events arriving)
@@ -14,7 +20,8 @@ import { eventSchema } from "../src/events/schemas.ts";
 
 const test = apiTest();
 
-const create = (api: TestApi, body: Partial<CreateSubscriptionRequest> = {}) => subscribe(api, { events: ["invoice.paid"], ...body });
+const create = (api: TestApi, body: Partial<CreateSubscriptionRequest> = {}) =>
+  subscribe(api, { events: ["invoice.paid"], ...body });
 
 interface SeedRow {
   status: "queued" | "delivered" | "failed";
@@ -26,7 +33,11 @@ interface SeedRow {
 
 /** Deliveries written straight into the table, as a long-running service would have them. */
 async function seedDeliveries(database: TestDatabase, subscriptionId: string, rows: SeedRow[]): Promise<string[]> {
-  const [sub] = await sql<{ secret_id: string; url: string }>(database.url, "SELECT secret_id, url FROM subscriptions WHERE id = $1", [subscriptionId]);
+  const [sub] = await sql<{ secret_id: string; url: string }>(
+    database.url,
+    "SELECT secret_id, url FROM subscriptions WHERE id = $1",
+    [subscriptionId],
+  );
   const eventId = newId("event");
   await sql(database.url, "INSERT INTO events (id, type, data) VALUES ($1, 'invoice.paid', '{}')", [eventId]);
   const ids = rows.map(() => newId("delivery"));
@@ -43,7 +54,15 @@ async function seedDeliveries(database: TestDatabase, subscriptionId: string, ro
       sub!.url,
       sub!.secret_id,
       rows.map((r) => r.status),
-      rows.map((r) => (r.responseCode === undefined ? (r.status === "delivered" ? 200 : r.status === "failed" ? 500 : null) : r.responseCode)),
+      rows.map((r) =>
+        r.responseCode === undefined
+          ? r.status === "delivered"
+            ? 200
+            : r.status === "failed"
+              ? 500
+              : null
+          : r.responseCode,
+      ),
       rows.map((r) => (r.status === "queued" ? r.createdAt : (r.retryAt ?? null))),
       rows.map((r) => r.createdAt),
     ],
@@ -55,18 +74,39 @@ describe("custom headers", () => {
   test("are stored, returned on every subscription response, and replaced by PUT", async ({ api, database }) => {
     const created = await create(api, { headers: { Authorization: "Bearer abc", "X-Tenant": "acme" } });
     expect(created.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
-    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
-    const listed = (await api.get("/v1/subscriptions?limit=100", 200, { schema: subscriptionListSchema })).body.data.find((s: { id: string }) => s.id === created.id);
+    expect(
+      (await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.headers,
+    ).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
+    const listed = (
+      await api.get("/v1/subscriptions?limit=100", 200, { schema: subscriptionListSchema })
+    ).body.data.find((s: { id: string }) => s.id === created.id);
     expect(listed?.headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "acme" });
-    const updated = await api.put(`/v1/subscriptions/${created.id}`, { headers: { "X-Other": "1" } }, 200, { schema: subscriptionSchema });
+    const updated = await api.put(`/v1/subscriptions/${created.id}`, { headers: { "X-Other": "1" } }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(updated.body.headers).toEqual({ "X-Other": "1" });
     // An update without headers keeps them; {} removes them.
-    expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } })).body.headers).toEqual({ "X-Other": "1" });
-    expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { headers: {} } })).body.headers).toEqual({});
+    expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { active: true } })).body.headers).toEqual(
+      { "X-Other": "1" },
+    );
+    expect((await api.call("PUT", `/v1/subscriptions/${created.id}`, { json: { headers: {} } })).body.headers).toEqual(
+      {},
+    );
     expect((await create(api)).headers).toEqual({});
   });
 
-  const refused = ["Content-Type", "content-length", "Host", "USER-AGENT", "webhook-id", "Webhook-Signature", "webhook-timestamp", "webhook-custom", "Connection", "Transfer-Encoding"];
+  const refused = [
+    "Content-Type",
+    "content-length",
+    "Host",
+    "USER-AGENT",
+    "webhook-id",
+    "Webhook-Signature",
+    "webhook-timestamp",
+    "webhook-custom",
+    "Connection",
+    "Transfer-Encoding",
+  ];
   test.for(refused)("refuses %s on create and on PUT, naming it", async (name, { api, database }) => {
     const onCreate = await api.call("POST", "/v1/subscriptions", {
       json: { url: "https://example.com/h", events: ["*"], headers: { "X-Fine": "1", [name]: "value" } },
@@ -79,8 +119,12 @@ describe("custom headers", () => {
     expect(onPut.body.error.param).toBe(`headers.${name}`);
   });
 
-  test("refuses bad names, bad values, case-insensitive duplicates, more than 20 and more than 4 KiB", async ({ api, database }) => {
-    const post = (headers: unknown) => api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/h", events: ["*"], headers } });
+  test("refuses bad names, bad values, case-insensitive duplicates, more than 20 and more than 4 KiB", async ({
+    api,
+    database,
+  }) => {
+    const post = (headers: unknown) =>
+      api.call("POST", "/v1/subscriptions", { json: { url: "https://example.com/h", events: ["*"], headers } });
     expect((await post({ "Bad Name": "x" })).body.error.param).toBe("headers.Bad Name");
     expect((await post({ "X-A": "line\nbreak" })).body.error.param).toBe("headers.X-A");
     expect((await post({ "X-A": "caf\u00e9" })).body.error.param).toBe("headers.X-A");
@@ -106,11 +150,14 @@ describe("custom headers", () => {
   test("are snapshotted with each delivery when it is created", async ({ api, database }) => {
     const sub = await create(api, { headers: { "X-Version": "1" } });
     const published = await api.post("/v1/events", { type: "invoice.paid", data: {} }, 202, { schema: eventSchema });
-    await api.put(`/v1/subscriptions/${sub.id}`, { headers: { "X-Version": "2" } }, 200, { schema: subscriptionSchema });
-    const rows = await sql<{ headers: Record<string, string> }>(database.url, "SELECT headers FROM deliveries WHERE subscription_id = $1 AND event_id = $2", [
-      sub.id,
-      published.body.id,
-    ]);
+    await api.put(`/v1/subscriptions/${sub.id}`, { headers: { "X-Version": "2" } }, 200, {
+      schema: subscriptionSchema,
+    });
+    const rows = await sql<{ headers: Record<string, string> }>(
+      database.url,
+      "SELECT headers FROM deliveries WHERE subscription_id = $1 AND event_id = $2",
+      [sub.id, published.body.id],
+    );
     expect(rows).toEqual([{ headers: { "X-Version": "1" } }]);
   });
 });
@@ -118,7 +165,9 @@ describe("custom headers", () => {
 describe("POST /v1/subscriptions/{id}/rotate_secret", () => {
   test("returns a new secret once, and only there", async ({ api, database }) => {
     const sub = await create(api);
-    const rotated = await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "2s" }, 200, { schema: createdSubscriptionSchema });
+    const rotated = await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "2s" }, 200, {
+      schema: createdSubscriptionSchema,
+    });
     expect(rotated.body).toMatchObject({ id: sub.id, object: "subscription", url: sub.url });
     expect(rotated.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(rotated.body.secret).not.toBe(sub.secret);
@@ -156,21 +205,35 @@ describe("POST /v1/subscriptions/{id}/rotate_secret", () => {
     );
     expect(defaulted!.hours).toBeGreaterThan(23.9);
     expect(defaulted!.hours).toBeLessThanOrEqual(24);
-    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "0s" }, 200, { schema: createdSubscriptionSchema });
-    const [none] = await sql<{ previous_secret_id: string | null }>(database.url, "SELECT previous_secret_id FROM subscriptions WHERE id = $1", [sub.id]);
+    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "0s" }, 200, {
+      schema: createdSubscriptionSchema,
+    });
+    const [none] = await sql<{ previous_secret_id: string | null }>(
+      database.url,
+      "SELECT previous_secret_id FROM subscriptions WHERE id = $1",
+      [sub.id],
+    );
     expect(none!.previous_secret_id).toBeNull();
-    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "7d" }, 200, { schema: createdSubscriptionSchema });
+    await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap: "7d" }, 200, {
+      schema: createdSubscriptionSchema,
+    });
   });
 
-  test.for([["8d"], ["-1s"], ["24"], ["1w"], [""], [24]])("refuses overlap %j, naming overlap", async ([overlap], { api, database }) => {
-    const sub = await create(api);
-    const response = await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap }, 400);
-    expect(response.body.error.param).toBe("overlap");
-  });
+  test.for([["8d"], ["-1s"], ["24"], ["1w"], [""], [24]])(
+    "refuses overlap %j, naming overlap",
+    async ([overlap], { api, database }) => {
+      const sub = await create(api);
+      const response = await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, { overlap }, 400);
+      expect(response.body.error.param).toBe("overlap");
+    },
+  );
 
   test("refuses unknown fields and unknown or deleted subscriptions", async ({ api, database }) => {
     const sub = await create(api);
-    expect((await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { secret: "whsec_x" } })).body.error.param).toBe("secret");
+    expect(
+      (await api.call("POST", `/v1/subscriptions/${sub.id}/rotate_secret`, { json: { secret: "whsec_x" } })).body.error
+        .param,
+    ).toBe("secret");
     await api.post("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/rotate_secret", undefined, 404);
     await api.call("DELETE", `/v1/subscriptions/${sub.id}`);
     await api.post(`/v1/subscriptions/${sub.id}/rotate_secret`, undefined, 404);
@@ -178,7 +241,10 @@ describe("POST /v1/subscriptions/{id}/rotate_secret", () => {
 });
 
 describe("POST /v1/subscriptions/{id}/recover", () => {
-  test("resends exactly the failed deliveries created in the window, 1,000 of them, and a repeated call adds nothing", async ({ api, database }) => {
+  test("resends exactly the failed deliveries created in the window, 1,000 of them, and a repeated call adds nothing", async ({
+    api,
+    database,
+  }) => {
     const sub = await create(api);
     const other = await create(api);
     const base = Date.parse("2026-06-01T00:00:00.000Z");
@@ -211,14 +277,26 @@ describe("POST /v1/subscriptions/{id}/recover", () => {
     ]);
     expect(first.status).toBe(202);
     expect(second.status).toBe(202);
-    expect(first.body).toMatchObject({ object: "recovery", subscription_id: sub.id, since: body.since, until: body.until });
+    expect(first.body).toMatchObject({
+      object: "recovery",
+      subscription_id: sub.id,
+      since: body.since,
+      until: body.until,
+    });
     // Each failed delivery is resent once: the two calls share the 1,000 between them.
     expect(first.body.deliveries + second.body.deliveries).toBe(1_000);
     const third = await api.call("POST", `/v1/subscriptions/${sub.id}/recover`, { json: body });
     expect(third.body.deliveries).toBe(0);
 
     const after = await statuses(database, failed);
-    expect([...after.values()].every((row) => row.status === "queued" && row.next_attempt_at !== null && row.next_attempt_at.getTime() <= Date.now() + 1_000)).toBe(true);
+    expect(
+      [...after.values()].every(
+        (row) =>
+          row.status === "queued" &&
+          row.next_attempt_at !== null &&
+          row.next_attempt_at.getTime() <= Date.now() + 1_000,
+      ),
+    ).toBe(true);
     expect(after.size).toBe(1_000);
     expect(await statuses(database, untouched)).toEqual(before);
     // Queued again means a job in the queue for each, the retries' delayed jobs brought forward.
@@ -228,7 +306,10 @@ describe("POST /v1/subscriptions/{id}/recover", () => {
 
   test("defaults until to the time of the request", async ({ api, database }) => {
     const sub = await create(api);
-    const ids = await seedDeliveries(database, sub.id, [{ status: "failed", createdAt: new Date(Date.now() - 60_000) }, { status: "delivered", createdAt: new Date(Date.now() - 60_000) }]);
+    const ids = await seedDeliveries(database, sub.id, [
+      { status: "failed", createdAt: new Date(Date.now() - 60_000) },
+      { status: "delivered", createdAt: new Date(Date.now() - 60_000) },
+    ]);
     const since = new Date(Date.now() - 3_600_000).toISOString();
     const response = await api.post(`/v1/subscriptions/${sub.id}/recover`, { since }, 202, { schema: recoverySchema });
     expect(response.body.deliveries).toBe(1);
@@ -236,23 +317,37 @@ describe("POST /v1/subscriptions/{id}/recover", () => {
     expect((await statuses(database, ids)).get(ids[0]!)!.status).toBe("queued");
   });
 
-  test("refuses a missing or malformed since, an until not after since, and unknown subscriptions", async ({ api, database }) => {
+  test("refuses a missing or malformed since, an until not after since, and unknown subscriptions", async ({
+    api,
+    database,
+  }) => {
     const sub = await create(api);
     const post = (json: unknown) => api.call("POST", `/v1/subscriptions/${sub.id}/recover`, { json });
     expect((await post({})).body.error).toMatchObject({ code: "parameter_missing", param: "since" });
     expect((await post({ since: "yesterday" })).body.error.param).toBe("since");
-    expect((await post({ since: "2026-01-02T00:00:00Z", until: "2026-01-01T00:00:00Z" })).body.error.param).toBe("until");
+    expect((await post({ since: "2026-01-02T00:00:00Z", until: "2026-01-01T00:00:00Z" })).body.error.param).toBe(
+      "until",
+    );
     expect((await post({ since: "2026-01-02T00:00:00Z", extra: 1 })).body.error.param).toBe("extra");
     // Without until, the window ends at the time of the request: a since after it is refused too.
     const future = await post({ since: "2099-01-01T00:00:00Z" });
     expect(future.status).toBe(400);
-    expect(future.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "since" });
+    expect(future.body.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "parameter_invalid",
+      param: "since",
+    });
     // Years 1-9999 once in UTC, whatever the offset (a later year has no four-digit ISO form).
     const pastYear9999 = await post({ since: "2026-01-01T00:00:00Z", until: "9999-12-31T23:59:59-14:00" });
     expect(pastYear9999.status).toBe(400);
     expect(pastYear9999.body.error.param).toBe("until");
-    await api.post(`/v1/subscriptions/${sub.id}/recover`, { since: "2026-01-01T00:00:00Z", until: "9999-12-31T09:59:59-14:00" }, 202, { schema: recoverySchema });
-    const missing = await api.post("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/recover", { since: "2026-01-01T00:00:00Z" }, 404);
+    await api.post(
+      `/v1/subscriptions/${sub.id}/recover`,
+      { since: "2026-01-01T00:00:00Z", until: "9999-12-31T09:59:59-14:00" },
+      202,
+      { schema: recoverySchema },
+    );
+    await api.post("/v1/subscriptions/sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/recover", { since: "2026-01-01T00:00:00Z" }, 404);
   });
 });
 
@@ -266,22 +361,43 @@ async function statuses(database: TestDatabase, ids: string[]) {
 }
 
 describe("POST /v1/subscriptions/{id}/test", () => {
-  test("creates one delivery for this subscription alone, paused or not, whatever its events", async ({ api, database }) => {
+  test("creates one delivery for this subscription alone, paused or not, whatever its events", async ({
+    api,
+    database,
+  }) => {
     const paused = await create(api, { events: ["invoice.paid"], active: false });
     const bystander = await create(api, { events: ["*"] });
     const response = await api.post(`/v1/subscriptions/${paused.id}/test`, undefined, 202, { schema: deliverySchema });
-    expect(response.body).toMatchObject({ object: "delivery", subscription_id: paused.id, event: "webhook.test", status: "queued", attempts: 0 });
-    expect(await api.get(`/v1/deliveries/${response.body.id}`, 200, { schema: deliverySchema })).toMatchObject({ status: 200, body: response.body });
+    expect(response.body).toMatchObject({
+      object: "delivery",
+      subscription_id: paused.id,
+      event: "webhook.test",
+      status: "queued",
+      attempts: 0,
+    });
+    expect(await api.get(`/v1/deliveries/${response.body.id}`, 200, { schema: deliverySchema })).toMatchObject({
+      status: 200,
+      body: response.body,
+    });
     const event = await api.get(`/v1/events/${response.body.event_id}`, 200, { schema: eventSchema });
     expect(event.body).toMatchObject({ type: "webhook.test" });
     expect(Object.keys(event.body.data).length).toBeGreaterThan(0);
-    const ofEvent = await sql(database.url, "SELECT subscription_id FROM deliveries WHERE event_id = $1", [response.body.event_id]);
+    const ofEvent = await sql(database.url, "SELECT subscription_id FROM deliveries WHERE event_id = $1", [
+      response.body.event_id,
+    ]);
     expect(ofEvent).toEqual([{ subscription_id: paused.id }]);
     expect(bystander.id).not.toBe(paused.id);
 
-    const custom = await api.post(`/v1/subscriptions/${paused.id}/test`, { type: "order.created", data: { order: 7 } }, 202, { schema: deliverySchema });
+    const custom = await api.post(
+      `/v1/subscriptions/${paused.id}/test`,
+      { type: "order.created", data: { order: 7 } },
+      202,
+      { schema: deliverySchema },
+    );
     expect(custom.body.event).toBe("order.created");
-    expect((await api.get(`/v1/events/${custom.body.event_id}`, 200, { schema: eventSchema })).body.data).toEqual({ order: 7 });
+    expect((await api.get(`/v1/events/${custom.body.event_id}`, 200, { schema: eventSchema })).body.data).toEqual({
+      order: 7,
+    });
   });
 
   test("applies the type rules of POST /v1/events", async ({ api, database }) => {
@@ -298,7 +414,10 @@ describe("POST /v1/subscriptions/{id}/test", () => {
 });
 
 describe("GET /v1/deliveries?response_code=", () => {
-  test("filters by an exact code or a class, alone and with subscription_id and status, paged to the end", async ({ api, database }) => {
+  test("filters by an exact code or a class, alone and with subscription_id and status, paged to the end", async ({
+    api,
+    database,
+  }) => {
     const a = await create(api);
     const b = await create(api);
     const base = Date.parse("2025-01-01T00:00:00.000Z");
@@ -307,9 +426,16 @@ describe("GET /v1/deliveries?response_code=", () => {
       Array.from({ length: 80 }, (_, i) => {
         const code = codes[i % codes.length]!;
         // Ten rows share each millisecond, so paging breaks ties by id.
-        return { status: code === null ? "queued" : code < 300 ? "delivered" : "failed", responseCode: code, createdAt: new Date(base + offset + Math.floor(i / 10)) };
+        return {
+          status: code === null ? "queued" : code < 300 ? "delivered" : "failed",
+          responseCode: code,
+          createdAt: new Date(base + offset + Math.floor(i / 10)),
+        };
       });
-    const seeded = [...(await seedDeliveries(database, a.id, rowsFor(0))), ...(await seedDeliveries(database, b.id, rowsFor(0)))];
+    const seeded = [
+      ...(await seedDeliveries(database, a.id, rowsFor(0))),
+      ...(await seedDeliveries(database, b.id, rowsFor(0))),
+    ];
     const all = await sql<{ id: string; subscription_id: string; response_code: number | null; status: string }>(
       database.url,
       "SELECT id, subscription_id, response_code, status::text AS status FROM deliveries WHERE id = ANY($1::text[]) ORDER BY created_at DESC, id DESC",
@@ -326,8 +452,14 @@ describe("GET /v1/deliveries?response_code=", () => {
       ["response_code=3xx", (r) => r.response_code === 301],
       ["response_code=204", (r) => r.response_code === 204],
       [`response_code=500&subscription_id=${a.id}`, (r) => r.response_code === 500 && r.subscription_id === a.id],
-      [`response_code=5xx&subscription_id=${b.id}`, (r) => r.response_code !== null && r.response_code >= 500 && r.subscription_id === b.id],
-      [`response_code=4xx&subscription_id=${a.id}&status=failed`, (r) => (r.response_code === 404 || r.response_code === 410) && r.subscription_id === a.id],
+      [
+        `response_code=5xx&subscription_id=${b.id}`,
+        (r) => r.response_code !== null && r.response_code >= 500 && r.subscription_id === b.id,
+      ],
+      [
+        `response_code=4xx&subscription_id=${a.id}&status=failed`,
+        (r) => (r.response_code === 404 || r.response_code === 410) && r.subscription_id === a.id,
+      ],
       [`response_code=2xx&status=failed`, () => false],
     ];
     for (const [query, keep] of cases) {
@@ -335,7 +467,10 @@ describe("GET /v1/deliveries?response_code=", () => {
       const got: string[] = [];
       let cursor: string | undefined;
       for (let page = 0; page < 50; page++) {
-        const response = await api.call("GET", `/v1/deliveries?${query}&until=${encodeURIComponent(until)}&limit=7${cursor ? `&starting_after=${cursor}` : ""}`);
+        const response = await api.call(
+          "GET",
+          `/v1/deliveries?${query}&until=${encodeURIComponent(until)}&limit=7${cursor ? `&starting_after=${cursor}` : ""}`,
+        );
         expect(response.status, `${query}: ${JSON.stringify(response.body)}`).toBe(200);
         got.push(...response.body.data.map((d: { id: string }) => d.id));
         if (!response.body.has_more) break;
@@ -344,20 +479,32 @@ describe("GET /v1/deliveries?response_code=", () => {
       expect(got, query).toEqual(want);
       // And back again from the end with ending_before.
       if (want.length > 7) {
-        const back = await api.get(`/v1/deliveries?${query}&until=${encodeURIComponent(until)}&limit=7&ending_before=${want.at(-1)}`, 200, { schema: deliveryListSchema });
+        const back = await api.get(
+          `/v1/deliveries?${query}&until=${encodeURIComponent(until)}&limit=7&ending_before=${want.at(-1)}`,
+          200,
+          { schema: deliveryListSchema },
+        );
         expect(back.body.data.map((d: { id: string }) => d.id)).toEqual(want.slice(-8, -1));
       }
     }
   });
 
-  test.for(["600", "99", "5x", "xx", "6xx", "1xx", "500,404", "", "abc", "50"])("refuses response_code=%s", async (value, { api, database }) => {
-    const response = await api.get(`/v1/deliveries?response_code=${encodeURIComponent(value)}`, 400);
-    expect(response.body.error.param).toBe("response_code");
-  });
+  test.for(["600", "99", "5x", "xx", "6xx", "1xx", "500,404", "", "abc", "50"])(
+    "refuses response_code=%s",
+    async (value, { api, database }) => {
+      const response = await api.get(`/v1/deliveries?response_code=${encodeURIComponent(value)}`, 400);
+      expect(response.body.error.param).toBe("response_code");
+    },
+  );
 
   test("uses an index in list order, without a sort, for each form", async ({ api, database }) => {
     const plans: string[] = [];
-    for (const where of ["response_code = 500", "(response_code >= 500) AND (response_code < 600)", "subscription_id = 'sub_x' AND response_code = 404", "subscription_id = 'sub_x' AND (response_code >= 400) AND (response_code < 500)"]) {
+    for (const where of [
+      "response_code = 500",
+      "(response_code >= 500) AND (response_code < 600)",
+      "subscription_id = 'sub_x' AND response_code = 404",
+      "subscription_id = 'sub_x' AND (response_code >= 400) AND (response_code < 500)",
+    ]) {
       // On a table this small the planner would rather read it all; what matters is that an
       // index gives this filter in list order, so that on a big one no sort is needed.
       const client = new pg.Client({ connectionString: database.url });
@@ -366,7 +513,11 @@ describe("GET /v1/deliveries?response_code=", () => {
       try {
         await client.query("SET enable_seqscan = off");
         await client.query("SET enable_bitmapscan = off");
-        rows = (await client.query(`EXPLAIN SELECT id FROM deliveries WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT 21`)).rows;
+        rows = (
+          await client.query(
+            `EXPLAIN SELECT id FROM deliveries WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT 21`,
+          )
+        ).rows;
       } finally {
         await client.end();
       }

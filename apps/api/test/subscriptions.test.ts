@@ -1,12 +1,19 @@
 import { startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
-import { sql, testConfig, type TestDatabase } from "@webhooks/testing";
+import { sql, type TestDatabase, testConfig } from "@webhooks/testing";
 import { describe, expect } from "vitest";
-import { createdSubscriptionSchema, deletedSubscriptionSchema, subscriptionListSchema, subscriptionSchema, type CreateSubscriptionRequest } from "../src/subscriptions/schemas.ts";
+import {
+  type CreateSubscriptionRequest,
+  createdSubscriptionSchema,
+  deletedSubscriptionSchema,
+  subscriptionListSchema,
+  subscriptionSchema,
+} from "../src/subscriptions/schemas.ts";
 import { apiTest } from "./fixtures.ts";
 
 const test = apiTest();
 
-const create = (api: TestApi, body: Partial<CreateSubscriptionRequest> = {}) => subscribe(api, { events: ["invoice.paid"], ...body });
+const create = (api: TestApi, body: Partial<CreateSubscriptionRequest> = {}) =>
+  subscribe(api, { events: ["invoice.paid"], ...body });
 
 describe("POST /v1/subscriptions", () => {
   test("creates a subscription and returns its signing secret once", async ({ api, database }) => {
@@ -28,7 +35,9 @@ describe("POST /v1/subscriptions", () => {
     expect(JSON.stringify(fetched.body)).not.toContain(created.secret);
     const listed = await api.get("/v1/subscriptions", 200, { schema: subscriptionListSchema });
     expect(JSON.stringify(listed.body)).not.toContain(created.secret);
-    const updated = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, { schema: subscriptionSchema });
+    const updated = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(JSON.stringify(updated.body)).not.toContain(created.secret);
   });
 
@@ -38,7 +47,10 @@ describe("POST /v1/subscriptions", () => {
     expect(a.secret).not.toBe(b.secret);
   });
 
-  test("accepts * for every event type, defaults description to empty and active to true", async ({ api, database }) => {
+  test("accepts * for every event type, defaults description to empty and active to true", async ({
+    api,
+    database,
+  }) => {
     const created = await create(api, { events: ["*"] });
     expect(created.events).toEqual(["*"]);
     expect(created.description).toBe("");
@@ -90,7 +102,9 @@ describe("GET /v1/subscriptions/{id}", () => {
 describe("PUT /v1/subscriptions/{id}", () => {
   test("changes only the url when only the url is sent", async ({ api, database }) => {
     const created = await create(api, { description: "keep me", events: ["invoice.paid", "invoice.refunded"] });
-    const response = await api.put(`/v1/subscriptions/${created.id}`, { url: "https://example.org/new" }, 200, { schema: subscriptionSchema });
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { url: "https://example.org/new" }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(response.body).toEqual({
       id: created.id,
       object: "subscription",
@@ -102,14 +116,22 @@ describe("PUT /v1/subscriptions/{id}", () => {
       max_in_flight: 25,
       rate_limit: null,
       headers: {},
-      health: { state: "healthy", consecutive_failures: 0, last_success_at: null, last_failure_at: null, retry_at: null },
+      health: {
+        state: "healthy",
+        consecutive_failures: 0,
+        last_success_at: null,
+        last_failure_at: null,
+        retry_at: null,
+      },
       disabled_reason: null,
     });
   });
 
   test("replaces the whole events list when events is sent", async ({ api, database }) => {
     const created = await create(api, { events: ["invoice.paid", "invoice.refunded"] });
-    const response = await api.put(`/v1/subscriptions/${created.id}`, { events: ["invoice.payment_failed"] }, 200, { schema: subscriptionSchema });
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { events: ["invoice.payment_failed"] }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(response.body.events).toEqual(["invoice.payment_failed"]);
     expect(response.body.url).toBe(created.url);
     expect(response.body.active).toBe(true);
@@ -117,9 +139,13 @@ describe("PUT /v1/subscriptions/{id}", () => {
 
   test("pauses and resumes with active alone", async ({ api, database }) => {
     const created = await create(api);
-    const paused = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, { schema: subscriptionSchema });
+    const paused = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(paused.body).toMatchObject({ active: false, url: created.url, events: created.events });
-    const resumed = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, { schema: subscriptionSchema });
+    const resumed = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(resumed.body.active).toBe(true);
   });
 
@@ -129,12 +155,20 @@ describe("PUT /v1/subscriptions/{id}", () => {
       json: { url: "https://example.net/all", events: ["*"], active: false },
     });
     expect(response.status).toBe(200);
-    expect(response.body).toMatchObject({ url: "https://example.net/all", events: ["*"], active: false, description: created.description });
+    expect(response.body).toMatchObject({
+      url: "https://example.net/all",
+      events: ["*"],
+      active: false,
+      description: created.description,
+    });
     const fetched = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(fetched.body).toEqual(response.body);
   });
 
-  test("treats {} as no change, and refuses a missing body (the OpenAPI document marks it required)", async ({ api, database }) => {
+  test("treats {} as no change, and refuses a missing body (the OpenAPI document marks it required)", async ({
+    api,
+    database,
+  }) => {
     const created = await create(api, { description: "same" });
     const { secret: _secret, ...expected } = created;
     const response = await api.put(`/v1/subscriptions/${created.id}`, {}, 200, { schema: subscriptionSchema });
@@ -155,7 +189,11 @@ describe("PUT /v1/subscriptions/{id}", () => {
     ["foo", { foo: 1 }, "parameter_unknown"],
   ])("rejects %s with a 400 naming it", async ([param, body, code], { api, database }) => {
     const created = await create(api, { description: "untouched" });
-    const response = await api.put(`/v1/subscriptions/${created.id}`, { active: false, ...(body as Record<string, unknown>) }, 400);
+    const response = await api.put(
+      `/v1/subscriptions/${created.id}`,
+      { active: false, ...(body as Record<string, unknown>) },
+      400,
+    );
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
     expect(response.body.error.message).toContain(param);
     // Nothing was applied.
@@ -183,17 +221,28 @@ describe("PUT /v1/subscriptions/{id}", () => {
 
   test("returns 415 for a body that is not JSON, and 400 for malformed JSON", async ({ api, database }) => {
     const created = await create(api);
-    const text = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: "active=false", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    const text = await api.call("PUT", `/v1/subscriptions/${created.id}`, {
+      body: "active=false",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
     expect(text.status).toBe(415);
     expect(text.body.error).toMatchObject({ type: "invalid_request_error", code: "unsupported_media_type" });
     const noType = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: '{"active":false}' });
     expect(noType.status).toBe(415);
-    const malformed = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: '{"active":', headers: { "content-type": "application/json" } });
+    const malformed = await api.call("PUT", `/v1/subscriptions/${created.id}`, {
+      body: '{"active":',
+      headers: { "content-type": "application/json" },
+    });
     expect(malformed.status).toBe(400);
     expect(malformed.body.error.code).toBe("invalid_json");
-    const array = await api.call("PUT", `/v1/subscriptions/${created.id}`, { body: "[]", headers: { "content-type": "application/json" } });
+    const array = await api.call("PUT", `/v1/subscriptions/${created.id}`, {
+      body: "[]",
+      headers: { "content-type": "application/json" },
+    });
     expect(array.status).toBe(400);
-    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.active).toBe(true);
+    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.active).toBe(
+      true,
+    );
   });
 });
 
@@ -238,27 +287,54 @@ describe("DELETE /v1/subscriptions/{id}", () => {
 });
 
 describe("endpoint isolation settings and health (contract §11)", () => {
-  const healthy = { state: "healthy", consecutive_failures: 0, last_success_at: null, last_failure_at: null, retry_at: null };
+  const healthy = {
+    state: "healthy",
+    consecutive_failures: 0,
+    last_success_at: null,
+    last_failure_at: null,
+    retry_at: null,
+  };
 
   async function row(database: TestDatabase, id: string) {
     const [found] = await sql(database.url, "SELECT * FROM subscriptions WHERE id = $1", [id]);
     return found;
   }
 
-  test("defaults max_in_flight to DEFAULT_MAX_IN_FLIGHT and rate_limit to null, with a healthy health", async ({ api, database }) => {
+  test("defaults max_in_flight to DEFAULT_MAX_IN_FLIGHT and rate_limit to null, with a healthy health", async ({
+    api,
+    database,
+  }) => {
     const created = await create(api);
     expect(created).toMatchObject({ max_in_flight: 25, rate_limit: null, health: healthy, disabled_reason: null });
-    expect(await row(database, created.id)).toMatchObject({ max_in_flight: 25, rate_limit: null, disabled_reason: null });
-    for (const response of [await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema }), await api.get("/v1/subscriptions?limit=1", 200, { schema: subscriptionListSchema })]) {
+    expect(await row(database, created.id)).toMatchObject({
+      max_in_flight: 25,
+      rate_limit: null,
+      disabled_reason: null,
+    });
+    for (const response of [
+      await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema }),
+      await api.get("/v1/subscriptions?limit=1", 200, { schema: subscriptionListSchema }),
+    ]) {
       const shown = response.body.object === "list" ? response.body.data[0] : response.body;
-      expect(shown).toMatchObject({ id: created.id, max_in_flight: 25, rate_limit: null, health: healthy, disabled_reason: null });
+      expect(shown).toMatchObject({
+        id: created.id,
+        max_in_flight: 25,
+        rate_limit: null,
+        health: healthy,
+        disabled_reason: null,
+      });
     }
   });
 
   test("takes the default from the deployment's configuration", async ({ api, database }) => {
     const configured = await startTestApi(testConfig(database.url, { DEFAULT_MAX_IN_FLIGHT: "3" }));
     try {
-      const response = await configured.post("/v1/subscriptions", { url: "https://example.com/hooks", events: ["a.b"] }, 201, { schema: createdSubscriptionSchema });
+      const response = await configured.post(
+        "/v1/subscriptions",
+        { url: "https://example.com/hooks", events: ["a.b"] },
+        201,
+        { schema: createdSubscriptionSchema },
+      );
       expect(response.body.max_in_flight).toBe(3);
     } finally {
       await configured.close();
@@ -275,16 +351,26 @@ describe("endpoint isolation settings and health (contract §11)", () => {
 
   test("updates each limit alone, and removes the rate limit with null", async ({ api, database }) => {
     const created = await create(api, { max_in_flight: 5, rate_limit: 20 });
-    const capped = await api.put(`/v1/subscriptions/${created.id}`, { max_in_flight: 2 }, 200, { schema: subscriptionSchema });
+    const capped = await api.put(`/v1/subscriptions/${created.id}`, { max_in_flight: 2 }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(capped.body).toMatchObject({ max_in_flight: 2, rate_limit: 20 });
-    const limited = await api.put(`/v1/subscriptions/${created.id}`, { rate_limit: 7 }, 200, { schema: subscriptionSchema });
+    const limited = await api.put(`/v1/subscriptions/${created.id}`, { rate_limit: 7 }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(limited.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
-    const untouched = await api.put(`/v1/subscriptions/${created.id}`, { url: "https://example.com/other" }, 200, { schema: subscriptionSchema });
+    const untouched = await api.put(`/v1/subscriptions/${created.id}`, { url: "https://example.com/other" }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(untouched.body).toMatchObject({ max_in_flight: 2, rate_limit: 7 });
-    const unlimited = await api.put(`/v1/subscriptions/${created.id}`, { rate_limit: null }, 200, { schema: subscriptionSchema });
+    const unlimited = await api.put(`/v1/subscriptions/${created.id}`, { rate_limit: null }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(unlimited.body).toMatchObject({ max_in_flight: 2, rate_limit: null });
     expect(await row(database, created.id)).toMatchObject({ max_in_flight: 2, rate_limit: null });
-    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body).toEqual(unlimited.body);
+    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body).toEqual(
+      unlimited.body,
+    );
   });
 
   const badLimits: [Record<string, unknown>, string, string][] = [
@@ -303,18 +389,30 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     [{ rate_limit: [1] }, "parameter_invalid", "rate_limit"],
   ];
 
-  test.for(badLimits)("refuses %j on create with a 400 naming the field", async ([body, code, param], { api, database }) => {
-    const response = await api.post("/v1/subscriptions", { url: "https://example.com/hooks", events: ["a.b"], ...body }, 400);
-    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
-    expect(response.body.error.message).toContain(param);
-  });
+  test.for(badLimits)(
+    "refuses %j on create with a 400 naming the field",
+    async ([body, code, param], { api, database }) => {
+      const response = await api.post(
+        "/v1/subscriptions",
+        { url: "https://example.com/hooks", events: ["a.b"], ...body },
+        400,
+      );
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
+      expect(response.body.error.message).toContain(param);
+    },
+  );
 
-  test.for(badLimits)("refuses %j in PUT with a 400 naming the field, and changes nothing", async ([body, code, param], { api, database }) => {
-    const created = await create(api, { max_in_flight: 4, rate_limit: 8 });
-    const response = await api.put(`/v1/subscriptions/${created.id}`, { active: false, ...body }, 400);
-    expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
-    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body).toMatchObject({ active: true, max_in_flight: 4, rate_limit: 8 });
-  });
+  test.for(badLimits)(
+    "refuses %j in PUT with a 400 naming the field, and changes nothing",
+    async ([body, code, param], { api, database }) => {
+      const created = await create(api, { max_in_flight: 4, rate_limit: 8 });
+      const response = await api.put(`/v1/subscriptions/${created.id}`, { active: false, ...body }, 400);
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
+      expect(
+        (await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body,
+      ).toMatchObject({ active: true, max_in_flight: 4, rate_limit: 8 });
+    },
+  );
 
   test("shows a circuit the worker opened, and PUT active:true re-enables and closes it", async ({ api, database }) => {
     const created = await create(api);
@@ -342,7 +440,9 @@ describe("endpoint isolation settings and health (contract §11)", () => {
       },
     });
 
-    const reenabled = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, { schema: subscriptionSchema });
+    const reenabled = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(reenabled.body).toMatchObject({
       active: true,
       disabled_reason: null,
@@ -366,17 +466,32 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     });
   });
 
-  test("closes an open circuit on PUT active:true even when the subscription was not disabled", async ({ api, database }) => {
+  test("closes an open circuit on PUT active:true even when the subscription was not disabled", async ({
+    api,
+    database,
+  }) => {
     const created = await create(api);
-    await sql(database.url, "UPDATE subscriptions SET consecutive_failures = 5, circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1", [
-      created.id,
-    ]);
-    expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.health.state).toBe("circuit_open");
-    const response = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, { schema: subscriptionSchema });
+    await sql(
+      database.url,
+      "UPDATE subscriptions SET consecutive_failures = 5, circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1",
+      [created.id],
+    );
+    expect(
+      (await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.health.state,
+    ).toBe("circuit_open");
+    const response = await api.put(`/v1/subscriptions/${created.id}`, { active: true }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(response.body.health).toMatchObject({ state: "healthy", consecutive_failures: 0, retry_at: null });
     // active:false leaves the health alone.
-    await sql(database.url, "UPDATE subscriptions SET circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1", [created.id]);
-    const paused = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, { schema: subscriptionSchema });
+    await sql(
+      database.url,
+      "UPDATE subscriptions SET circuit_opened_at = now(), held_until = now() + interval '30 seconds' WHERE id = $1",
+      [created.id],
+    );
+    const paused = await api.put(`/v1/subscriptions/${created.id}`, { active: false }, 200, {
+      schema: subscriptionSchema,
+    });
     expect(paused.body.health.state).toBe("circuit_open");
   });
 
@@ -388,7 +503,8 @@ describe("endpoint isolation settings and health (contract §11)", () => {
       ["CreateSubscription", ["max_in_flight", "rate_limit"]],
       ["UpdateSubscription", ["max_in_flight", "rate_limit"]],
     ] as const) {
-      for (const field of fields) expect(schemas[schema].properties[field].description, `${schema}.${field}`).toEqual(expect.any(String));
+      for (const field of fields)
+        expect(schemas[schema].properties[field].description, `${schema}.${field}`).toEqual(expect.any(String));
     }
     expect(schemas.CreateSubscription.properties.max_in_flight.description).toContain("DEFAULT_MAX_IN_FLIGHT");
   });
@@ -402,7 +518,9 @@ describe("endpoint isolation settings and health (contract §11)", () => {
     );
     const during = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(during.body.health).toMatchObject({ state: "circuit_open", retry_at: held?.held_until.toISOString() });
-    await sql(database.url, "UPDATE subscriptions SET held_until = now() - interval '1 second' WHERE id = $1", [created.id]);
+    await sql(database.url, "UPDATE subscriptions SET held_until = now() - interval '1 second' WHERE id = $1", [
+      created.id,
+    ]);
     const after = await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema });
     expect(after.body.health).toEqual(healthy);
   });

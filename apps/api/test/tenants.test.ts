@@ -1,12 +1,16 @@
+import { publish, subscribe, type TestApi } from "@webhooks/api/testing";
 import { createApiKey } from "@webhooks/db";
 import { sql, type TestDatabase } from "@webhooks/testing";
-import { publish, subscribe, type TestApi } from "@webhooks/api/testing";
 import { describe, expect } from "vitest";
-import { type PublishEventRequest, eventSchema } from "../src/events/schemas.ts";
-import { portalSessionSchema } from "../src/portal-sessions/schemas.ts";
-import { type CreateSubscriptionRequest, subscriptionListSchema, subscriptionSchema } from "../src/subscriptions/schemas.ts";
-import { apiTest } from "./fixtures.ts";
 import { deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
+import { eventSchema, type PublishEventRequest } from "../src/events/schemas.ts";
+import { portalSessionSchema } from "../src/portal-sessions/schemas.ts";
+import {
+  type CreateSubscriptionRequest,
+  subscriptionListSchema,
+  subscriptionSchema,
+} from "../src/subscriptions/schemas.ts";
+import { apiTest } from "./fixtures.ts";
 
 // Contract §13 through the API: two tenants with the same event types, untenanted resources
 // beside them, and the two kinds of scoped credential (a scoped API key and a portal session
@@ -32,7 +36,11 @@ function publishEvent(api: TestApi, body: Omit<PublishEventRequest, "data">) {
 }
 
 async function deliveryIdsOf(database: TestDatabase, tenant: string | null): Promise<string[]> {
-  const rows = await sql<{ id: string }>(database.url, "SELECT id FROM deliveries WHERE tenant_id IS NOT DISTINCT FROM $1 ORDER BY created_at DESC, id DESC", [tenant]);
+  const rows = await sql<{ id: string }>(
+    database.url,
+    "SELECT id FROM deliveries WHERE tenant_id IS NOT DISTINCT FROM $1 ORDER BY created_at DESC, id DESC",
+    [tenant],
+  );
   return rows.map((row) => row.id);
 }
 
@@ -68,11 +76,17 @@ const test = apiTest().extend("world", { scope: "file" }, async ({ api, database
      FROM numbered WHERE numbered.id = d.id`,
   );
   const { key } = await createApiKey({ db: api.db }, { name: "acme's key", tenantId: A });
-  const session = await api.post("/v1/portal_sessions", { tenant_id: A, expires_in: "1h" }, 201, { schema: portalSessionSchema });
+  const session = await api.post("/v1/portal_sessions", { tenant_id: A, expires_in: "1h" }, 201, {
+    schema: portalSessionSchema,
+  });
   return {
     subs,
     events,
-    deliveries: { a: await deliveryIdsOf(database, A), b: await deliveryIdsOf(database, B), u: await deliveryIdsOf(database, null) },
+    deliveries: {
+      a: await deliveryIdsOf(database, A),
+      b: await deliveryIdsOf(database, B),
+      u: await deliveryIdsOf(database, null),
+    },
     credentials: { key, token: session.body.token },
   };
 });
@@ -92,7 +106,11 @@ describe("fan-out never crosses tenants", () => {
     return rows.map((row) => `${row.subscription_id}:${row.tenant_id}`);
   }
 
-  test("an event of a tenant reaches only that tenant's subscriptions, whose deliveries carry the tenant", async ({ api, database, world }) => {
+  test("an event of a tenant reaches only that tenant's subscriptions, whose deliveries carry the tenant", async ({
+    api,
+    database,
+    world,
+  }) => {
     const { subs, events } = world;
     expect(await subscriptionsReached(database, events.a)).toEqual([`${subs.a1}:${A}`, `${subs.a2}:${A}`].sort());
     expect(await subscriptionsReached(database, events.b)).toEqual([`${subs.b1}:${B}`, `${subs.b2}:${B}`].sort());
@@ -103,15 +121,27 @@ describe("fan-out never crosses tenants", () => {
     expect(await subscriptionsReached(database, events.u)).toEqual([`${subs.u1}:null`, `${subs.u2}:null`].sort());
   });
 
-  test("shows tenant_id on subscriptions, events and deliveries of a tenant, and no tenant_id on the others", async ({ api, database, world }) => {
+  test("shows tenant_id on subscriptions, events and deliveries of a tenant, and no tenant_id on the others", async ({
+    api,
+    database,
+    world,
+  }) => {
     const { subs, events, deliveries } = world;
     expect((await api.get(`/v1/subscriptions/${subs.a1}`, 200, { schema: subscriptionSchema })).body.tenant_id).toBe(A);
     expect((await api.get(`/v1/events/${events.b}`, 200, { schema: eventSchema })).body.tenant_id).toBe(B);
-    expect((await api.get(`/v1/deliveries/${deliveries.a[0]}`, 200, { schema: deliverySchema })).body.tenant_id).toBe(A);
+    expect((await api.get(`/v1/deliveries/${deliveries.a[0]}`, 200, { schema: deliverySchema })).body.tenant_id).toBe(
+      A,
+    );
     // Without tenants the responses are what they were before tenants existed.
-    expect((await api.get(`/v1/subscriptions/${subs.u1}`, 200, { schema: subscriptionSchema })).body).not.toHaveProperty("tenant_id");
-    expect((await api.get(`/v1/events/${events.u}`, 200, { schema: eventSchema })).body).not.toHaveProperty("tenant_id");
-    expect((await api.get(`/v1/deliveries/${deliveries.u[0]}`, 200, { schema: deliverySchema })).body).not.toHaveProperty("tenant_id");
+    expect(
+      (await api.get(`/v1/subscriptions/${subs.u1}`, 200, { schema: subscriptionSchema })).body,
+    ).not.toHaveProperty("tenant_id");
+    expect((await api.get(`/v1/events/${events.u}`, 200, { schema: eventSchema })).body).not.toHaveProperty(
+      "tenant_id",
+    );
+    expect(
+      (await api.get(`/v1/deliveries/${deliveries.u[0]}`, 200, { schema: deliverySchema })).body,
+    ).not.toHaveProperty("tenant_id");
   });
 });
 
@@ -136,15 +166,31 @@ describe.each(credentials)("%s", (_name, credential) => {
     }
     for (const event of [events.b, events.u]) requests.push(["GET", `/v1/events/${event}`]);
     for (const delivery of [deliveries.b[0]!, deliveries.u[0]!]) {
-      requests.push(["GET", `/v1/deliveries/${delivery}`], ["GET", `/v1/deliveries/${delivery}/attempts`], ["POST", `/v1/deliveries/${delivery}/retry`]);
+      requests.push(
+        ["GET", `/v1/deliveries/${delivery}`],
+        ["GET", `/v1/deliveries/${delivery}/attempts`],
+        ["POST", `/v1/deliveries/${delivery}/retry`],
+      );
     }
     return requests;
   }
 
-  test("gets a 404 for every id of another tenant or of none, exactly as for an id that does not exist", async ({ api, database, world }) => {
+  test("gets a 404 for every id of another tenant or of none, exactly as for an id that does not exist", async ({
+    api,
+    database,
+    world,
+  }) => {
     const call = caller(api, credential(world));
-    const before = await sql(database.url, "SELECT id, active, secret_id, deleted_at FROM subscriptions WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id", [A]);
-    const deliveriesBefore = await sql(database.url, "SELECT id, status, next_attempt_at FROM deliveries WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id", [A]);
+    const before = await sql(
+      database.url,
+      "SELECT id, active, secret_id, deleted_at FROM subscriptions WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id",
+      [A],
+    );
+    const deliveriesBefore = await sql(
+      database.url,
+      "SELECT id, status, next_attempt_at FROM deliveries WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id",
+      [A],
+    );
     for (const [method, path, json] of foreignRequests(world)) {
       const response = await call(method, path, json);
       expect(response.status, `${method} ${path}: ${JSON.stringify(response.body)}`).toBe(404);
@@ -153,14 +199,34 @@ describe.each(credentials)("%s", (_name, credential) => {
       const missingId = `${id.slice(0, 4)}01ARZ3NDEKTSV4RRFFQ69G5FAV`;
       const missing = await call(method, path.replace(id, missingId), json);
       expect(missing.status).toBe(404);
-      expect(response.body.error).toEqual({ ...missing.body.error, message: missing.body.error.message.replace(missingId, id), request_id: response.body.error.request_id });
+      expect(response.body.error).toEqual({
+        ...missing.body.error,
+        message: missing.body.error.message.replace(missingId, id),
+        request_id: response.body.error.request_id,
+      });
     }
     // Nothing of theirs changed, no event was sent to them.
-    expect(await sql(database.url, "SELECT id, active, secret_id, deleted_at FROM subscriptions WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id", [A])).toEqual(before);
-    expect(await sql(database.url, "SELECT id, status, next_attempt_at FROM deliveries WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id", [A])).toEqual(deliveriesBefore);
+    expect(
+      await sql(
+        database.url,
+        "SELECT id, active, secret_id, deleted_at FROM subscriptions WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id",
+        [A],
+      ),
+    ).toEqual(before);
+    expect(
+      await sql(
+        database.url,
+        "SELECT id, status, next_attempt_at FROM deliveries WHERE tenant_id IS DISTINCT FROM $1 ORDER BY id",
+        [A],
+      ),
+    ).toEqual(deliveriesBefore);
   });
 
-  test("lists only its tenant's subscriptions; a tenant_id filter naming another tenant lists nothing", async ({ api, database, world }) => {
+  test("lists only its tenant's subscriptions; a tenant_id filter naming another tenant lists nothing", async ({
+    api,
+    database,
+    world,
+  }) => {
     const call = caller(api, credential(world));
     const ids = async (query: string) => {
       const response = await call("GET", `/v1/subscriptions${query}`);
@@ -170,7 +236,13 @@ describe.each(credentials)("%s", (_name, credential) => {
         return s.id;
       });
     };
-    const own = (await sql<{ id: string }>(database.url, "SELECT id FROM subscriptions WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC", [A])).map((r) => r.id);
+    const own = (
+      await sql<{ id: string }>(
+        database.url,
+        "SELECT id FROM subscriptions WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC",
+        [A],
+      )
+    ).map((r) => r.id);
     expect(own).toEqual(expect.arrayContaining([world.subs.a1, world.subs.a2]));
     expect(await ids("?limit=100")).toEqual(own);
     expect(await ids(`?limit=100&tenant_id=${A}`)).toEqual(own);
@@ -193,24 +265,47 @@ describe.each(credentials)("%s", (_name, credential) => {
   test("lists only its tenant's deliveries, in every filter combination", async ({ api, database, world }) => {
     const call = caller(api, credential(world));
     const { subs, deliveries } = world;
-    const since = (await sql<{ at: Date }>(database.url, "SELECT created_at AS at FROM deliveries WHERE id = $1", [deliveries.a[3]]))[0]!.at.toISOString();
+    const since = (
+      await sql<{ at: Date }>(database.url, "SELECT created_at AS at FROM deliveries WHERE id = $1", [deliveries.a[3]])
+    )[0]!.at.toISOString();
     const filters: Record<string, string>[] = [];
     for (const subscription of [undefined, subs.a1, subs.a2, subs.b1, subs.u1]) {
       for (const tenant of [undefined, A, B]) {
-        const extras: Record<string, string>[] = [{}, { status: "failed" }, { status: "queued" }, { event: "invoice.paid" }, { response_code: "500" }, { response_code: "2xx" }, { response_code: "4xx" }, { since }, { until: since }, { status: "failed", response_code: "5xx" }];
+        const extras: Record<string, string>[] = [
+          {},
+          { status: "failed" },
+          { status: "queued" },
+          { event: "invoice.paid" },
+          { response_code: "500" },
+          { response_code: "2xx" },
+          { response_code: "4xx" },
+          { since },
+          { until: since },
+          { status: "failed", response_code: "5xx" },
+        ];
         for (const extra of extras) {
-          filters.push({ ...(subscription ? { subscription_id: subscription } : {}), ...(tenant ? { tenant_id: tenant } : {}), ...extra });
+          filters.push({
+            ...(subscription ? { subscription_id: subscription } : {}),
+            ...(tenant ? { tenant_id: tenant } : {}),
+            ...extra,
+          });
         }
       }
     }
     for (const filter of filters) {
       // What an unscoped key lists with the same filters, keeping A's records only.
       const query = new URLSearchParams({ ...filter, limit: "100" }).toString();
-      const everything = (await api.get(`/v1/deliveries?${query}`, 200, { schema: deliveryListSchema })).body.data as { id: string; tenant_id?: string }[];
+      const everything = (await api.get(`/v1/deliveries?${query}`, 200, { schema: deliveryListSchema })).body.data as {
+        id: string;
+        tenant_id?: string;
+      }[];
       const expected = filter.tenant_id === B ? [] : everything.filter((d) => d.tenant_id === A).map((d) => d.id);
       const response = await call("GET", `/v1/deliveries?${query}`);
       expect(response.status, `${query}: ${JSON.stringify(response.body)}`).toBe(200);
-      expect(response.body.data.map((d: { id: string }) => d.id), query).toEqual(expected);
+      expect(
+        response.body.data.map((d: { id: string }) => d.id),
+        query,
+      ).toEqual(expected);
     }
     // Every one of A's, and only those, page by page.
     const paged: string[] = [];
@@ -242,7 +337,12 @@ describe.each(credentials)("%s", (_name, credential) => {
 
     const test = await call("POST", `/v1/subscriptions/${world.subs.a1}/test`, {});
     expect(test.status, JSON.stringify(test.body)).toBe(202);
-    expect(test.body).toMatchObject({ subscription_id: world.subs.a1, tenant_id: A, event: "webhook.test", status: "queued" });
+    expect(test.body).toMatchObject({
+      subscription_id: world.subs.a1,
+      tenant_id: A,
+      event: "webhook.test",
+      status: "queued",
+    });
     const event = await call("GET", `/v1/events/${test.body.event_id}`);
     expect(event.status).toBe(200);
     expect(event.body.tenant_id).toBe(A);
@@ -263,17 +363,27 @@ describe.each(credentials)("%s", (_name, credential) => {
     expect(implicit.tenant_id).toBe(A);
     const explicit = await createSubscription(api, { events: ["invoice.paid"], tenant_id: A }, credential(world));
     expect(explicit.tenant_id).toBe(A);
-    const other = await call("POST", "/v1/subscriptions", { url: "https://example.com/hooks", events: ["x"], tenant_id: B });
+    const other = await call("POST", "/v1/subscriptions", {
+      url: "https://example.com/hooks",
+      events: ["x"],
+      tenant_id: B,
+    });
     expect(other.status).toBe(403);
     expect(other.body.error.type).toBe("permission_error");
 
     expect((await call("GET", `/v1/subscriptions/${implicit.id}`)).status).toBe(200);
     expect((await call("PUT", `/v1/subscriptions/${implicit.id}`, { active: false })).body.active).toBe(false);
     expect((await call("POST", `/v1/subscriptions/${implicit.id}/rotate_secret`, {})).body.secret).toMatch(/^whsec_/);
-    expect((await call("POST", `/v1/subscriptions/${implicit.id}/recover`, { since: "2020-01-01T00:00:00Z" })).status).toBe(202);
+    expect(
+      (await call("POST", `/v1/subscriptions/${implicit.id}/recover`, { since: "2020-01-01T00:00:00Z" })).status,
+    ).toBe(202);
     // Its events now reach the new subscription too, and no other tenant's.
     const published = await publishEvent(api, { type: "invoice.paid", tenant_id: A });
-    const reached = await sql<{ subscription_id: string }>(database.url, "SELECT subscription_id FROM deliveries WHERE event_id = $1 ORDER BY 1", [published.id]);
+    const reached = await sql<{ subscription_id: string }>(
+      database.url,
+      "SELECT subscription_id FROM deliveries WHERE event_id = $1 ORDER BY 1",
+      [published.id],
+    );
     expect(reached.map((r) => r.subscription_id)).toEqual([world.subs.a1, world.subs.a2, explicit.id].sort());
     expect((await call("DELETE", `/v1/subscriptions/${implicit.id}`)).status).toBe(200);
     expect((await call("DELETE", `/v1/subscriptions/${explicit.id}`)).status).toBe(200);
@@ -299,11 +409,19 @@ describe.each(credentials)("%s", (_name, credential) => {
 
 describe("an unscoped key", () => {
   test("sees every tenant's resources, and filters by tenant_id", async ({ api, database, world }) => {
-    const all = (await api.get("/v1/deliveries?limit=100", 200, { schema: deliveryListSchema })).body.data.map((d: { id: string }) => d.id);
+    const all = (await api.get("/v1/deliveries?limit=100", 200, { schema: deliveryListSchema })).body.data.map(
+      (d: { id: string }) => d.id,
+    );
     expect(all).toEqual(expect.arrayContaining([...world.deliveries.a, ...world.deliveries.b, ...world.deliveries.u]));
-    const ofB = (await api.get(`/v1/deliveries?limit=100&tenant_id=${encodeURIComponent(B)}`, 200, { schema: deliveryListSchema })).body.data.map((d: { id: string }) => d.id);
+    const ofB = (
+      await api.get(`/v1/deliveries?limit=100&tenant_id=${encodeURIComponent(B)}`, 200, { schema: deliveryListSchema })
+    ).body.data.map((d: { id: string }) => d.id);
     expect(ofB).toEqual(world.deliveries.b);
-    const subsOfB = (await api.get(`/v1/subscriptions?limit=100&tenant_id=${encodeURIComponent(B)}`, 200, { schema: subscriptionListSchema })).body.data.map((s: { id: string }) => s.id);
+    const subsOfB = (
+      await api.get(`/v1/subscriptions?limit=100&tenant_id=${encodeURIComponent(B)}`, 200, {
+        schema: subscriptionListSchema,
+      })
+    ).body.data.map((s: { id: string }) => s.id);
     expect(subsOfB.sort()).toEqual([world.subs.b1, world.subs.b2].sort());
     await api.get(`/v1/subscriptions/${world.subs.b1}`, 200, { schema: subscriptionSchema });
   });
@@ -313,9 +431,15 @@ describe("tenant_id values", () => {
   test("cannot be changed by an update", async ({ api, database, world }) => {
     for (const key of [undefined, world.credentials.key]) {
       const response = await api.put(`/v1/subscriptions/${world.subs.a1}`, { tenant_id: "other" }, 400, { key });
-      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_not_updatable", param: "tenant_id" });
+      expect(response.body.error).toMatchObject({
+        type: "invalid_request_error",
+        code: "parameter_not_updatable",
+        param: "tenant_id",
+      });
     }
-    expect((await api.get(`/v1/subscriptions/${world.subs.a1}`, 200, { schema: subscriptionSchema })).body.tenant_id).toBe(A);
+    expect(
+      (await api.get(`/v1/subscriptions/${world.subs.a1}`, 200, { schema: subscriptionSchema })).body.tenant_id,
+    ).toBe(A);
   });
 
   const bad: unknown[] = ["", "has space", "a/b", "é", "x".repeat(256), 42, null, ["acme"]];
@@ -328,7 +452,11 @@ describe("tenant_id values", () => {
     for (const [path, json] of requests) {
       const response = await api.call("POST", path, { json });
       expect(response.status, `${path} ${JSON.stringify(response.body)}`).toBe(400);
-      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "parameter_invalid", param: "tenant_id" });
+      expect(response.body.error).toMatchObject({
+        type: "invalid_request_error",
+        code: "parameter_invalid",
+        param: "tenant_id",
+      });
       expect(response.body.error.message).toContain("tenant_id must be 1 to 255 characters");
     }
     if (typeof value === "string") {

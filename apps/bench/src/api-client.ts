@@ -35,15 +35,29 @@ export class ApiClient {
   }
 
   /** `settings`: further fields of the subscription, such as max_in_flight. */
-  async createSubscription(url: string, events: string[], settings: Record<string, unknown> = {}): Promise<{ id: string; secret: string }> {
-    const reply = await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", { url, events, ...settings });
-    if (reply.status !== 201) throw new Error(`POST /v1/subscriptions answered ${reply.status}: ${JSON.stringify(reply.body)}`);
+  async createSubscription(
+    url: string,
+    events: string[],
+    settings: Record<string, unknown> = {},
+  ): Promise<{ id: string; secret: string }> {
+    const reply = await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", {
+      url,
+      events,
+      ...settings,
+    });
+    if (reply.status !== 201)
+      throw new Error(`POST /v1/subscriptions answered ${reply.status}: ${JSON.stringify(reply.body)}`);
     return reply.body;
   }
 
   /** Publishes an event; returns the HTTP status (202 when accepted). */
   async publish(type: string, data: Record<string, unknown>): Promise<number> {
-    const response = await this.#pool.request({ method: "POST", path: "/v1/events", headers: this.#headers, body: JSON.stringify({ type, data }) });
+    const response = await this.#pool.request({
+      method: "POST",
+      path: "/v1/events",
+      headers: this.#headers,
+      body: JSON.stringify({ type, data }),
+    });
     await response.body.dump();
     return response.statusCode;
   }

@@ -4,9 +4,9 @@
 // lease, no attempt log, no validation, no batching of the UPDATEs. It takes jobs only once told
 // to, so that its start-up (tsx compiling, connecting) is not timed.
 import { createServer } from "node:http";
-import { Worker, type Job } from "bullmq";
-import { Redis } from "ioredis";
 import { decodeSigningSecret, loadConfig, signWebhook } from "@webhooks/core";
+import { type Job, Worker } from "bullmq";
+import { Redis } from "ioredis";
 import pg from "pg";
 import { Agent, request } from "undici";
 
@@ -42,14 +42,20 @@ const worker = new Worker<{ row: number }>(
       body,
     });
     await response.body.text();
-    await db.query("UPDATE ceiling_rows SET status = $2, response_code = $3, attempts = attempts + 1, updated_at = now() WHERE id = $1", [
-      job.data.row,
-      response.statusCode < 300 ? "delivered" : "failed",
-      response.statusCode,
-    ]);
+    await db.query(
+      "UPDATE ceiling_rows SET status = $2, response_code = $3, attempts = attempts + 1, updated_at = now() WHERE id = $1",
+      [job.data.row, response.statusCode < 300 ? "delivered" : "failed", response.statusCode],
+    );
   },
   // The same lock settings as the product's worker (JOB_LOCK_DURATION default 30 s).
-  { connection, prefix: env("QUEUE_PREFIX"), concurrency, lockDuration: 30_000, stalledInterval: 30_000, autorun: false },
+  {
+    connection,
+    prefix: env("QUEUE_PREFIX"),
+    concurrency,
+    lockDuration: 30_000,
+    stalledInterval: 30_000,
+    autorun: false,
+  },
 );
 worker.on("error", (error) => console.error(`ceiling worker error: ${error.message}`));
 

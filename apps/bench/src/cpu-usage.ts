@@ -47,7 +47,12 @@ function readSnapshot(): Snapshot {
       // After "pid (comm) ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
       // PostgreSQL names each backend's database in its title, which tells ours from others'.
       const cmdline = comm === "postgres" ? readFileSync(`/proc/${entry}/cmdline`, "utf8") : "";
-      perPid.set(Number(entry), { ticks: Number(fields[11]) + Number(fields[12]), pgrp: Number(fields[2]), comm, cmdline });
+      perPid.set(Number(entry), {
+        ticks: Number(fields[11]) + Number(fields[12]),
+        pgrp: Number(fields[2]),
+        comm,
+        cmdline,
+      });
     } catch {
       // The process exited while we were reading.
     }
@@ -71,7 +76,12 @@ export interface CpuUsage {
 export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
   if (!existsSync("/proc/stat")) {
     const started = performance.now();
-    return () => ({ seconds: (performance.now() - started) / 1000, cores: targets.map((t) => ({ label: t.label, cores: 0 })), machineCores: 0, others: [] });
+    return () => ({
+      seconds: (performance.now() - started) / 1000,
+      cores: targets.map((t) => ({ label: t.label, cores: 0 })),
+      machineCores: 0,
+      others: [],
+    });
   }
   const before = readSnapshot();
   return () => {
@@ -101,14 +111,19 @@ export function startCpuWindow(targets: CpuTarget[]): () => CpuUsage {
       return { label: target.label, cores: ticks / TICKS_PER_SECOND / seconds };
     });
     const share = (after.machineBusy - before.machineBusy) / Math.max(1, after.machineTotal - before.machineTotal);
-    const coreCount = readFileSync("/proc/stat", "utf8").split("\n").filter((line) => /^cpu\d+ /.test(line)).length;
+    const coreCount = readFileSync("/proc/stat", "utf8")
+      .split("\n")
+      .filter((line) => /^cpu\d+ /.test(line)).length;
     return { seconds, cores, machineCores: share * coreCount, others };
   };
 }
 
 export function describeCpu(usage: CpuUsage): string {
   const others = usage.others.map((entry) => `${entry.command} ${entry.cores.toFixed(2)}`).join(", ");
-  return usage.cores.map((entry) => `${entry.label} ${entry.cores.toFixed(2)}`).join(", ") + `; machine ${usage.machineCores.toFixed(2)} cores busy; others: ${others}`;
+  return (
+    usage.cores.map((entry) => `${entry.label} ${entry.cores.toFixed(2)}`).join(", ") +
+    `; machine ${usage.machineCores.toFixed(2)} cores busy; others: ${others}`
+  );
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { RunContext } from "./phase-registry.ts";
 import { measureBacklog } from "./phases/backlog.ts";
 import { measureCeiling } from "./phases/ceiling.ts";
 import { measureFanOut } from "./phases/fanout.ts";
@@ -5,10 +6,9 @@ import { measureLatency } from "./phases/latency.ts";
 import { measureListLatency } from "./phases/list-latency.ts";
 import { measureNoisyNeighbour } from "./phases/noisy-neighbour.ts";
 import { measureRetention } from "./phases/retention-load.ts";
-import { measureW1Share } from "./phases/w1-share.ts";
 import { connectionShortfall, measureThroughput, type ThroughputResult } from "./phases/throughput.ts";
-import type { RunContext } from "./phase-registry.ts";
-import { profileThroughput, type Profiles } from "./profiling/profiling.ts";
+import { measureW1Share } from "./phases/w1-share.ts";
+import { type Profiles, profileThroughput } from "./profiling/profiling.ts";
 import type { BenchResults, SkippedSetup } from "./report.ts";
 import { settings } from "./settings.ts";
 
@@ -25,7 +25,8 @@ export async function runAllPhases({ receiver, host, profile }: RunContext, star
     for (const setup of settings.throughput.configurations) {
       const problem = await connectionShortfall(setup);
       if (problem) {
-        if (workload === "W10") console.log(`  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: skipped: ${problem}`);
+        if (workload === "W10")
+          console.log(`  ${setup.workers} worker(s) x concurrency ${setup.concurrency}: skipped: ${problem}`);
         if (workload === "W10") skipped.push({ ...setup, reason: problem });
         continue;
       }
@@ -44,7 +45,9 @@ export async function runAllPhases({ receiver, host, profile }: RunContext, star
   const ceiling = await measureCeiling(receiver, setup);
 
   const w1Setup = { workers: bestW1.workers, concurrency: bestW1.concurrency };
-  console.log(`4b. W1 against the bare ceiling, back to back, ${settings.w1Share.rounds} rounds (${w1Setup.workers} x ${w1Setup.concurrency}, W1's best setup)`);
+  console.log(
+    `4b. W1 against the bare ceiling, back to back, ${settings.w1Share.rounds} rounds (${w1Setup.workers} x ${w1Setup.concurrency}, W1's best setup)`,
+  );
   const w1Share = await measureW1Share(receiver, w1Setup);
 
   console.log("2. publish -> receive latency");
@@ -66,11 +69,31 @@ export async function runAllPhases({ receiver, host, profile }: RunContext, star
   console.log("7. fan-out: one event to 10,000 subscriptions");
   const fanOut = await measureFanOut(receiver, setup);
 
-  console.log(`6. a backlog of 1,000,000 queued deliveries (${setup.workers} x ${setup.concurrency}, like the best setup)`);
+  console.log(
+    `6. a backlog of 1,000,000 queued deliveries (${setup.workers} x ${setup.concurrency}, like the best setup)`,
+  );
   const backlog = await measureBacklog(receiver, setup);
 
   console.log("8. retention: publish and list latency on 10,000,000 deliveries, without and with a pruning pass");
   const retention = await measureRetention(receiver);
 
-  return { startedAt, finishedAt: new Date(), machine: host, throughput, skipped, best, bestW1, ceiling, w1Share, latency, latencyBelowCapacity, list, profiles, noisy, fanOut, backlog, retention };
+  return {
+    startedAt,
+    finishedAt: new Date(),
+    machine: host,
+    throughput,
+    skipped,
+    best,
+    bestW1,
+    ceiling,
+    w1Share,
+    latency,
+    latencyBelowCapacity,
+    list,
+    profiles,
+    noisy,
+    fanOut,
+    backlog,
+    retention,
+  };
 }

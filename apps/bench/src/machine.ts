@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { availableParallelism, cpus, platform, release, totalmem } from "node:os";
-import { Redis } from "ioredis";
 import { withClient } from "@webhooks/testing";
+import { Redis } from "ioredis";
 import { ROOT } from "./services.ts";
 import { ADMIN_DATABASE_URL, REDIS_URL } from "./settings.ts";
 
@@ -37,7 +37,6 @@ export async function describeMachine(): Promise<Machine> {
     commit: describeCommit(),
   };
 }
-
 
 function describeCommit(): string {
   const git = (...args: string[]) => spawnSync("git", ["-C", ROOT, ...args], { encoding: "utf8" });

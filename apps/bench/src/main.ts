@@ -41,7 +41,9 @@ async function main(): Promise<void> {
   const unreachable = (await checkPostgres(ADMIN_DATABASE_URL)) ?? (await checkRedis(REDIS_URL));
   if (unreachable) throw new Error(unreachable);
   const host = await describeMachine();
-  console.log(`bench ${RUN_PREFIX}: ${host.cores} cores, Node ${host.node}, ${host.postgres}, Redis ${host.redis}, ${startedAt.toISOString()}`);
+  console.log(
+    `bench ${RUN_PREFIX}: ${host.cores} cores, Node ${host.node}, ${host.postgres}, Redis ${host.redis}, ${startedAt.toISOString()}`,
+  );
 
   // Registered first, so that it runs last: after every process that could add keys has stopped.
   onCleanup("delete this run's Redis keys", async () => void (await deleteRunKeys()));

@@ -1,17 +1,27 @@
 import type { TestReceiver } from "@webhooks/testing";
+import type { Machine } from "./machine.ts";
 import { measureBacklog } from "./phases/backlog.ts";
 import { measureCeiling } from "./phases/ceiling.ts";
 import { fanOutVerdicts, measureFanOut } from "./phases/fanout.ts";
-import { measureListLatency } from "./phases/list-latency.ts";
 import { compareWithBaseline } from "./phases/isolation-cost.ts";
+import { measureListLatency } from "./phases/list-latency.ts";
 import { measureNoisyNeighbour } from "./phases/noisy-neighbour.ts";
 import { measureRetention } from "./phases/retention-load.ts";
 import { measureThroughput } from "./phases/throughput.ts";
 import { measureW1Share } from "./phases/w1-share.ts";
-import type { Machine } from "./machine.ts";
+import { type Profiles, profileThroughput } from "./profiling/profiling.ts";
+import {
+  cpuPerItemText,
+  hottestTable,
+  layersTable,
+  noisySection,
+  noisyVerdicts,
+  postgresStagesTable,
+  printVerdicts,
+  w1ShareSection,
+  w1Verdict,
+} from "./report.ts";
 import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
-import { profileThroughput, type Profiles } from "./profiling/profiling.ts";
-import { cpuPerItemText, hottestTable, layersTable, noisySection, noisyVerdicts, postgresStagesTable, printVerdicts, w1ShareSection, w1Verdict } from "./report.ts";
 
 export interface RunContext {
   receiver: TestReceiver;
@@ -33,9 +43,9 @@ export const ALONE_PHASES = {
   noisy: {
     title: "5. noisy neighbour",
     usesFixedDatabases: true,
-    async run({ receiver, host }) {
+    async run({ receiver }) {
       const noisy = await measureNoisyNeighbour(receiver);
-      console.log(`\n${noisySection(noisy, host.cores).join("\n\n")}\n`);
+      console.log(`\n${noisySection(noisy).join("\n\n")}\n`);
       printVerdicts(noisyVerdicts(noisy));
     },
   },
@@ -50,7 +60,9 @@ export const ALONE_PHASES = {
       const w10 = await measureThroughput(receiver, setup, { workload: "W10" });
       const w1 = await measureThroughput(receiver, setup, { workload: "W1" });
       const ceiling = await measureCeiling(receiver, setup);
-      console.log(`  W10 ${Math.round(w10.perSecond)}/s, W1 ${Math.round(w1.perSecond)}/s, bare ceiling ${Math.round(ceiling.perSecond)}/s`);
+      console.log(
+        `  W10 ${Math.round(w10.perSecond)}/s, W1 ${Math.round(w1.perSecond)}/s, bare ceiling ${Math.round(ceiling.perSecond)}/s`,
+      );
       // CPU per delivery compares across runs on a machine whose speed varies; rates alone do not.
       console.log(`  CPU ms per delivery, W10: ${cpuPerItemText(w10.cpu, w10.deliveries)}`);
       console.log(`  CPU ms per delivery, W1: ${cpuPerItemText(w1.cpu, w1.deliveries)}`);
@@ -108,10 +120,18 @@ export function isAlonePhase(name: string): name is AlonePhaseName {
 }
 
 function printProfiles(profiles: Profiles): void {
-  console.log(`  profiled W1 run (${profiles.method}; its rate is not a result): ${Math.round(profiles.run.perSecond)}/s`);
-  for (const [name, summary] of [["API", profiles.api], ["worker", profiles.worker]] as const) {
+  console.log(
+    `  profiled W1 run (${profiles.method}; its rate is not a result): ${Math.round(profiles.run.perSecond)}/s`,
+  );
+  for (const [name, summary] of [
+    ["API", profiles.api],
+    ["worker", profiles.worker],
+  ] as const) {
     console.log(`\n  ${name}\n\n${layersTable(summary)}\n\n${hottestTable(summary, profiles.method, 25)}`);
   }
   const pg = profiles.postgres;
-  if (pg) console.log(`\n  PostgreSQL (its backends: ${(pg.backendShareOfMachine * 100).toFixed(1)}% of the machine's samples)\n\n${postgresStagesTable(pg)}`);
+  if (pg)
+    console.log(
+      `\n  PostgreSQL (its backends: ${(pg.backendShareOfMachine * 100).toFixed(1)}% of the machine's samples)\n\n${postgresStagesTable(pg)}`,
+    );
 }

@@ -1,7 +1,8 @@
 // The sections of BENCHMARKS.md for the phases at scale: 6 (a backlog of 1,000,000 deliveries)
 // and 8 (retention on 10,000,000), with their targets (issue 10).
-import type { BacklogResult, DrainRun } from "./phases/backlog.ts";
+
 import type { CpuUsage } from "./cpu-usage.ts";
+import type { BacklogResult, DrainRun } from "./phases/backlog.ts";
 import type { LoadWindow, RetentionResult } from "./phases/retention-load.ts";
 import { settings } from "./settings.ts";
 import { ms, round } from "./stats.ts";
@@ -24,7 +25,11 @@ const yesNo = (met: boolean) => (met ? "yes" : "**no**");
 const pct = (share: number) => `${(share * 100).toFixed(1)}%`;
 
 function table(header: string[], rows: string[][]): string {
-  return [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`, ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+  return [
+    `| ${header.join(" | ")} |`,
+    `|${header.map(() => "---").join("|")}|`,
+    ...rows.map((row) => `| ${row.join(" | ")} |`),
+  ].join("\n");
 }
 
 function coresOf(cpu: CpuUsage, label: string): number {
@@ -37,10 +42,9 @@ function msPer(cpu: CpuUsage, label: string, count: number): number {
 }
 
 function drainCpu(run: DrainRun): string {
-  return (
-    ["worker", "postgres", "redis"].map((label) => `${label} ${msPer(run.cpu, label, run.deliveries).toFixed(2)}`).join(", ") +
-    ` ms per delivery; machine ${run.cpu.machineCores.toFixed(2)} cores busy`
-  );
+  return `${["worker", "postgres", "redis"]
+    .map((label) => `${label} ${msPer(run.cpu, label, run.deliveries).toFixed(2)}`)
+    .join(", ")} ms per delivery; machine ${run.cpu.machineCores.toFixed(2)} cores busy`;
 }
 
 /** The worker's and PostgreSQL's CPU per delivery: on a shared machine, steadier than the rate. */
@@ -116,8 +120,12 @@ export function backlogSection(b: BacklogResult): string[] {
  * How far the pruning windows' p99 (their mean) is from the quiet windows' (their mean), and the
  * noise: the spread of the quiet windows, from the lowest p99 to the highest.
  */
-export function shift(windows: LoadWindow[], pick: (w: LoadWindow) => number): { baseline: number; noise: number; pruning: number; moved: number } {
-  const mean = (values: number[]) => (values.length === 0 ? Number.NaN : values.reduce((sum, value) => sum + value, 0) / values.length);
+export function shift(
+  windows: LoadWindow[],
+  pick: (w: LoadWindow) => number,
+): { baseline: number; noise: number; pruning: number; moved: number } {
+  const mean = (values: number[]) =>
+    values.length === 0 ? Number.NaN : values.reduce((sum, value) => sum + value, 0) / values.length;
   const quiet = windows.filter((w) => !w.pruning).map(pick);
   const pruning = mean(windows.filter((w) => w.pruning).map(pick));
   const baseline = mean(quiet);
@@ -151,7 +159,15 @@ export function retentionSection(r: RetentionResult): string[] {
   return [
     `## 8. Retention on ${round(seeded.deliveries)} deliveries`,
     table(
-      ["seeded (set-based SQL)", "deliveries", "attempts", "events", "size with indexes", "took (rows / indexes / VACUUM ANALYZE)", `old enough at RETENTION=${s.retentionDays}d`],
+      [
+        "seeded (set-based SQL)",
+        "deliveries",
+        "attempts",
+        "events",
+        "size with indexes",
+        "took (rows / indexes / VACUUM ANALYZE)",
+        `old enough at RETENTION=${s.retentionDays}d`,
+      ],
       [
         [
           `over ${s.spanDays} days`,
@@ -166,7 +182,17 @@ export function retentionSection(r: RetentionResult): string[] {
     ),
     "88% delivered, 10% failed for good, 2% failed with a retry planned (kept whatever their age), nothing queued.",
     table(
-      ["window", "publish p50", "publish p99", "list p50", "list p99", "events / list requests", "rows pruned (per second of the worker's run)", "WAL (full-page images)", "CPU (cores) by process"],
+      [
+        "window",
+        "publish p50",
+        "publish p99",
+        "list p50",
+        "list p99",
+        "events / list requests",
+        "rows pruned (per second of the worker's run)",
+        "WAL (full-page images)",
+        "CPU (cores) by process",
+      ],
       r.windows.map((w) => [
         w.label,
         ms(w.publish.p50),
@@ -182,7 +208,9 @@ export function retentionSection(r: RetentionResult): string[] {
       ]),
     ),
     `Publish open loop at ${s.publishRatePerSecond}/s, list at ${s.listRatePerSecond}/s; ${s.windowMs / 1000} s windows, each after a CHECKPOINT, quiet and pruning taking turns` +
-      (pruning ? ` (first pruning window: ${rate(pruning.deleted.deliveries + pruning.deleted.attempts + pruning.deleted.events, pruning)} rows/s)` : "") +
+      (pruning
+        ? ` (first pruning window: ${rate(pruning.deleted.deliveries + pruning.deleted.attempts + pruning.deleted.events, pruning)} rows/s)`
+        : "") +
       `; targets (pruning windows' mean p99 against the quiet ones', within their spread): publish ${yesNo(v[0]!.met)}, list ${yesNo(v[1]!.met)}.`,
   ];
 }

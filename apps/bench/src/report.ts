@@ -1,21 +1,21 @@
 import { writeFileSync } from "node:fs";
-import type { CeilingResult } from "./phases/ceiling.ts";
 import type { CpuUsage } from "./cpu-usage.ts";
-import type { LatencyResult } from "./phases/latency.ts";
-import type { ListResult } from "./phases/list-latency.ts";
 import type { Machine } from "./machine.ts";
 import type { BacklogResult } from "./phases/backlog.ts";
-import { fanOutSection, fanOutVerdicts, type FanOutResult } from "./phases/fanout.ts";
-import { fmt, WAIT_REASONS, type HealthyRun, type NoisyNeighbourResult } from "./phases/noisy-neighbour.ts";
-import type { ProfileSummary } from "./profiling/profile.ts";
-import type { Profiles } from "./profiling/profiling.ts";
-import type { PostgresBreakdown } from "./profiling/perf.ts";
-import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
+import type { CeilingResult } from "./phases/ceiling.ts";
+import { type FanOutResult, fanOutSection, fanOutVerdicts } from "./phases/fanout.ts";
+import type { LatencyResult } from "./phases/latency.ts";
+import type { ListResult } from "./phases/list-latency.ts";
+import { fmt, type HealthyRun, type NoisyNeighbourResult, WAIT_REASONS } from "./phases/noisy-neighbour.ts";
 import type { RetentionResult } from "./phases/retention-load.ts";
-import { settings } from "./settings.ts";
-import { ms, round } from "./stats.ts";
 import type { ThroughputResult } from "./phases/throughput.ts";
 import type { W1ShareResult } from "./phases/w1-share.ts";
+import type { PostgresBreakdown } from "./profiling/perf.ts";
+import type { ProfileSummary } from "./profiling/profile.ts";
+import type { Profiles } from "./profiling/profiling.ts";
+import { backlogSection, backlogVerdicts, retentionSection, retentionVerdicts } from "./report-scale.ts";
+import { settings } from "./settings.ts";
+import { ms, round } from "./stats.ts";
 
 export interface SkippedSetup {
   workers: number;
@@ -113,12 +113,16 @@ export function verdicts(r: BenchResults): Verdict[] {
 export function w1Verdict(w: W1ShareResult): Verdict {
   const { median, rounds } = w;
   return {
-    figure: "W1 deliveries/s (each event to one subscription, one event per request; best setup), against the ceiling run right after it",
+    figure:
+      "W1 deliveries/s (each event to one subscription, one event per request; best setup), against the ceiling run right after it",
     measured:
       `${round(median.w1.perSecond)}/s = ${(median.share * 100).toFixed(0)}% of the bare ceiling (${round(median.ceiling.perSecond)}/s), ` +
       `the median of ${rounds.length} rounds: ${rounds.map((each) => `${(each.share * 100).toFixed(0)}%`).join(", ")}`,
     target: `>= ${round(TARGETS.deliveriesPerSecond)}/s, or >= ${TARGETS.w1ShareOfCeiling * 100}% of the ceiling`,
-    met: !median.w1.timedOut && !median.ceiling.timedOut && (median.w1.perSecond >= TARGETS.deliveriesPerSecond || median.share >= TARGETS.w1ShareOfCeiling),
+    met:
+      !median.w1.timedOut &&
+      !median.ceiling.timedOut &&
+      (median.w1.perSecond >= TARGETS.deliveriesPerSecond || median.share >= TARGETS.w1ShareOfCeiling),
   };
 }
 
@@ -144,7 +148,9 @@ export function noisyVerdicts(n: NoisyNeighbourResult): Verdict[] {
 export function printVerdicts(list: Verdict[]): void {
   console.log("\nResults against the targets:");
   for (const verdict of list) {
-    console.log(`  ${verdict.met ? "met    " : "MISSED "} ${verdict.figure}: ${verdict.measured} (target ${verdict.target})`);
+    console.log(
+      `  ${verdict.met ? "met    " : "MISSED "} ${verdict.figure}: ${verdict.measured} (target ${verdict.target})`,
+    );
   }
 }
 
@@ -152,12 +158,19 @@ const yesNo = (met: boolean) => (met ? "yes" : "**no**");
 const pct = (share: number | undefined) => (share === undefined ? "n/a" : `${(share * 100).toFixed(1)}%`);
 
 function table(header: string[], rows: string[][]): string {
-  return [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`, ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+  return [
+    `| ${header.join(" | ")} |`,
+    `|${header.map(() => "---").join("|")}|`,
+    ...rows.map((row) => `| ${row.join(" | ")} |`),
+  ].join("\n");
 }
 
 /** Where PostgreSQL's backends spent their CPU in a profiled run, by stage of a statement. */
 export function postgresStagesTable(pg: PostgresBreakdown): string {
-  return table(["stage", "share of backend CPU"], pg.stages.map((s) => [s.label, pct(s.share)]));
+  return table(
+    ["stage", "share of backend CPU"],
+    pg.stages.map((s) => [s.label, pct(s.share)]),
+  );
 }
 
 /** Milliseconds of CPU per item (delivery, job), per process, over a measured window. */
@@ -165,7 +178,9 @@ export function cpuPerItem(cpu: CpuUsage, items: number): Map<string, number> {
   const perItem = new Map<string, number>();
   for (const entry of cpu.cores) {
     // worker-1, worker-2, ceiling-worker-1 ...: one row for all the workers.
-    const label = /worker-\d+$/.test(entry.label) ? "worker process(es)" : entry.label.replace(/^bench.*/, "benchmark (publisher, receiver)");
+    const label = /worker-\d+$/.test(entry.label)
+      ? "worker process(es)"
+      : entry.label.replace(/^bench.*/, "benchmark (publisher, receiver)");
     perItem.set(label, (perItem.get(label) ?? 0) + (entry.cores * cpu.seconds * 1000) / items);
   }
   return perItem;
@@ -182,12 +197,14 @@ export function cpuPerItemText(cpu: CpuUsage, items: number): string {
 }
 
 function cpuCell(cpu: CpuUsage): string {
-  return cpu.cores.map((c) => `${c.label} ${c.cores.toFixed(2)}`).join(", ") + `; machine ${cpu.machineCores.toFixed(2)}`;
+  return `${cpu.cores.map((c) => `${c.label} ${c.cores.toFixed(2)}`).join(", ")}; machine ${cpu.machineCores.toFixed(2)}`;
 }
 
 /** The processes on the machine that were not ours, with the cores each used (at least 0.02). */
 function othersCell(cpu: CpuUsage): string {
-  const others = cpu.others.filter((entry) => entry.cores >= 0.02).map((entry) => `${entry.command} ${entry.cores.toFixed(2)}`);
+  const others = cpu.others
+    .filter((entry) => entry.cores >= 0.02)
+    .map((entry) => `${entry.command} ${entry.cores.toFixed(2)}`);
   return others.length ? others.join(", ") : "-";
 }
 
@@ -200,23 +217,30 @@ export function layersTable(profile: ProfileSummary | undefined): string {
   const rest = profile.byLayer.filter((layer) => layer.share < 0.005).reduce((sum, layer) => sum + layer.share, 0);
   const rows = shown.map((layer) => [layer.layer, pct(layer.share)]);
   if (rest > 0) rows.push(["other packages", pct(rest)]);
-  return table(["layer (each CPU sample charged to the nearest package, or our code, on its stack)", "share of samples"], rows);
+  return table(
+    ["layer (each CPU sample charged to the nearest package, or our code, on its stack)", "share of samples"],
+    rows,
+  );
 }
 
 export function hottestTable(profile: ProfileSummary | undefined, method: "perf" | "v8", count = 8): string {
   if (!profile) return "";
-  const rows = profile.topFunctions.slice(0, count).map((f) => [`\`${f.name.replace(/\|/g, "\\|")}\``, f.owner, pct(f.share)]);
+  const rows = profile.topFunctions
+    .slice(0, count)
+    .map((f) => [`\`${f.name.replace(/\|/g, "\\|")}\``, f.owner, pct(f.share)]);
   // perf: a sample in native code or in the kernel counts for the nearest JS frame above it.
-  return table([method === "perf" ? "hottest JS functions (nearest JS frame)" : "hottest functions (self time)", "package", "share of samples"], rows);
-}
-
-/** The share of samples in functions whose name matches, e.g. the ioredis Pipeline constructor. */
-function functionShare(profile: ProfileSummary | undefined, name: RegExp): number {
-  return profile?.topFunctions.filter((f) => name.test(f.name)).reduce((sum, f) => sum + f.share, 0) ?? 0;
+  return table(
+    [
+      method === "perf" ? "hottest JS functions (nearest JS frame)" : "hottest functions (self time)",
+      "package",
+      "share of samples",
+    ],
+    rows,
+  );
 }
 
 /** Section 5, also printed on its own by `npm run bench -- --only noisy`. */
-export function noisySection(n: NoisyNeighbourResult, cores: number): string[] {
+export function noisySection(n: NoisyNeighbourResult): string[] {
   const s = settings.noisyNeighbour;
   const noiseDeliveries = (s.hangingReceivers + s.erroringReceivers) * s.noiseRatePerSecond;
   const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
@@ -245,7 +269,11 @@ export function noisySection(n: NoisyNeighbourResult, cores: number): string[] {
           `${round(sum(n.hangingRequests))} (${n.hangingRequests.join(", ")})`,
           `${Math.max(...n.hangingPeakOpen)} at one endpoint (each: ${n.hangingPeakOpen.join(", ")}); ${n.hangingPeakOpenTogether} across the ${s.hangingReceivers}`,
         ],
-        [`${s.erroringReceivers} that answer 500`, `${round(sum(n.erroringRequests))} (${n.erroringRequests.join(", ")})`, "-"],
+        [
+          `${s.erroringReceivers} that answer 500`,
+          `${round(sum(n.erroringRequests))} (${n.erroringRequests.join(", ")})`,
+          "-",
+        ],
       ],
     ),
     `${round(n.noiseSent)} B events published${n.noiseRejected ? ` (${n.noiseRejected} not accepted)` : ""}, each one delivery per failing endpoint; invalid signatures ${n.invalidSignatures}.`,
@@ -254,13 +282,24 @@ export function noisySection(n: NoisyNeighbourResult, cores: number): string[] {
       WAIT_REASONS.map((reason) => [
         `\`${reason}\``,
         round(n.besideWaits[reason] ?? 0),
-        reason === "in_line" ? "a pre-check; a claim, taken back, where the worker did not know of the line" : "a claim, taken back",
+        reason === "in_line"
+          ? "a pre-check; a claim, taken back, where the worker did not know of the line"
+          : "a claim, taken back",
       ]),
     ),
     "The worker's webhook_delivery_waits_total over part 2. A held subscription (`circuit_open`, `retry_after`) wakes nobody early, so few claims should find it held.",
     table(
       ["hand-off (max_in_flight 1)", "deliveries", "p50", "p99", "max", "most requests at once"],
-      [[`receiver answers after ${s.handoff.serviceMs} ms`, round(n.handoff.deliveries), fmt(n.handoff.gap.p50), fmt(n.handoff.gap.p99), fmt(n.handoff.gap.max), String(n.handoff.peakOpen)]],
+      [
+        [
+          `receiver answers after ${s.handoff.serviceMs} ms`,
+          round(n.handoff.deliveries),
+          fmt(n.handoff.gap.p50),
+          fmt(n.handoff.gap.p99),
+          fmt(n.handoff.gap.max),
+          String(n.handoff.peakOpen),
+        ],
+      ],
     ),
     "From the receiver's answer to the next waiting delivery's request: the hand-off's own work, nothing polls.",
   ];
@@ -290,16 +329,39 @@ export function renderReport(r: BenchResults): string {
 
   add(
     "## Results against the targets",
-    table(["figure", "measured", "target", "met"], v.map((x) => [x.figure, x.measured, x.target, yesNo(x.met)])),
+    table(
+      ["figure", "measured", "target", "met"],
+      v.map((x) => [x.figure, x.measured, x.target, yesNo(x.met)]),
+    ),
     `A delivery costs ${productTotal.toFixed(2)} ms of CPU across all processes, ${(productTotal / ceilingTotal).toFixed(1)}x the bare ceiling's` +
-      (ceiling.perSecond < TARGETS.deliveriesPerSecond ? `; the ceiling itself is below ${round(TARGETS.deliveriesPerSecond)}/s on this machine.` : "."),
+      (ceiling.perSecond < TARGETS.deliveriesPerSecond
+        ? `; the ceiling itself is below ${round(TARGETS.deliveriesPerSecond)}/s on this machine.`
+        : "."),
   );
 
-  const notRun = r.skipped.map((skip) => [`W10 and W1`, `${skip.workers} x ${skip.concurrency}`, `not run: ${skip.reason}`, ...Array<string>(9).fill("-")]);
+  const notRun = r.skipped.map((skip) => [
+    `W10 and W1`,
+    `${skip.workers} x ${skip.concurrency}`,
+    `not run: ${skip.reason}`,
+    ...Array<string>(9).fill("-"),
+  ]);
   add(
     "## 1. End-to-end throughput",
     table(
-      ["workload", "setup", "deliveries/s", "seconds", "publishing took", "all `delivered` in PostgreSQL after", "invalid signatures", "duplicates", "queued listed by API", "peak DB connections", "CPU (cores) by process", "other processes (cores)"],
+      [
+        "workload",
+        "setup",
+        "deliveries/s",
+        "seconds",
+        "publishing took",
+        "all `delivered` in PostgreSQL after",
+        "invalid signatures",
+        "duplicates",
+        "queued listed by API",
+        "peak DB connections",
+        "CPU (cores) by process",
+        "other processes (cores)",
+      ],
       [
         ...r.throughput.map((t) => [
           `${t.workload} (${round(t.events)} events, ${t.publishers} publishers)`,
@@ -307,7 +369,9 @@ export function renderReport(r: BenchResults): string {
           `${round(t.perSecond)}${t.timedOut ? " (timed out)" : ""}`,
           t.seconds.toFixed(1),
           `${t.publishSeconds.toFixed(1)} s${t.publishRejected ? ` (${t.publishRejected} rejected)` : ""}`,
-          t.recordedSeconds === undefined ? `not reached: ${JSON.stringify(t.databaseStatuses)}` : `${t.recordedSeconds.toFixed(1)} s`,
+          t.recordedSeconds === undefined
+            ? `not reached: ${JSON.stringify(t.databaseStatuses)}`
+            : `${t.recordedSeconds.toFixed(1)} s`,
           String(t.invalidSignatures),
           String(t.duplicates),
           String(t.queuedListedByApi),
@@ -326,7 +390,21 @@ export function renderReport(r: BenchResults): string {
   add(
     "## 2. Publish -> receive latency",
     table(
-      ["rate", "p50", "p99", "max", "until the 202: p50 / p99", "from the 202 to receipt: p50 / p99", "sent/s", "accepted/s", "delivered/s", "missing", "invalid signatures", "CPU per event", "CPU (cores) by process"],
+      [
+        "rate",
+        "p50",
+        "p99",
+        "max",
+        "until the 202: p50 / p99",
+        "from the 202 to receipt: p50 / p99",
+        "sent/s",
+        "accepted/s",
+        "delivered/s",
+        "missing",
+        "invalid signatures",
+        "CPU per event",
+        "CPU (cores) by process",
+      ],
       [latency, lowRate].map((l) => [
         `${l.targetRate}/s${l === latency ? " (target)" : ""}`,
         ms(l.endToEnd.p50),
@@ -371,7 +449,15 @@ export function renderReport(r: BenchResults): string {
   add(
     "## 4. The bare ceiling",
     table(
-      ["jobs", "seconds", "jobs/s", "invalid signatures", "rows updated", "CPU (cores) by process", "other processes (cores)"],
+      [
+        "jobs",
+        "seconds",
+        "jobs/s",
+        "invalid signatures",
+        "rows updated",
+        "CPU (cores) by process",
+        "other processes (cores)",
+      ],
       [
         [
           round(ceiling.jobs),
@@ -389,7 +475,7 @@ export function renderReport(r: BenchResults): string {
 
   add(...w1ShareSection(r.w1Share));
 
-  add(...noisySection(r.noisy, r.machine.cores));
+  add(...noisySection(r.noisy));
   add(...backlogSection(r.backlog));
   add(...fanOutSection(r.fanOut));
   add(...retentionSection(r.retention));
@@ -400,7 +486,11 @@ export function renderReport(r: BenchResults): string {
     table(
       ["process", "product, best setup: ms of CPU per delivery", "bare ceiling: ms of CPU per job"],
       [
-        ...labels.map((label) => [label, (productCpu.get(label) ?? 0).toFixed(3), (ceilingCpu.get(label) ?? 0).toFixed(3)]),
+        ...labels.map((label) => [
+          label,
+          (productCpu.get(label) ?? 0).toFixed(3),
+          (ceilingCpu.get(label) ?? 0).toFixed(3),
+        ]),
         ["**total**", `**${productTotal.toFixed(2)}**`, `**${ceilingTotal.toFixed(2)}**`],
       ],
     ),
@@ -413,12 +503,28 @@ export function renderReport(r: BenchResults): string {
   add(
     "### PostgreSQL",
     table(
-      ["transactions per delivery (best run)", "`deliveries` rows updated per delivery", "of those HOT", "indexes on `deliveries`", "fillfactor"],
-      [[(db.transactions / best.deliveries).toFixed(2), (db.deliveryUpdates / best.deliveries).toFixed(2), pct(hotShare(db)), String(db.deliveryIndexes), String(db.deliveryFillfactor)]],
+      [
+        "transactions per delivery (best run)",
+        "`deliveries` rows updated per delivery",
+        "of those HOT",
+        "indexes on `deliveries`",
+        "fillfactor",
+      ],
+      [
+        [
+          (db.transactions / best.deliveries).toFixed(2),
+          (db.deliveryUpdates / best.deliveries).toFixed(2),
+          pct(hotShare(db)),
+          String(db.deliveryIndexes),
+          String(db.deliveryFillfactor),
+        ],
+      ],
     ),
     "Besides one insert each into `deliveries` and `delivery_attempts`.",
     pg ? postgresStagesTable(pg) : "",
-    pg ? `Machine-wide \`perf record\` of the profiled run: PostgreSQL's backends in ${pct(pg.backendShareOfMachine)} of all samples.` : "",
+    pg
+      ? `Machine-wide \`perf record\` of the profiled run: PostgreSQL's backends in ${pct(pg.backendShareOfMachine)} of all samples.`
+      : "",
   );
 
   add("### What this means, and what would fix it", table(["finding", "this run, and the fix"], findings(r)));
@@ -472,7 +578,9 @@ function profileSections(p: Profiles): string[] {
     "### Worker process",
     layersTable(p.worker),
     `${method} of a shorter phase 1 (${round(settings.profile.events)} events, ${round(p.run.deliveries)} deliveries, ${round(p.run.perSecond)}/s while profiled)` +
-      (p.kernelShare.worker !== undefined ? `; ${pct(p.kernelShare.worker)} of the worker's samples in the kernel.` : "."),
+      (p.kernelShare.worker !== undefined
+        ? `; ${pct(p.kernelShare.worker)} of the worker's samples in the kernel.`
+        : "."),
     hottestTable(p.worker, p.method),
     table(
       ["`SELECT 1`, one at a time, in the benchmark process", "CPU per query", "time per query"],
@@ -516,7 +624,8 @@ function findings(r: BenchResults): string[][] {
       .map((l) => `${l.layer} ${pct(l.share)}`)
       .join(", ") ?? "n/a";
   const pg = profiles?.postgres;
-  const stage = (label: RegExp) => pg?.stages.filter((st) => label.test(st.label)).reduce((sum, st) => sum + st.share, 0);
+  const stage = (label: RegExp) =>
+    pg?.stages.filter((st) => label.test(st.label)).reduce((sum, st) => sum + st.share, 0);
   const parsePlan = stage(/^(parse|analyze|plan)/);
   const indexShare = stage(/index maintenance/);
   const perDelivery = db.transactions / best.deliveries;
@@ -530,9 +639,10 @@ function findings(r: BenchResults): string[][] {
   rows.push([
     "**CPU per delivery sets the throughput**",
     `${productTotal.toFixed(2)} ms against ${bareTotal.toFixed(2)} ms for the bare loop` +
-      (extra.length ? ` (${extra.map((e) => `${e.label} ${e.extra > 0 ? "+" : ""}${e.extra.toFixed(2)} ms`).join(", ")})` : "") +
+      (extra.length
+        ? ` (${extra.map((e) => `${e.label} ${e.extra > 0 ? "+" : ""}${e.extra.toFixed(2)} ms`).join(", ")})`
+        : "") +
       "; " +
-      
       `${r.machine.cores} cores give at most ${round((r.machine.cores * 1000) / productTotal)}/s; ${round(TARGETS.deliveriesPerSecond)}/s needs ` +
       `${((r.machine.cores * 1000) / TARGETS.deliveriesPerSecond).toFixed(2)} ms${bareTotal > (r.machine.cores * 1000) / TARGETS.deliveriesPerSecond ? ", less than the bare loop costs here" : ""}`,
   ]);
@@ -540,14 +650,22 @@ function findings(r: BenchResults): string[][] {
     rows.push([
       "**Worker**",
       `${top(worker, 5)}; ${perDelivery.toFixed(2)} transactions per delivery (claims and records batched on node-postgres)` +
-        (layerShare(worker, /BullMQ/)! > 0.15 ? `; BullMQ's Redis traffic ${pct(layerShare(worker, /BullMQ/))}, as in the bare loop: only fewer jobs per delivery would cut it` : ""),
+        (layerShare(worker, /BullMQ/)! > 0.15
+          ? `; BullMQ's Redis traffic ${pct(layerShare(worker, /BullMQ/))}, as in the bare loop: only fewer jobs per delivery would cut it`
+          : ""),
     ]);
   }
   if (pg && parsePlan !== undefined) {
     rows.push(
       parsePlan > 0.15
-        ? ["**PostgreSQL parses and plans every statement**", `${pct(parsePlan)} of backend CPU; prepared statements (\`statementNameGenerator\` on \`PrismaPg\`, packages/db/src/client.ts) would plan once per connection`]
-        : ["**PostgreSQL's statements are prepared**", `parse and plan ${pct(parsePlan)}, execute ${pct(stage(/^execute/))} (index maintenance ${pct(indexShare)}), commit ${pct(stage(/^commit/))} of backend CPU`],
+        ? [
+            "**PostgreSQL parses and plans every statement**",
+            `${pct(parsePlan)} of backend CPU; prepared statements (\`statementNameGenerator\` on \`PrismaPg\`, packages/db/src/client.ts) would plan once per connection`,
+          ]
+        : [
+            "**PostgreSQL's statements are prepared**",
+            `parse and plan ${pct(parsePlan)}, execute ${pct(stage(/^execute/))} (index maintenance ${pct(indexShare)}), commit ${pct(stage(/^commit/))} of backend CPU`,
+          ],
     );
   }
   rows.push([
@@ -564,7 +682,10 @@ function findings(r: BenchResults): string[][] {
       "concurrent publishes are batched (packages/db/src/events.ts), a steady trickle is not",
   ]);
   if (layerShare(worker, /ulid/)! > 0.01 || layerShare(api, /ulid/)! > 0.01) {
-    rows.push(["**ulid**", `worker ${pct(layerShare(worker, /ulid/))}, API ${pct(layerShare(api, /ulid/))}: one OS random byte per character; \`monotonicFactory(prng)\` with a pooled PRNG`]);
+    rows.push([
+      "**ulid**",
+      `worker ${pct(layerShare(worker, /ulid/))}, API ${pct(layerShare(api, /ulid/))}: one OS random byte per character; \`monotonicFactory(prng)\` with a pooled PRNG`,
+    ]);
   }
   if (r.skipped.length > 0) {
     rows.push([
@@ -591,7 +712,8 @@ function hotShare(db: ThroughputResult["database"]): number {
 function deepExtra(cases: { name: string; latency: { p50: number } }[]): number {
   const deep = cases.filter((c) => c.name.startsWith("deep page"));
   const shallow = cases.filter((c) => !c.name.startsWith("deep page"));
-  const mean = (list: { latency: { p50: number } }[]) => list.reduce((sum, c) => sum + c.latency.p50, 0) / Math.max(1, list.length);
+  const mean = (list: { latency: { p50: number } }[]) =>
+    list.reduce((sum, c) => sum + c.latency.p50, 0) / Math.max(1, list.length);
   return mean(deep) - mean(shallow);
 }
 

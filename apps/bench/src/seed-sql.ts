@@ -1,7 +1,10 @@
 import type pg from "pg";
 
 const CROCKFORD = "'0123456789ABCDEFGHJKMNPQRSTVWXYZ'";
-const CROCKFORD_TERMS = Array.from({ length: 10 }, (_, i) => `substr(${CROCKFORD}, ((value >> ${5 * (9 - i)}) & 31)::int + 1, 1)`).join(" || ");
+const CROCKFORD_TERMS = Array.from(
+  { length: 10 },
+  (_, i) => `substr(${CROCKFORD}, ((value >> ${5 * (9 - i)}) & 31)::int + 1, 1)`,
+).join(" || ");
 
 /**
  * Creates `pg_temp.ulid(at timestamptz, n bigint)` on this connection: a valid ULID (10 characters
@@ -11,7 +14,9 @@ const CROCKFORD_TERMS = Array.from({ length: 10 }, (_, i) => `substr(${CROCKFORD
 export async function createUlidFunction(db: pg.Client): Promise<void> {
   // Crockford base32 of the low 50 bits of a bigint, 10 characters. A single expression, with no
   // FROM and no loop, so that PostgreSQL inlines it: a function it has to call costs ~100 us a row.
-  await db.query(`CREATE FUNCTION pg_temp.crockford10(value bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT ${CROCKFORD_TERMS} $$`);
+  await db.query(
+    `CREATE FUNCTION pg_temp.crockford10(value bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT ${CROCKFORD_TERMS} $$`,
+  );
   // STABLE, not IMMUTABLE: extract(epoch FROM timestamptz) is STABLE, and PostgreSQL inlines a
   // function only if its body is no more volatile than it is declared; not inlined, it costs
   // ~60 us a call (measured), inlined ~7 us, which is most of a 10-million-row seed.
@@ -26,7 +31,11 @@ export async function createUlidFunction(db: pg.Client): Promise<void> {
  * and a visibility map, as autovacuum would have left an old table. Foreign keys are not checked
  * during the load (session_replication_role): the seeded rows are consistent by construction.
  */
-export async function loadWithoutIndexes(db: pg.Client, tables: string[], load: () => Promise<void>): Promise<SeedSteps> {
+export async function loadWithoutIndexes(
+  db: pg.Client,
+  tables: string[],
+  load: () => Promise<void>,
+): Promise<SeedSteps> {
   const steps: SeedSteps = { loadSeconds: 0, indexSeconds: 0, vacuumSeconds: 0 };
   let mark = performance.now();
   const lap = () => {

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "@webhooks/testing";
@@ -22,7 +22,11 @@ export interface Service {
   stop(): Promise<void>;
 }
 
-export function serviceEnv(databaseUrl: string, queuePrefix: string, extra: Record<string, string>): Record<string, string> {
+export function serviceEnv(
+  databaseUrl: string,
+  queuePrefix: string,
+  extra: Record<string, string>,
+): Record<string, string> {
   return {
     NODE_ENV: "development",
     LOG_LEVEL: "warn",
@@ -74,7 +78,10 @@ export async function startProcess(
   const stop = onCleanup(`stop ${name}`, async () => {
     signalGroup("SIGTERM");
     let timer: NodeJS.Timeout | undefined;
-    const graceful = await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 15_000)))]);
+    const graceful = await Promise.race([
+      exited.then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 15_000))),
+    ]);
     clearTimeout(timer);
     if (!graceful) console.error(`${name} did not stop within 15 s; killing it`);
     // Also after a graceful exit: nothing of the group may outlive the benchmark.
@@ -120,7 +127,13 @@ export async function startApi(
   const port = await freePort();
   const env = serviceEnv(databaseUrl, queuePrefix, { PORT: String(port), ...extra });
   const baseUrl = `http://127.0.0.1:${port}`;
-  const service = await startProcess("api", `${root}apps/api/src/main.ts`, env, `${baseUrl}/healthz`, nodeArgs ? { nodeArgs } : {});
+  const service = await startProcess(
+    "api",
+    `${root}apps/api/src/main.ts`,
+    env,
+    `${baseUrl}/healthz`,
+    nodeArgs ? { nodeArgs } : {},
+  );
   return { ...service, baseUrl };
 }
 
@@ -134,7 +147,13 @@ export async function startWorker(
 ): Promise<Service> {
   const port = await freePort();
   const env = serviceEnv(databaseUrl, queuePrefix, { WORKER_METRICS_PORT: String(port), ...extra });
-  return startProcess(name, `${root}apps/worker/src/main.ts`, env, `http://127.0.0.1:${port}/healthz`, nodeArgs ? { nodeArgs } : {});
+  return startProcess(
+    name,
+    `${root}apps/worker/src/main.ts`,
+    env,
+    `http://127.0.0.1:${port}/healthz`,
+    nodeArgs ? { nodeArgs } : {},
+  );
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -143,7 +143,8 @@ const RUN_ID = randomBytes(4).toString("hex");
 /** Unique per run, so our Redis keys never collide with anything else and are easy to delete. */
 export const RUN_PREFIX = `bench-${RUN_ID}`;
 
-export const ADMIN_DATABASE_URL = process.env.BENCH_ADMIN_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+export const ADMIN_DATABASE_URL =
+  process.env.BENCH_ADMIN_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 export const REDIS_URL = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 
 /** The benchmark's own databases, dropped at the end (and at the start, if a run was killed). */
@@ -155,4 +156,7 @@ export const DATABASES = { main: "webhooks_bench", list: "webhooks_bench_list" }
  * DATABASES) must not end a seed of several minutes. Each is dropped at the end of its phase;
  * one a killed run left behind is dropped by the next run's phase, once nobody is connected to it.
  */
-export const SCALE_DATABASES = { backlog: `webhooks_bench_backlog_${RUN_ID}`, retention: `webhooks_bench_retention_${RUN_ID}` } as const;
+export const SCALE_DATABASES = {
+  backlog: `webhooks_bench_backlog_${RUN_ID}`,
+  retention: `webhooks_bench_retention_${RUN_ID}`,
+} as const;

@@ -14,8 +14,15 @@ export interface Summary {
 }
 
 export function summarize(values: readonly number[]): Summary {
-  return { count: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max: values.length ? Math.max(...values) : Number.NaN };
+  return {
+    count: values.length,
+    p50: percentile(values, 50),
+    p99: percentile(values, 99),
+    max: values.length ? Math.max(...values) : Number.NaN,
+  };
 }
 
-export const ms = (value: number): string => (Number.isFinite(value) ? `${value.toFixed(value < 10 ? 2 : 1)} ms` : "n/a");
-export const round = (value: number): string => (Number.isFinite(value) ? Math.round(value).toLocaleString("en-US") : "n/a");
+export const ms = (value: number): string =>
+  Number.isFinite(value) ? `${value.toFixed(value < 10 ? 2 : 1)} ms` : "n/a";
+export const round = (value: number): string =>
+  Number.isFinite(value) ? Math.round(value).toLocaleString("en-US") : "n/a";

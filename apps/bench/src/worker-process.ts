@@ -1,5 +1,5 @@
 import { freePort } from "@webhooks/testing";
-import { ROOT, serviceEnv, startProcess, type Service } from "./services.ts";
+import { ROOT, type Service, serviceEnv, startProcess } from "./services.ts";
 
 export interface WatchedWorker extends Service {
   /** Sums the samples of a counter on the worker's /metrics, optionally only those with a label value. */
@@ -10,7 +10,12 @@ export interface WatchedWorker extends Service {
  * A worker process started as services.ts starts one, on a metrics port we know, so that the
  * phases that watch its reconciler or its pruner can read their counters.
  */
-export async function startWatchedWorker(name: string, databaseUrl: string, queuePrefix: string, extra: Record<string, string>): Promise<WatchedWorker> {
+export async function startWatchedWorker(
+  name: string,
+  databaseUrl: string,
+  queuePrefix: string,
+  extra: Record<string, string>,
+): Promise<WatchedWorker> {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const env = serviceEnv(databaseUrl, queuePrefix, { ...extra, WORKER_METRICS_PORT: String(port) });

@@ -13,28 +13,32 @@ import { Webhook, WebhookVerificationError } from "standardwebhooks";
 
 const usage = `Usage: WEBHOOK_SECRET=<whsec_...> npm run receiver -- [--port 4000] [--status 200]
        npm run receiver -- --secret-file <file holding whsec_...> [--port 4000] [--status 200]`;
-let options;
-try {
-  options = parseArgs({
-    options: {
-      "secret-file": { type: "string" },
-      // Only to refuse it with a useful message: by then npm has already printed it.
-      secret: { type: "string" },
-      port: { type: "string", default: "4000" },
-      status: { type: "string", default: "200" },
-      help: { type: "boolean", short: "h" },
-    },
-  }).values;
-} catch (error) {
-  console.error(`${(error as Error).message}\n${usage}`);
-  process.exit(1);
+function parseCommandLine() {
+  try {
+    return parseArgs({
+      options: {
+        "secret-file": { type: "string" },
+        // Only to refuse it with a useful message: by then npm has already printed it.
+        secret: { type: "string" },
+        port: { type: "string", default: "4000" },
+        status: { type: "string", default: "200" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${usage}`);
+    process.exit(1);
+  }
 }
+const options = parseCommandLine();
 if (options.help) {
   console.log(usage);
   process.exit(0);
 }
 if (options.secret !== undefined) {
-  console.error(`--secret is not accepted: npm prints the command line, secret included. Set WEBHOOK_SECRET or use --secret-file.\n${usage}`);
+  console.error(
+    `--secret is not accepted: npm prints the command line, secret included. Set WEBHOOK_SECRET or use --secret-file.\n${usage}`,
+  );
   process.exit(1);
 }
 const port = Number(options.port);
@@ -61,7 +65,9 @@ try {
   verifier = secret ? new Webhook(secret) : undefined;
 } catch {
   // The library's message would not say which input was wrong; never echo the value itself.
-  console.error("The secret is not a Standard Webhooks secret (whsec_ followed by base64): check WEBHOOK_SECRET or --secret-file.");
+  console.error(
+    "The secret is not a Standard Webhooks secret (whsec_ followed by base64): check WEBHOOK_SECRET or --secret-file.",
+  );
   process.exit(1);
 }
 if (!verifier) console.warn("No secret given (WEBHOOK_SECRET or --secret-file): signatures will not be checked.");
@@ -93,7 +99,9 @@ const server = createServer((req, res) => {
     } catch {
       // Not JSON: print it as it came.
     }
-    console.log(`\n${new Date().toISOString()} ${req.method} ${req.url}  webhook-id=${headers["webhook-id"]}  ${verdict}  -> ${answer}\n${pretty}`);
+    console.log(
+      `\n${new Date().toISOString()} ${req.method} ${req.url}  webhook-id=${headers["webhook-id"]}  ${verdict}  -> ${answer}\n${pretty}`,
+    );
     res.writeHead(answer, { "content-type": "application/json" }).end(JSON.stringify({ received: answer < 300 }));
   });
 });

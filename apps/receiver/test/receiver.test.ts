@@ -18,13 +18,22 @@ interface Receiver {
 }
 
 function npmReceiver(args: string[], env: Record<string, string> = {}) {
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_") && name !== "WEBHOOK_SECRET"));
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_") && name !== "WEBHOOK_SECRET"),
+  );
   // A process group of its own, so that stopping it stops npm and the receiver under it.
-  const child = spawn("npm", ["run", "receiver", "--", ...args], { cwd: ROOT, env: { ...inherited, ...env }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("npm", ["run", "receiver", "--", ...args], {
+    cwd: ROOT,
+    env: { ...inherited, ...env },
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")));
+  const exited = new Promise<number | string>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
+  );
   return { child, exited, output: () => output };
 }
 
@@ -56,12 +65,21 @@ async function startReceiver(args: string[], env: Record<string, string> = {}): 
 
 async function sendSigned(url: string, secret: string): Promise<number> {
   const id = `evt_${randomBytes(8).toString("hex")}`;
-  const body = JSON.stringify({ type: "invoice.paid", timestamp: new Date().toISOString(), data: { invoice: "in_42" } });
+  const body = JSON.stringify({
+    type: "invoice.paid",
+    timestamp: new Date().toISOString(),
+    data: { invoice: "in_42" },
+  });
   const timestamp = new Date();
   const signature = new Webhook(secret).sign(id, timestamp, body);
   const response = await fetch(url, {
     method: "POST",
-    headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(Math.floor(timestamp.getTime() / 1000)), "webhook-signature": signature },
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": id,
+      "webhook-timestamp": String(Math.floor(timestamp.getTime() / 1000)),
+      "webhook-signature": signature,
+    },
     body,
   });
   await response.text();

@@ -1,16 +1,16 @@
 import { batchLoader, type HealthRules } from "@webhooks/core";
 import {
-  claimDeliveries,
-  recordAttempts,
-  recordEndpointResults,
-  withdrawAttempts,
   type AttemptLease,
   type AttemptToRecord,
   type ClaimedDelivery,
+  claimDeliveries,
   type EndpointResult,
   type HealthUpdate,
   type RecordedAttempt,
+  recordAttempts,
+  recordEndpointResults,
   type SqlClient,
+  withdrawAttempts,
 } from "@webhooks/db";
 
 /**
@@ -68,17 +68,20 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
     { maxBatchSize: MAX_BATCH, inFlight: BATCHES_IN_FLIGHT },
   );
 
-  const health = batchLoader<EndpointResult, { update: HealthUpdate | undefined; deliveryIds: string[] }>(async (results) => {
-    const { updates, deliveryIds } = await recordEndpointResults({ sql }, [...results], healthRules);
-    const bySubscription = new Map(updates.map((update) => [update.subscriptionId, update]));
-    // Each update, and the operational deliveries, go to one caller only, so that they are
-    // counted, logged and enqueued once.
-    return results.map((result, index) => {
-      const update = bySubscription.get(result.subscriptionId);
-      bySubscription.delete(result.subscriptionId);
-      return { update, deliveryIds: index === 0 ? deliveryIds : [] };
-    });
-  }, { maxBatchSize: MAX_BATCH });
+  const health = batchLoader<EndpointResult, { update: HealthUpdate | undefined; deliveryIds: string[] }>(
+    async (results) => {
+      const { updates, deliveryIds } = await recordEndpointResults({ sql }, [...results], healthRules);
+      const bySubscription = new Map(updates.map((update) => [update.subscriptionId, update]));
+      // Each update, and the operational deliveries, go to one caller only, so that they are
+      // counted, logged and enqueued once.
+      return results.map((result, index) => {
+        const update = bySubscription.get(result.subscriptionId);
+        bySubscription.delete(result.subscriptionId);
+        return { update, deliveryIds: index === 0 ? deliveryIds : [] };
+      });
+    },
+    { maxBatchSize: MAX_BATCH },
+  );
 
   return {
     claim: (deliveryId, leaseToken) => claims.load({ deliveryId, leaseToken }),

@@ -1,6 +1,18 @@
 import { randomUUID } from "node:crypto";
-import { changesHealth, heldUntil, isSuccess, mergeRequestHeaders, nextState, signWebhook, stateOf, type DeliveryJob, type EndpointHealth, type IsolationConfig, type Logger } from "@webhooks/core";
-import { whyNotClaimed, type ClaimedDelivery, type SqlClient } from "@webhooks/db";
+import {
+  changesHealth,
+  type DeliveryJob,
+  type EndpointHealth,
+  heldUntil,
+  type IsolationConfig,
+  isSuccess,
+  type Logger,
+  mergeRequestHeaders,
+  nextState,
+  signWebhook,
+  stateOf,
+} from "@webhooks/core";
+import { type ClaimedDelivery, type SqlClient, whyNotClaimed } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
@@ -91,9 +103,18 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     noteWaiting(delivery.subscriptionId);
     await deps.batches.withdraw(lease);
     deps.metrics.waits.inc({ reason: decision.reason });
-    await wake(deps, decision.wakes.filter((w) => w.deliveryId !== deliveryId));
+    await wake(
+      deps,
+      decision.wakes.filter((w) => w.deliveryId !== deliveryId),
+    );
     const ownTurn = decision.wakes.find((w) => w.deliveryId === deliveryId);
-    return { kind: "parked", subscriptionId: delivery.subscriptionId, turnAt: ownTurn?.at ?? null, stillInLine: false, test: delivery.test };
+    return {
+      kind: "parked",
+      subscriptionId: delivery.subscriptionId,
+      turnAt: ownTurn?.at ?? null,
+      stillInLine: false,
+      test: delivery.test,
+    };
   }
   await wake(deps, decision.wakes);
 
@@ -138,8 +159,19 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
       deps.logger.warn({ deliveryId }, "attempt made but not recorded: the lease was lost");
       return { kind: "done" };
     }
-    deps.metrics.attempts.inc({ outcome: next.status === "delivered" ? "delivered" : next.nextAttemptInMs === null ? "failed" : "retry_scheduled" });
-    deps.logger.debug({ deliveryId, attempt: attempt.number, responseCode: result.responseCode, error: result.error, status: next.status }, "attempt recorded");
+    deps.metrics.attempts.inc({
+      outcome: next.status === "delivered" ? "delivered" : next.nextAttemptInMs === null ? "failed" : "retry_scheduled",
+    });
+    deps.logger.debug(
+      {
+        deliveryId,
+        attempt: attempt.number,
+        responseCode: result.responseCode,
+        error: result.error,
+        status: next.status,
+      },
+      "attempt recorded",
+    );
     const health = await recordHealth(deps, delivery, result, recorded.subscriptionUnwell);
     if (health) holdUntil = heldUntil(health, new Date())?.getTime() ?? null;
     else if (isSuccess(result)) holdUntil = null;
@@ -163,7 +195,12 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
 }
 
 /** Contract §11: the receiver never sees more than rate_limit requests in a second. */
-async function paceSend(deps: AttemptDeps, subscriptionId: string, rateLimit: number, deliveryId: string): Promise<void> {
+async function paceSend(
+  deps: AttemptDeps,
+  subscriptionId: string,
+  rateLimit: number,
+  deliveryId: string,
+): Promise<void> {
   for (;;) {
     const waitMs = await deps.gate.pace(subscriptionId, rateLimit, deliveryId);
     if (waitMs <= 0) return;
@@ -231,14 +268,26 @@ const successWritten = new Map<string, Date>();
  * may predate failures, an open circuit or a hold recorded since, which a success must clear.
  * Returns the health as written, when this attempt's write is the one that reports it.
  */
-async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result: SendResult, storedUnwell: boolean): Promise<EndpointHealth | undefined> {
+async function recordHealth(
+  deps: AttemptDeps,
+  delivery: ClaimedDelivery,
+  result: SendResult,
+  storedUnwell: boolean,
+): Promise<EndpointHealth | undefined> {
   const finishedAt = new Date();
   const snapshot = delivery.subscription.health;
   const written = successWritten.get(delivery.subscriptionId);
-  const health = written && (snapshot.lastSuccessAt === null || written > snapshot.lastSuccessAt) ? { ...snapshot, lastSuccessAt: written } : snapshot;
+  const health =
+    written && (snapshot.lastSuccessAt === null || written > snapshot.lastSuccessAt)
+      ? { ...snapshot, lastSuccessAt: written }
+      : snapshot;
   if (!storedUnwell && !changesHealth(health, result, finishedAt)) return undefined;
   try {
-    const { update, deliveryIds } = await deps.batches.recordHealth({ subscriptionId: delivery.subscriptionId, result, finishedAt });
+    const { update, deliveryIds } = await deps.batches.recordHealth({
+      subscriptionId: delivery.subscriptionId,
+      result,
+      finishedAt,
+    });
     if (isSuccess(result)) {
       if (successWritten.size > 10_000) successWritten.clear();
       successWritten.set(delivery.subscriptionId, finishedAt);
@@ -246,7 +295,10 @@ async function recordHealth(deps: AttemptDeps, delivery: ClaimedDelivery, result
     for (const change of update?.changes ?? []) {
       deps.metrics.healthChanges.inc({ change });
       const level = change === "circuit_closed" ? "info" : "warn";
-      deps.logger[level]({ subscriptionId: delivery.subscriptionId, change, responseCode: result.responseCode, error: result.error }, `subscription ${change.replace("_", " ")}`);
+      deps.logger[level](
+        { subscriptionId: delivery.subscriptionId, change, responseCode: result.responseCode, error: result.error },
+        `subscription ${change.replace("_", " ")}`,
+      );
     }
     if (deliveryIds.length > 0) await deps.queue.enqueue(deliveryIds);
     return update?.health;
@@ -269,7 +321,12 @@ async function wake(deps: AttemptDeps, wakes: Wake[]): Promise<void> {
 }
 
 function pick(result: SendResult) {
-  return { durationMs: result.durationMs, responseCode: result.responseCode, responseBody: result.responseBody, error: result.error };
+  return {
+    durationMs: result.durationMs,
+    responseCode: result.responseCode,
+    responseBody: result.responseBody,
+    error: result.error,
+  };
 }
 
 /** Contract §9: `{"type","timestamp","data"}`; data goes out exactly as PostgreSQL stores it. */

@@ -1,9 +1,9 @@
-import { jobCatalog, type DeliveryJob, type DispatchJob } from "@webhooks/core";
+import { type DeliveryJob, type DispatchJob, jobCatalog } from "@webhooks/core";
 import { isDatabaseUnreachable, whyNotClaimed } from "@webhooks/db";
-import { DelayedError, UnrecoverableError, Worker, type Job } from "bullmq";
-import pLimit, { type LimitFunction } from "p-limit";
 import { promoteStill, type RedisConnection } from "@webhooks/queue";
-import { deliverAttempt, type AttemptDeps, type NextStep } from "./deliver-attempt.ts";
+import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
+import pLimit, { type LimitFunction } from "p-limit";
+import { type AttemptDeps, deliverAttempt, type NextStep } from "./deliver-attempt.ts";
 
 const catalog = jobCatalog.deliveries;
 
@@ -59,7 +59,10 @@ export function shardConcurrency(concurrency: number, shards: number, shard: num
  * therefore never a BullMQ failure; BullMQ's own retries are left for our failures (e.g.
  * PostgreSQL unreachable).
  */
-export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerOptions): Worker<DeliveryJob | DispatchJob> {
+export function createDeliveryWorker(
+  deps: AttemptDeps,
+  options: DeliveryWorkerOptions,
+): Worker<DeliveryJob | DispatchJob> {
   const attempts = options.attempts ?? pLimit(options.concurrency);
   const worker = new Worker<DeliveryJob | DispatchJob>(
     catalog.queueName,
@@ -94,7 +97,11 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
         // Out of the worker slot until its turn (contract §11: a waiting delivery holds no slot).
         const parkedUntil = next.turnAt ?? fallbackAt(next.stillInLine);
         // Marked, and naming its subscription, so that its next run is pre-checked before any claim.
-        if (payload.data.waited !== true || payload.data.subscriptionId === undefined || (next.test === true && payload.data.test !== true)) {
+        if (
+          payload.data.waited !== true ||
+          payload.data.subscriptionId === undefined ||
+          (next.test === true && payload.data.test !== true)
+        ) {
           await job.updateData(parkedData(payload.data, next));
         }
         await job.moveToDelayed(parkedUntil, token);
@@ -123,7 +130,10 @@ export function createDeliveryWorker(deps: AttemptDeps, options: DeliveryWorkerO
   // delivery's lease still keeps the two from sending it at once). BullMQ reports it twice: here,
   // and as an `error`, which is skipped below.
   worker.on("lockRenewalFailed", (jobIds) => {
-    deps.logger.warn({ jobIds }, "could not renew the lock of jobs that left this worker (parked, rescheduled or taken over after a stall)");
+    deps.logger.warn(
+      { jobIds },
+      "could not renew the lock of jobs that left this worker (parked, rescheduled or taken over after a stall)",
+    );
   });
   // While Redis is unreachable this fires on every reconnection attempt: log it every 10 s at most.
   let lastErrorLog = 0;
@@ -175,7 +185,11 @@ const databaseOutage = outageBackoff();
  * could not take a delivery's job), or the process dies, BullMQ runs the dispatch again: the
  * deliveries done already are not claimed again, and one in flight elsewhere is leased.
  */
-async function runDispatch(deps: AttemptDeps, attempts: LimitFunction, job: Job<DeliveryJob | DispatchJob>): Promise<void> {
+async function runDispatch(
+  deps: AttemptDeps,
+  attempts: LimitFunction,
+  job: Job<DeliveryJob | DispatchJob>,
+): Promise<void> {
   const payload = catalog.dispatch.payload.safeParse(job.data);
   if (!payload.success) throw new UnrecoverableError(`invalid dispatch payload: ${payload.error.message}`);
   const { deliveries } = payload.data;
@@ -185,8 +199,15 @@ async function runDispatch(deps: AttemptDeps, attempts: LimitFunction, job: Job<
   await deps.queue.dispatched(deliveries.map((entry) => entry.deliveryId));
 }
 
-async function runDispatched(deps: AttemptDeps, attempts: LimitFunction, entry: DispatchJob["deliveries"][number]): Promise<void> {
-  const job: DeliveryJob = entry.subscriptionId === undefined ? { deliveryId: entry.deliveryId } : { deliveryId: entry.deliveryId, subscriptionId: entry.subscriptionId };
+async function runDispatched(
+  deps: AttemptDeps,
+  attempts: LimitFunction,
+  entry: DispatchJob["deliveries"][number],
+): Promise<void> {
+  const job: DeliveryJob =
+    entry.subscriptionId === undefined
+      ? { deliveryId: entry.deliveryId }
+      : { deliveryId: entry.deliveryId, subscriptionId: entry.subscriptionId };
   let next: NextStep;
   try {
     next = await attempts(() => deliverAttempt(deps, job));
@@ -197,7 +218,10 @@ async function runDispatched(deps: AttemptDeps, attempts: LimitFunction, entry: 
     }
     // Its own job is retried as any job is (the job catalog's attempts and back-off).
     deps.metrics.jobErrors.inc();
-    deps.logger.error({ err: error, deliveryId: job.deliveryId }, "delivery of a dispatch failed; it is tried again in a job of its own");
+    deps.logger.error(
+      { err: error, deliveryId: job.deliveryId },
+      "delivery of a dispatch failed; it is tried again in a job of its own",
+    );
     await deps.queue.schedule(job, Date.now() + DISPATCHED_RETRY_MS);
     return;
   }
@@ -235,14 +259,18 @@ async function runIfResent(deps: AttemptDeps, job: Job<DeliveryJob | DispatchJob
     // The API's own second look may have promoted it already.
     await promoteStill(job);
   } catch (error) {
-    deps.logger.warn({ err: error, deliveryId }, "could not run a resent delivery at once; it runs at its retry's time");
+    deps.logger.warn(
+      { err: error, deliveryId },
+      "could not run a resent delivery at once; it runs at its retry's time",
+    );
   }
 }
 
 /** Errors ioredis and Node give when the connection to Redis is down or cannot be made. */
 function isConnectionError(error: Error & { code?: string }): boolean {
   return (
-    ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "EHOSTUNREACH"].includes(error.code ?? "") ||
-    /Connection is closed|connect ETIMEDOUT|Stream isn't writeable|MaxRetriesPerRequest/i.test(error.message)
+    ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "EHOSTUNREACH"].includes(
+      error.code ?? "",
+    ) || /Connection is closed|connect ETIMEDOUT|Stream isn't writeable|MaxRetriesPerRequest/i.test(error.message)
   );
 }

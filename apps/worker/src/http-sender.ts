@@ -1,6 +1,6 @@
-import { checkDestinationUrl, type DestinationPolicy, type Logger } from "@webhooks/core";
 import { StringDecoder } from "node:string_decoder";
-import { Agent, request, type Dispatcher } from "undici";
+import { checkDestinationUrl, type DestinationPolicy, type Logger } from "@webhooks/core";
+import { Agent, type Dispatcher, request } from "undici";
 import { createSafeLookup, DestinationNotAllowedError, type Resolver } from "./safe-lookup.ts";
 
 /** We read this much of a response at most, and keep this much of it in the attempt log. */
@@ -69,7 +69,13 @@ export class HttpSender {
           "destination refused: its name resolves to no public address",
         );
       }
-      return { responseCode: null, responseBody: null, retryAfter: null, error: describeError(error, this.options.timeoutMs), durationMs: elapsed() };
+      return {
+        responseCode: null,
+        responseBody: null,
+        retryAfter: null,
+        error: describeError(error, this.options.timeoutMs),
+        durationMs: elapsed(),
+      };
     }
     // The status is the receiver's answer (contract §5: success is a 2xx). A body that then fails
     // to arrive in full (the attempt's time runs out, the connection drops) only cuts the excerpt
@@ -80,7 +86,10 @@ export class HttpSender {
       responseCode: response.statusCode,
       responseBody: excerpt.text,
       retryAfter: Array.isArray(retryAfter) ? (retryAfter[0] ?? null) : (retryAfter ?? null),
-      error: excerpt.failure === undefined ? null : `response body incomplete: ${describeError(excerpt.failure, this.options.timeoutMs)}`,
+      error:
+        excerpt.failure === undefined
+          ? null
+          : `response body incomplete: ${describeError(excerpt.failure, this.options.timeoutMs)}`,
       durationMs: elapsed(),
     };
   }
@@ -101,7 +110,9 @@ export class HttpSender {
 }
 
 /** The first EXCERPT_BYTES of a response body, and why the rest did not arrive, if it failed. */
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<{ text: string | null; failure?: unknown }> {
+async function readExcerpt(
+  body: AsyncIterable<Buffer> & { destroy(): void },
+): Promise<{ text: string | null; failure?: unknown }> {
   const kept: Buffer[] = [];
   let keptBytes = 0;
   let readBytes = 0;
@@ -132,7 +143,8 @@ async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): P
 
 /** The safe lookup's refusal, when that is what failed the request (undici may wrap it as a cause). */
 function lookupRefusal(error: unknown): DestinationNotAllowedError | undefined {
-  for (let cause = error; cause instanceof Error; cause = cause.cause) if (cause instanceof DestinationNotAllowedError) return cause;
+  for (let cause = error; cause instanceof Error; cause = cause.cause)
+    if (cause instanceof DestinationNotAllowedError) return cause;
   return undefined;
 }
 

@@ -1,3 +1,3 @@
 export { HttpSender } from "./http-sender.ts";
 export { createSafeLookup, DestinationNotAllowedError } from "./safe-lookup.ts";
-export { startWorker, type RunningWorker } from "./start-worker.ts";
+export { type RunningWorker, startWorker } from "./start-worker.ts";

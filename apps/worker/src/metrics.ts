@@ -1,5 +1,5 @@
-import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
-import { registerQueueDepthGauge, type DeliveryQueue } from "@webhooks/queue";
+import { type DeliveryQueue, registerQueueDepthGauge } from "@webhooks/queue";
+import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
 
 /** The worker's Prometheus metrics, served on WORKER_METRICS_PORT. */
 export function createWorkerMetrics(queue: DeliveryQueue) {

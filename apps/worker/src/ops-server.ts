@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
-import { newId, serverTimeoutOptions, type Logger } from "@webhooks/core";
+import { type Logger, newId, serverTimeoutOptions } from "@webhooks/core";
 import type { Registry } from "prom-client";
 
 export interface OpsServer {
@@ -14,7 +14,14 @@ const ALLOWED_METHODS = "GET, HEAD";
  * Answers in the contract's shape (contract §2), as the API does: every response carries a
  * `request-id`, and an error repeats it in its body.
  */
-function sendError(res: ServerResponse, requestId: string, status: 404 | 405 | 500, code: string, message: string, headers: Record<string, string> = {}) {
+function sendError(
+  res: ServerResponse,
+  requestId: string,
+  status: 404 | 405 | 500,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+) {
   const type = status === 500 ? "api_error" : "invalid_request_error";
   const body = JSON.stringify({ error: { type, code, message, request_id: requestId } });
   res.writeHead(status, { "content-type": "application/json", "request-id": requestId, ...headers }).end(body);
@@ -32,7 +39,14 @@ export function createOpsServer(registry: Registry, logger: Logger): Server {
     if (path !== "/metrics" && path !== "/healthz") {
       sendError(res, requestId, 404, "resource_missing", `Unrecognized request URL: ${req.method} ${path}`);
     } else if (req.method !== "GET" && req.method !== "HEAD") {
-      sendError(res, requestId, 405, "method_not_allowed", `${req.method} is not allowed on ${path}; use ${ALLOWED_METHODS}`, { allow: ALLOWED_METHODS });
+      sendError(
+        res,
+        requestId,
+        405,
+        "method_not_allowed",
+        `${req.method} is not allowed on ${path}; use ${ALLOWED_METHODS}`,
+        { allow: ALLOWED_METHODS },
+      );
     } else if (path === "/healthz") {
       res.writeHead(200, { "content-type": "application/json", "request-id": requestId }).end('{"status":"ok"}');
     } else {
@@ -41,14 +55,25 @@ export function createOpsServer(registry: Registry, logger: Logger): Server {
         .then((text) => res.writeHead(200, { "content-type": registry.contentType, "request-id": requestId }).end(text))
         .catch((error: unknown) => {
           logger.error({ err: error, requestId }, "could not read the metrics");
-          sendError(res, requestId, 500, "internal_error", "An unexpected error occurred. Quote the request id when reporting it.");
+          sendError(
+            res,
+            requestId,
+            500,
+            "internal_error",
+            "An unexpected error occurred. Quote the request id when reporting it.",
+          );
         });
     }
   });
 }
 
 /** The ops server on WORKER_METRICS_PORT. */
-export async function startOpsServer(registry: Registry, host: string, port: number, logger: Logger): Promise<OpsServer> {
+export async function startOpsServer(
+  registry: Registry,
+  host: string,
+  port: number,
+  logger: Logger,
+): Promise<OpsServer> {
   const server = createOpsServer(registry, logger);
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
   const address = server.address();

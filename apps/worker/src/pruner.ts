@@ -1,5 +1,5 @@
 import type { Logger } from "@webhooks/core";
-import { pruneExpired, withPrunerLock, type PrunedRows, type PrunePass, type SqlClient } from "@webhooks/db";
+import { type PrunedRows, type PrunePass, pruneExpired, type SqlClient, withPrunerLock } from "@webhooks/db";
 import type { WorkerMetrics } from "./metrics.ts";
 
 /**
@@ -83,8 +83,17 @@ export class Pruner {
     if (!pass) return undefined;
     if (pass.deliveries + pass.attempts + pass.events > 0 || !pass.complete) {
       this.deps.logger.info(
-        { deliveries: pass.deliveries, attempts: pass.attempts, events: pass.events, batches: pass.batches, complete: pass.complete, durationMs: Date.now() - startedAt },
-        pass.complete ? "pruned finished deliveries past retention" : "pruning stopped early (worker stopping); the next pass goes on",
+        {
+          deliveries: pass.deliveries,
+          attempts: pass.attempts,
+          events: pass.events,
+          batches: pass.batches,
+          complete: pass.complete,
+          durationMs: Date.now() - startedAt,
+        },
+        pass.complete
+          ? "pruned finished deliveries past retention"
+          : "pruning stopped early (worker stopping); the next pass goes on",
       );
     }
     return pass;

@@ -1,5 +1,12 @@
 import type { Logger } from "@webhooks/core";
-import { databaseNow, findDueDeliveries, stillDue, withReconcilerLock, type DueCursor, type SqlClient } from "@webhooks/db";
+import {
+  type DueCursor,
+  databaseNow,
+  findDueDeliveries,
+  type SqlClient,
+  stillDue,
+  withReconcilerLock,
+} from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue } from "@webhooks/queue";
 import type { WorkerMetrics } from "./metrics.ts";
 
@@ -60,7 +67,13 @@ export class Reconciler {
   #stopped = false;
 
   constructor(
-    private readonly deps: { sql: SqlClient; queue: DeliveryQueue; gate: DeliveryGate; logger: Logger; metrics: WorkerMetrics },
+    private readonly deps: {
+      sql: SqlClient;
+      queue: DeliveryQueue;
+      gate: DeliveryGate;
+      logger: Logger;
+      metrics: WorkerMetrics;
+    },
     private readonly intervalMs: number,
   ) {}
 
@@ -81,14 +94,25 @@ export class Reconciler {
       const { state, token } = await this.deps.queue.beginReconcilerPass();
       const now = await databaseNow({ sql });
       const watermark = new Date(now.getTime() - GRACE_MS);
-      const pass: ReconcilePass = { scanned: 0, enqueued: 0, justDue: 0, promoted: 0, full: state === undefined, orphansDropped: 0, saved: false };
+      const pass: ReconcilePass = {
+        scanned: 0,
+        enqueued: 0,
+        justDue: 0,
+        promoted: 0,
+        full: state === undefined,
+        orphansDropped: 0,
+        saved: false,
+      };
       const justDueSince = now.getTime() - JUST_DUE_MS;
 
       // What came due since the last pass (everything, when there is no watermark).
       const dueSince = state ? new Date(state.watermark.getTime() - WATERMARK_OVERLAP_MS) : undefined;
       await this.#check(sql, pass, justDueSince, { dueSince, limit: Infinity });
       // A slice of the rolling sweep, going on from where the last pass stopped.
-      const sweep = state && !this.#stopped ? await this.#check(sql, pass, justDueSince, { after: state.sweep, limit: SWEEP_PER_PASS }) : undefined;
+      const sweep =
+        state && !this.#stopped
+          ? await this.#check(sql, pass, justDueSince, { after: state.sweep, limit: SWEEP_PER_PASS })
+          : undefined;
 
       // Not saved when Redis lost data during the pass (see beginReconcilerPass): the next is full.
       if (!this.#stopped) pass.saved = await this.deps.queue.saveReconcilerState({ watermark, sweep }, token);
@@ -107,7 +131,10 @@ export class Reconciler {
     let after = range.after;
     let checked = 0;
     while (checked < range.limit && !this.#stopped) {
-      const due = await findDueDeliveries({ sql }, { graceMs: GRACE_MS, limit: Math.min(BATCH, range.limit - checked), after, dueSince: range.dueSince });
+      const due = await findDueDeliveries(
+        { sql },
+        { graceMs: GRACE_MS, limit: Math.min(BATCH, range.limit - checked), after, dueSince: range.dueSince },
+      );
       if (due.length === 0) return undefined;
       // Read again after Redis answered: a delivery that ended (delivered, or failed for good)
       // since the page was read has no job because it is done, not because its job was lost.
@@ -127,7 +154,9 @@ export class Reconciler {
       this.deps.metrics.reconcilerEnqueued.inc(missing.length + late.length);
       if (missing.length > 0) {
         const missingIds = new Set(missing);
-        pass.justDue += due.filter((row) => missingIds.has(row.id) && row.nextAttemptAt.getTime() >= justDueSince).length;
+        pass.justDue += due.filter(
+          (row) => missingIds.has(row.id) && row.nextAttemptAt.getTime() >= justDueSince,
+        ).length;
       }
       checked += due.length;
       after = due[due.length - 1];
@@ -152,18 +181,27 @@ export class Reconciler {
       // stop() return while the pass still runs.
       this.#running = Promise.allSettled([this.reconcileOnce(), this.nudgeLines()])
         .then(([reconciled, nudged]) => {
-          if (nudged.status === "rejected") this.deps.logger.warn({ err: nudged.reason }, "could not nudge the gate's lines; will try again");
+          if (nudged.status === "rejected")
+            this.deps.logger.warn({ err: nudged.reason }, "could not nudge the gate's lines; will try again");
           if (reconciled.status === "rejected") throw reconciled.reason;
           const pass = reconciled.value;
           if (!pass) return;
           if (!pass.saved && !this.#stopped) {
-            this.deps.logger.warn("Redis lost data during the reconciler's pass; the next pass checks every due delivery");
+            this.deps.logger.warn(
+              "Redis lost data during the reconciler's pass; the next pass checks every due delivery",
+            );
           }
           if (pass.orphansDropped > 0) {
-            this.deps.logger.warn({ entries: pass.orphansDropped }, "reconciler removed what dropped dispatch jobs left in the index of dispatched deliveries");
+            this.deps.logger.warn(
+              { entries: pass.orphansDropped },
+              "reconciler removed what dropped dispatch jobs left in the index of dispatched deliveries",
+            );
           }
           if (pass.promoted > 0) {
-            this.deps.logger.warn({ promoted: pass.promoted }, "reconciler brought forward due deliveries whose job was parked until later (a resend or recover that could not reach Redis)");
+            this.deps.logger.warn(
+              { promoted: pass.promoted },
+              "reconciler brought forward due deliveries whose job was parked until later (a resend or recover that could not reach Redis)",
+            );
           }
           if (pass.enqueued === 0) return;
           const lost = pass.enqueued - pass.justDue;

@@ -19,7 +19,10 @@ export class DestinationNotAllowedError extends Error {
   }
 }
 
-export type Resolver = (hostname: string, callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+export type Resolver = (
+  hostname: string,
+  callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 const systemResolver: Resolver = (hostname, callback) => dnsLookup(hostname, { all: true, verbatim: true }, callback);
 
@@ -38,7 +41,12 @@ export function createSafeLookup(resolve: Resolver = systemResolver): LookupFunc
         (entry) => isPublicAddress(entry.address) && (wantedFamily === 0 || entry.family === wantedFamily),
       );
       if (allowed.length === 0) {
-        return callback(new DestinationNotAllowedError(hostname, addresses.map((entry) => entry.address)));
+        return callback(
+          new DestinationNotAllowedError(
+            hostname,
+            addresses.map((entry) => entry.address),
+          ),
+        );
       }
       if (options.all) return callback(null, allowed);
       const first = allowed[0]!;

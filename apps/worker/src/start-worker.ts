@@ -1,7 +1,14 @@
-import pLimit from "p-limit";
-import { SecretBox, settlesWithin, type Config, type Logger } from "@webhooks/core";
+import { type Config, type Logger, SecretBox, settlesWithin } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
-import { checkEvictionPolicy, connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
+import {
+  checkEvictionPolicy,
+  connectRedis,
+  DeliveryGate,
+  DeliveryQueue,
+  queueLayoutFor,
+  waitUntilConnected,
+} from "@webhooks/queue";
+import pLimit from "p-limit";
 import { createAttemptBatches } from "./attempt-batches.ts";
 import { createDeliveryWorker, shardConcurrency } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
@@ -34,12 +41,24 @@ export interface RunningWorker {
 }
 
 /** Starts a worker process's parts: the BullMQ workers (one per queue shard), the reconciler, the pruner and /metrics. */
-export async function startWorker(config: Config, logger: Logger, options: { resolve?: Resolver; metrics?: boolean } = {}): Promise<RunningWorker> {
+export async function startWorker(
+  config: Config,
+  logger: Logger,
+  options: { resolve?: Resolver; metrics?: boolean } = {},
+): Promise<RunningWorker> {
   // Claims and records of concurrent jobs are batched, so a few connections serve any concurrency.
-  const database = createDatabase({ databaseUrl: config.databaseUrl, poolSize: config.databasePoolSize, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const database = createDatabase({
+    databaseUrl: config.databaseUrl,
+    poolSize: config.databasePoolSize,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
+  });
   // The reconciler and the pruner each hold a connection for a whole pass (their advisory locks
   // are the session's): a pool of their own, so that a long pass never takes one from the jobs.
-  const passes = createDatabase({ databaseUrl: config.databaseUrl, poolSize: 2, queryTimeoutMs: config.databaseQueryTimeoutMs });
+  const passes = createDatabase({
+    databaseUrl: config.databaseUrl,
+    poolSize: 2,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
+  });
   const layout = queueLayoutFor(config);
   const workerRedis = connectRedis(config, "worker");
   const producerRedis = connectRedis(config, "producer");
@@ -47,7 +66,12 @@ export async function startWorker(config: Config, logger: Logger, options: { res
   const queue = new DeliveryQueue(producerRedis, layout, logger);
   const gate = new DeliveryGate(gateRedis, layout, {
     holdSlotsMs: GATE_HOLD_SLOTS_MS,
-    wake: (wakes) => queue.wake(wakes).catch((error: unknown) => logger.warn({ err: error, wakes: wakes.length }, "could not wake waiting deliveries")),
+    wake: (wakes) =>
+      queue
+        .wake(wakes)
+        .catch((error: unknown) =>
+          logger.warn({ err: error, wakes: wakes.length }, "could not wake waiting deliveries"),
+        ),
     logger,
   });
   const leaseMs = config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS;
@@ -60,9 +84,12 @@ export async function startWorker(config: Config, logger: Logger, options: { res
     logger,
   });
 
-  await waitUntilConnected(producerRedis).catch((error: Error) => logger.warn({ err: error }, "Redis is not ready yet"));
+  await waitUntilConnected(producerRedis).catch((error: Error) =>
+    logger.warn({ err: error }, "Redis is not ready yet"),
+  );
   const evictionPolicy = await checkEvictionPolicy(producerRedis).catch(() => undefined);
-  if (evictionPolicy) logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
+  if (evictionPolicy)
+    logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
 
   const attemptDeps = {
     sql: database.sql,
@@ -89,18 +116,30 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       lockMs: config.worker.jobLockMs,
     }),
   );
-  const reconciler = new Reconciler({ sql: passes.sql, queue, gate, logger, metrics }, config.worker.reconcileIntervalMs);
+  const reconciler = new Reconciler(
+    { sql: passes.sql, queue, gate, logger, metrics },
+    config.worker.reconcileIntervalMs,
+  );
   // RETENTION=off keeps everything: no pruner at all.
   const retentionMs = config.retention.maxAgeMs;
-  const pruner = retentionMs === undefined ? undefined : new Pruner({ sql: passes.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
+  const pruner =
+    retentionMs === undefined
+      ? undefined
+      : new Pruner({ sql: passes.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
 
-  const opsServer = options.metrics !== false ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort, logger) : undefined;
+  const opsServer =
+    options.metrics !== false
+      ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort, logger)
+      : undefined;
   const metricsPort = opsServer?.port ?? 0;
 
   for (const worker of workers) void worker.run();
   reconciler.start();
   pruner?.start();
-  logger.info({ concurrency: config.worker.concurrency, shards, cluster: config.redisClusterNodes !== undefined, metricsPort }, "worker started");
+  logger.info(
+    { concurrency: config.worker.concurrency, shards, cluster: config.redisClusterNodes !== undefined, metricsPort },
+    "worker started",
+  );
 
   return {
     metricsPort,
@@ -109,9 +148,15 @@ export async function startWorker(config: Config, logger: Logger, options: { res
       // The pruner stops between two batches.
       await Promise.all([reconciler.stop(), pruner?.stop()]);
       // close() stops taking jobs at once and resolves when the jobs in flight are done.
-      const drained = await settlesWithin(Promise.all(workers.map((worker) => worker.close())), config.worker.shutdownTimeoutMs);
+      const drained = await settlesWithin(
+        Promise.all(workers.map((worker) => worker.close())),
+        config.worker.shutdownTimeoutMs,
+      );
       if (!drained) {
-        logger.warn({ timeoutMs: config.worker.shutdownTimeoutMs }, "jobs still in flight at the shutdown deadline; leaving them to another worker");
+        logger.warn(
+          { timeoutMs: config.worker.shutdownTimeoutMs },
+          "jobs still in flight at the shutdown deadline; leaving them to another worker",
+        );
         // BullMQ also waits here for a Redis that may be gone; stop reconnecting so it cannot.
         workerRedis.disconnect();
         await settlesWithin(Promise.all(workers.map((worker) => worker.close(true))), FORCED_CLOSE_MS);

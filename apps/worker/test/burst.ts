@@ -1,5 +1,5 @@
+import type { TestApi } from "@webhooks/api/testing";
 import { sql } from "@webhooks/testing";
-import { type TestApi } from "@webhooks/api/testing";
 
 /** Publishes `count` events of `type` through the API, `concurrency` requests at a time. */
 export async function publishBurst(
@@ -12,8 +12,11 @@ export async function publishBurst(
   const worker = async () => {
     while (next < count) {
       const index = next++;
-      const response = await api.call("POST", "/v1/events", { json: { type: options.type ?? "burst.event", data: { index } } });
-      if (response.status !== 202) throw new Error(`publish ${index} answered ${response.status}: ${JSON.stringify(response.body)}`);
+      const response = await api.call("POST", "/v1/events", {
+        json: { type: options.type ?? "burst.event", data: { index } },
+      });
+      if (response.status !== 202)
+        throw new Error(`publish ${index} answered ${response.status}: ${JSON.stringify(response.body)}`);
       ids.push(response.body.id);
       await options.onProgress?.(ids.length);
     }
@@ -23,7 +26,10 @@ export async function publishBurst(
 }
 
 export async function countByStatus(databaseUrl: string): Promise<Record<string, number>> {
-  const rows = await sql<{ status: string; n: string }>(databaseUrl, "SELECT status::text AS status, count(*) AS n FROM deliveries GROUP BY 1");
+  const rows = await sql<{ status: string; n: string }>(
+    databaseUrl,
+    "SELECT status::text AS status, count(*) AS n FROM deliveries GROUP BY 1",
+  );
   return Object.fromEntries(rows.map((row) => [row.status, Number(row.n)]));
 }
 
@@ -54,11 +60,18 @@ export function duplicates(counts: Map<string, number>): { ids: number; extra: n
  * Per event: the attempts its delivery counts, and the attempts in its log, of which those whose
  * outcome is unknown (their worker died mid-send).
  */
-export async function attemptsByEvent(databaseUrl: string): Promise<Map<string, { attempts: number; logged: number; unknown: number }>> {
+export async function attemptsByEvent(
+  databaseUrl: string,
+): Promise<Map<string, { attempts: number; logged: number; unknown: number }>> {
   const rows = await sql<{ event_id: string; attempts: number; logged: string; unknown: string }>(
     databaseUrl,
     `SELECT d.event_id, d.attempts, count(a.id) AS logged, count(a.id) FILTER (WHERE a.error LIKE 'outcome unknown%') AS unknown
      FROM deliveries d LEFT JOIN delivery_attempt_log a ON a.delivery_id = d.id GROUP BY d.id`,
   );
-  return new Map(rows.map((row) => [row.event_id, { attempts: row.attempts, logged: Number(row.logged), unknown: Number(row.unknown) }]));
+  return new Map(
+    rows.map((row) => [
+      row.event_id,
+      { attempts: row.attempts, logged: Number(row.logged), unknown: Number(row.unknown) },
+    ]),
+  );
 }

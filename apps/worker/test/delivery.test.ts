@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { workerTest as it } from "./fixtures.ts";
-import { deliveriesOf, publish, subscribe, type Stack } from "./stack.ts";
+import { deliveriesOf, publish, type Stack, subscribe } from "./stack.ts";
 
 async function delivery(s: Stack, id: string) {
   return (await s.api.call("GET", `/v1/deliveries/${id}`)).body;
@@ -33,7 +33,9 @@ describe("a delivery", () => {
     const rx = await receiver();
     const sub = await subscribe(s.api, { url: `${rx.url}/hooks/billing`, events: ["invoice.paid"] });
     rx.secrets.push(sub.secret);
-    const eventId = (await publish(s.api, { type: "invoice.paid", data: { invoice: "in_42", amount: 4200, note: "héllo ✓" } })).id;
+    const eventId = (
+      await publish(s.api, { type: "invoice.paid", data: { invoice: "in_42", amount: 4200, note: "héllo ✓" } })
+    ).id;
     const [created] = await deliveriesOf(s.api, eventId);
 
     await waitFor(async () => (await delivery(s, created!.id)).status === "delivered", { what: "delivered" });
@@ -46,16 +48,35 @@ describe("a delivery", () => {
     expect(Math.abs(Number(webhook.headers["webhook-timestamp"]) - Date.now() / 1000)).toBeLessThan(30);
     expect(webhook.headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
     const event = (await s.api.call("GET", `/v1/events/${eventId}`)).body;
-    expect(webhook.json).toEqual({ type: "invoice.paid", timestamp: event.created_at, data: { invoice: "in_42", amount: 4200, note: "héllo ✓" } });
+    expect(webhook.json).toEqual({
+      type: "invoice.paid",
+      timestamp: event.created_at,
+      data: { invoice: "in_42", amount: 4200, note: "héllo ✓" },
+    });
 
-    expect(await delivery(s, created!.id)).toMatchObject({ status: "delivered", attempts: 1, response_code: 200, next_retry_at: null });
+    expect(await delivery(s, created!.id)).toMatchObject({
+      status: "delivered",
+      attempts: 1,
+      response_code: 200,
+      next_retry_at: null,
+    });
     const log = await attempts(s, created!.id);
     expect(log).toHaveLength(1);
-    expect(log[0]).toMatchObject({ object: "delivery_attempt", number: 1, response_code: 200, response_body: "ok", error: null, url: `${rx.url}/hooks/billing` });
+    expect(log[0]).toMatchObject({
+      object: "delivery_attempt",
+      number: 1,
+      response_code: 200,
+      response_body: "ok",
+      error: null,
+      url: `${rx.url}/hooks/billing`,
+    });
     expect(log[0]!.duration_ms).toBeGreaterThanOrEqual(0);
   });
 
-  it("goes queued -> failed (retry scheduled) -> failed (retry scheduled) -> delivered", async ({ stack, receiver }) => {
+  it("goes queued -> failed (retry scheduled) -> failed (retry scheduled) -> delivered", async ({
+    stack,
+    receiver,
+  }) => {
     const s = await stack({ RETRY_SCHEDULE: "1500ms,1500ms,1500ms" });
     const replies = [500, 503, 200];
     // The first answer waits a moment, so that the state read right after the publish is the
@@ -71,10 +92,13 @@ describe("a delivery", () => {
 
     const seen: Record<string, any>[] = [];
     for (const attempt of [1, 2, 3]) {
-      const state = await waitFor(async () => {
-        const current = await settled(s, created!.id);
-        return current?.attempts === attempt ? current : undefined;
-      }, { what: `attempt ${attempt}` });
+      const state = await waitFor(
+        async () => {
+          const current = await settled(s, created!.id);
+          return current?.attempts === attempt ? current : undefined;
+        },
+        { what: `attempt ${attempt}` },
+      );
       seen.push({ ...state, observedAt: Date.now() });
     }
     expect(seen[0]).toMatchObject({ status: "failed", attempts: 1, response_code: 500 });
@@ -88,7 +112,11 @@ describe("a delivery", () => {
     }
     const gaps = rx.received.slice(1).map((w, i) => w.receivedAt - rx.received[i]!.receivedAt);
     for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(1200 - 50);
-    expect((await attempts(s, created!.id)).map((a) => [a.number, a.response_code])).toEqual([[3, 200], [2, 503], [1, 500]]);
+    expect((await attempts(s, created!.id)).map((a) => [a.number, a.response_code])).toEqual([
+      [3, 200],
+      [2, 503],
+      [1, 500],
+    ]);
   });
 
   it("fails for good after the last step of the schedule", async ({ stack, receiver }) => {
@@ -115,13 +143,24 @@ describe("a delivery", () => {
     const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "gone.away", data: {} })).id);
     await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
     await new Promise((resolve) => setTimeout(resolve, 400));
-    expect(await delivery(s, created!.id)).toMatchObject({ status: "failed", attempts: 1, response_code: 410, next_retry_at: null });
+    expect(await delivery(s, created!.id)).toMatchObject({
+      status: "failed",
+      attempts: 1,
+      response_code: 410,
+      next_retry_at: null,
+    });
     expect(rx.received).toHaveLength(1);
   });
 
   it("honours Retry-After on 429 and 503, capped by MAX_RETRY_AFTER", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "100ms,100ms,2s", MAX_RETRY_AFTER: "2s" });
-    const rx = await receiver((_, index) => (index === 0 ? { status: 429, headers: { "retry-after": "1" } } : index === 1 ? { status: 503, headers: { "retry-after": "3600" } } : { status: 200 }));
+    const rx = await receiver((_, index) =>
+      index === 0
+        ? { status: 429, headers: { "retry-after": "1" } }
+        : index === 1
+          ? { status: 503, headers: { "retry-after": "3600" } }
+          : { status: 200 },
+    );
     await subscribe(s.api, { url: rx.url });
     const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "slow.down", data: {} })).id);
     await waitFor(async () => (await delivery(s, created!.id)).status === "delivered", { timeoutMs: 15_000 });
@@ -152,7 +191,10 @@ describe("a delivery", () => {
     expect(attempt!.duration_ms).toBeLessThan(1_500);
   });
 
-  it("counts a 2xx whose body never arrives in full as delivered: the answer came, only its excerpt is cut short", async ({ stack, defer }) => {
+  it("counts a 2xx whose body never arrives in full as delivered: the answer came, only its excerpt is cut short", async ({
+    stack,
+    defer,
+  }) => {
     const s = await stack({ DELIVERY_TIMEOUT: "500ms", RETRY_SCHEDULE: "1s" });
     const requests: string[] = [];
     // /trickle answers 200 and then writes its body a byte every 100 ms, past the attempt's time;
@@ -188,7 +230,12 @@ describe("a delivery", () => {
         const current = await settled(s, created!.id);
         return current?.attempts === 1 ? current : undefined;
       });
-      expect(state).toMatchObject({ subscription_id: sub.id, status: "delivered", response_code: 200, next_retry_at: null });
+      expect(state).toMatchObject({
+        subscription_id: sub.id,
+        status: "delivered",
+        response_code: 200,
+        next_retry_at: null,
+      });
       const [attempt] = await attempts(s, created!.id);
       expect(attempt).toMatchObject({ response_code: 200, error });
       expect(attempt!.response_body).toMatch(path === "trickle" ? /^accepted\.*$/ : /^ok$/);
@@ -218,7 +265,7 @@ describe("a delivery", () => {
 
   it("keeps only the first 4 KiB of a large response, NUL bytes included", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "5s" });
-    const rx = await receiver(() => ({ status: 500, body: "\u0000" + "é".repeat(60_000) }));
+    const rx = await receiver(() => ({ status: 500, body: `\u0000${"é".repeat(60_000)}` }));
     await subscribe(s.api, { url: rx.url });
     const [created] = await deliveriesOf(s.api, (await publish(s.api, { type: "big.answer", data: {} })).id);
     await waitFor(async () => (await settled(s, created!.id))?.attempts === 1);
@@ -298,10 +345,13 @@ describe("snapshot semantics (contract §8)", () => {
 
     const updated = await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { url: `${b.url}/b` } });
     expect(updated.body.url).toBe(`${b.url}/b`);
-    await waitFor(async () => {
-      const current = await settled(s, old!.id);
-      return current?.attempts === 4 && current.next_retry_at === null;
-    }, { what: "retries exhausted" });
+    await waitFor(
+      async () => {
+        const current = await settled(s, old!.id);
+        return current?.attempts === 4 && current.next_retry_at === null;
+      },
+      { what: "retries exhausted" },
+    );
     expect(a.received).toHaveLength(4);
     expect(a.received.every((w) => w.path === "/a" && w.signatureValid)).toBe(true);
     expect(b.received).toHaveLength(0);
@@ -324,7 +374,9 @@ describe("snapshot semantics (contract §8)", () => {
     await waitFor(() => rx.received.length === 1);
     await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: false, events: ["something.else"] } });
     healthy = true;
-    await waitFor(async () => (await delivery(s, created!.id)).status === "delivered", { what: "delivered after pause" });
+    await waitFor(async () => (await delivery(s, created!.id)).status === "delivered", {
+      what: "delivered after pause",
+    });
     expect(await delivery(s, created!.id)).toMatchObject({ attempts: 2, response_code: 200 });
     // While paused, new events get nothing.
     const eventId = (await publish(s.api, { type: "pause.me", data: {} })).id;

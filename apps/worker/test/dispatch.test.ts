@@ -11,22 +11,33 @@ import { deliveriesOf, publish, subscribe } from "./stack.ts";
  * back later, and lets go of the dispatch's deliveries once each has ended or has one.
  */
 describe("a dispatch job", () => {
-  it("attempts its deliveries, gives the one to retry a job of its own at its retry's time, and lets go of them all", async ({ stack, receiver }) => {
+  it("attempts its deliveries, gives the one to retry a job of its own at its retry's time, and lets go of them all", async ({
+    stack,
+    receiver,
+  }) => {
     const s = await stack({ RETRY_SCHEDULE: "1h" });
     const ok = await receiver();
     const failing = await receiver(() => ({ status: 500 }));
-    const delivered = [await subscribe(s.api, { url: `${ok.url}/a`, events: ["order.created"] }), await subscribe(s.api, { url: `${ok.url}/b`, events: ["order.created"] })];
+    const delivered = [
+      await subscribe(s.api, { url: `${ok.url}/a`, events: ["order.created"] }),
+      await subscribe(s.api, { url: `${ok.url}/b`, events: ["order.created"] }),
+    ];
     const retried = await subscribe(s.api, { url: failing.url, events: ["order.created"] });
     ok.secrets.push(...delivered.map((sub) => sub.secret));
     failing.secrets.push(retried.secret);
 
     const event = await publish(s.api, { type: "order.created", data: { order: 1 } });
-    await waitFor(async () => ok.received.length === 2 && failing.received.length === 1 && (await s.api.queue.dispatching()) === 0, {
-      what: "each delivery attempted, and the dispatch done with them",
-    });
+    await waitFor(
+      async () => ok.received.length === 2 && failing.received.length === 1 && (await s.api.queue.dispatching()) === 0,
+      {
+        what: "each delivery attempted, and the dispatch done with them",
+      },
+    );
     const deliveries = await deliveriesOf(s.api, event.id);
     const retry = deliveries.find((d) => d.subscription_id === retried.id)!;
-    await waitFor(async () => (await s.api.call("GET", `/v1/deliveries/${retry.id}`)).body.status === "failed", { what: "the failure recorded" });
+    await waitFor(async () => (await s.api.call("GET", `/v1/deliveries/${retry.id}`)).body.status === "failed", {
+      what: "the failure recorded",
+    });
 
     // The delivery to retry has a job of its own, parked until its retry an hour from now.
     const job = await s.api.queue.queueOf(retry.id).getJob(retry.id);
@@ -38,16 +49,22 @@ describe("a dispatch job", () => {
     const ids = deliveries.map((d) => d.id as string).sort();
     expect(await s.api.queue.queueOf(ids[0]!).getJob(dispatchJobId(ids[0]!))).toBeUndefined();
     for (const d of deliveries.filter((d) => d.id !== retry.id)) {
-      await waitFor(async () => (await s.api.call("GET", `/v1/deliveries/${d.id}`)).body.status === "delivered", { what: "delivered" });
+      await waitFor(async () => (await s.api.call("GET", `/v1/deliveries/${d.id}`)).body.status === "delivered", {
+        what: "delivered",
+      });
       expect(await s.api.queue.queueOf(d.id).getJob(d.id)).toBeUndefined();
     }
   });
 
-  it("holds no more attempts at once than WORKER_CONCURRENCY, however many deliveries it carries", async ({ stack, receiver }) => {
+  it("holds no more attempts at once than WORKER_CONCURRENCY, however many deliveries it carries", async ({
+    stack,
+    receiver,
+  }) => {
     const s = await stack({ WORKER_CONCURRENCY: "2" });
     const slow = await receiver(() => ({ status: 200, delayMs: 300 }));
     const subscriptions = [];
-    for (let i = 0; i < 6; i++) subscriptions.push(await subscribe(s.api, { url: `${slow.url}/${i}`, events: ["fan.out"] }));
+    for (let i = 0; i < 6; i++)
+      subscriptions.push(await subscribe(s.api, { url: `${slow.url}/${i}`, events: ["fan.out"] }));
     slow.secrets.push(...subscriptions.map((sub) => sub.secret));
 
     // One event, six deliveries, one dispatch job: a BullMQ worker slot of its own would let all six go at once.
@@ -66,7 +83,10 @@ describe("a dispatch job", () => {
       const { config, queue, deps, deliveryId, subscriptionId } = await queuedAttempt({
         gate: {
           precheck: async () => "go" as const,
-          acquire: async () => (acquired++, { go: false, reason: "max_in_flight", wakes: [] }),
+          acquire: async () => {
+            acquired++;
+            return { go: false, reason: "max_in_flight", wakes: [] };
+          },
           // Once back, it would be in the line again.
           placeOf: async () => ({ turn: null, inLine: placed++ > 0 || inLine }),
           turnOf: async () => null,
@@ -75,7 +95,12 @@ describe("a dispatch job", () => {
       });
       const workerRedis = connectRedis(config, "worker");
       defer(async () => workerRedis.disconnect());
-      const worker = createDeliveryWorker(deps, { connection: workerRedis, prefix: queueLayoutFor(config).shardPrefixes[0]!, concurrency: 1, lockMs: 30_000 });
+      const worker = createDeliveryWorker(deps, {
+        connection: workerRedis,
+        prefix: queueLayoutFor(config).shardPrefixes[0]!,
+        concurrency: 1,
+        lockMs: 30_000,
+      });
       defer(() => worker.close(true));
       void worker.run();
 
@@ -83,7 +108,9 @@ describe("a dispatch job", () => {
         const job = await queue.queueOf(deliveryId).getJob(deliveryId);
         return job !== undefined && (await job.isDelayed()) ? job : undefined;
       };
-      await waitFor(async () => (await queue.dispatching()) === 0 && (await parked()) !== undefined, { what: "the dispatch done with its delivery, parked" });
+      await waitFor(async () => (await queue.dispatching()) === 0 && (await parked()) !== undefined, {
+        what: "the dispatch done with its delivery, parked",
+      });
       // Woken to run at once, it was tried a second time; otherwise it waits for its fallback timer, minutes away.
       await waitFor(() => acquired === (inLine ? 1 : 2), { what: `${inLine ? 1 : 2} tries` });
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -17,8 +17,12 @@ let port: string;
 function fakeDns(answers: Record<string, string[]>): Resolver {
   return (hostname, callback) => {
     const addresses = answers[hostname];
-    if (!addresses) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" }), []);
-    callback(null, addresses.map((address): LookupAddress => ({ address, family: address.includes(":") ? 6 : 4 })));
+    if (!addresses)
+      return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" }), []);
+    callback(
+      null,
+      addresses.map((address): LookupAddress => ({ address, family: address.includes(":") ? 6 : 4 })),
+    );
   };
 }
 
@@ -37,7 +41,11 @@ async function send(sender: HttpSender, url: string, headers: Record<string, str
 }
 
 describe("IP literals in the URL", () => {
-  const sender = new HttpSender({ timeoutMs: 1_000, policy: { allowHttp: true, allowPrivateNetworks: false }, userAgent: "test" });
+  const sender = new HttpSender({
+    timeoutMs: 1_000,
+    policy: { allowHttp: true, allowPrivateNetworks: false },
+    userAgent: "test",
+  });
   afterAll(() => sender.close());
 
   it.each([
@@ -91,14 +99,24 @@ describe("host names, checked on the address resolved at connect time", () => {
       policy: { allowHttp: true, allowPrivateNetworks: false },
       userAgent: "test",
       resolve: fakeDns({ "hooks.example.com": addresses }),
-      logger: createLogger({ level: "info", name: "worker", destination: { write: (line: string) => void logLines.push(JSON.parse(line)) } }),
+      logger: createLogger({
+        level: "info",
+        name: "worker",
+        destination: { write: (line: string) => void logLines.push(JSON.parse(line)) },
+      }),
     });
     try {
       const result = await send(sender, `http://hooks.example.com:${port}/x`, { "webhook-id": "evt_test" });
       // The attempt's error is shown to the tenant (portal): it must not map our network for them.
       expect(result.error).toBe("destination not allowed: hooks.example.com does not resolve to a public address");
       expect(logLines).toEqual([
-        expect.objectContaining({ level: 40, eventId: "evt_test", host: "hooks.example.com", addresses, msg: "destination refused: its name resolves to no public address" }),
+        expect.objectContaining({
+          level: 40,
+          eventId: "evt_test",
+          host: "hooks.example.com",
+          addresses,
+          msg: "destination refused: its name resolves to no public address",
+        }),
       ]);
     } finally {
       await sender.close();
@@ -106,10 +124,16 @@ describe("host names, checked on the address resolved at connect time", () => {
   });
 
   it("refuses the real localhost by its name, before any lookup", async () => {
-    const sender = new HttpSender({ timeoutMs: 1_000, policy: { allowHttp: true, allowPrivateNetworks: false }, userAgent: "test" });
+    const sender = new HttpSender({
+      timeoutMs: 1_000,
+      policy: { allowHttp: true, allowPrivateNetworks: false },
+      userAgent: "test",
+    });
     try {
       const result = await send(sender, `http://localhost:${port}/x`);
-      expect(result.error).toBe("destination not allowed: url must not point to a private, loopback or link-local address");
+      expect(result.error).toBe(
+        "destination not allowed: url must not point to a private, loopback or link-local address",
+      );
       expect(rx.received).toHaveLength(0);
     } finally {
       await sender.close();
@@ -147,7 +171,11 @@ describe("schemes", () => {
   });
 
   it("allows loopback http when the policy allows it (development and tests)", async () => {
-    const sender = new HttpSender({ timeoutMs: 1_000, policy: { allowHttp: true, allowPrivateNetworks: true }, userAgent: "test" });
+    const sender = new HttpSender({
+      timeoutMs: 1_000,
+      policy: { allowHttp: true, allowPrivateNetworks: true },
+      userAgent: "test",
+    });
     try {
       const result = await send(sender, `${rx.url}/ok`);
       expect(result).toMatchObject({ responseCode: 200, error: null });

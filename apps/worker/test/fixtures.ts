@@ -1,16 +1,23 @@
-import { createLogger, loadConfig, SecretBox, type Config, type Logger } from "@webhooks/core";
-import { createDatabase, type Database } from "@webhooks/db";
-import { connectRedis, DeliveryQueue, queueLayoutFor, type DeliveryGate, type RedisConnection } from "@webhooks/queue";
-import { createTestDatabase, spawnService, startReceiver, testEnv, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
 import { startTestApi } from "@webhooks/api/testing";
+import { type Config, createLogger, type Logger, loadConfig, SecretBox } from "@webhooks/core";
+import { createDatabase, type Database } from "@webhooks/db";
+import { connectRedis, type DeliveryGate, DeliveryQueue, queueLayoutFor, type RedisConnection } from "@webhooks/queue";
+import {
+  createTestDatabase,
+  type ServiceProcess,
+  spawnService,
+  startReceiver,
+  type TestReceiver,
+  testEnv,
+} from "@webhooks/testing";
 import { test as base } from "vitest";
 import { createAttemptBatches } from "../src/attempt-batches.ts";
 import type { AttemptDeps } from "../src/deliver-attempt.ts";
 import type { HttpSender } from "../src/http-sender.ts";
-import { startWorker, type RunningWorker } from "../src/index.ts";
+import { type RunningWorker, startWorker } from "../src/index.ts";
 import { createWorkerMetrics } from "../src/metrics.ts";
 import { SecretKeys } from "../src/secret-keys.ts";
-import { deliveriesOf, publish, startStack, subscribe, type Stack } from "./stack.ts";
+import { deliveriesOf, publish, type Stack, startStack, subscribe } from "./stack.ts";
 
 /** What `queuedAttempt` made: one queued delivery, and the dependencies of an attempt at it. */
 export interface QueuedAttempt {
@@ -74,7 +81,9 @@ export const workerTest = base
   })
   .extend("inProcessWorker", async ({ defer }) => {
     return async (env: Record<string, string>): Promise<RunningWorker> => {
-      const worker = await startWorker(loadConfig(env), createLogger({ level: "silent", name: "worker" }), { metrics: false });
+      const worker = await startWorker(loadConfig(env), createLogger({ level: "silent", name: "worker" }), {
+        metrics: false,
+      });
       defer(() => worker.close());
       return worker;
     };
@@ -91,7 +100,11 @@ export const workerTest = base
     };
   })
   .extend("queuedAttempt", async ({ database, defer }) => {
-    return async (parts: { gate: Partial<DeliveryGate>; sender: Pick<HttpSender, "send">; logger?: Logger }): Promise<QueuedAttempt> => {
+    return async (parts: {
+      gate: Partial<DeliveryGate>;
+      sender: Pick<HttpSender, "send">;
+      logger?: Logger;
+    }): Promise<QueuedAttempt> => {
       const config = loadConfig(testEnv(database.url));
       const api = await startTestApi(config);
       defer(() => api.close());

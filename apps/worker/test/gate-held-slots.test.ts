@@ -1,5 +1,12 @@
 import { createLogger } from "@webhooks/core";
-import { createRedisConnection, DeliveryGate, queueLayout, type GateInput, type RedisConnection, type Wake } from "@webhooks/queue";
+import {
+  createRedisConnection,
+  DeliveryGate,
+  type GateInput,
+  queueLayout,
+  type RedisConnection,
+  type Wake,
+} from "@webhooks/queue";
 import { REDIS_URL, waitFor } from "@webhooks/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { gateInput } from "./gate-input.ts";
@@ -35,13 +42,20 @@ function processOn(prefix: string, options: { holdSlotsMs?: number; wake?: (wake
   connections.push(connection);
   let calls = 0;
   const send = connection.sendCommand.bind(connection);
-  connection.sendCommand = ((command: Parameters<typeof send>[0]) => (calls++, send(command))) as typeof connection.sendCommand;
+  connection.sendCommand = ((command: Parameters<typeof send>[0]) => {
+    calls++;
+    return send(command);
+  }) as typeof connection.sendCommand;
   const woken: Wake[] = [];
   const wake = async (wakes: Wake[]) => {
     woken.push(...wakes);
     options.wake?.(wakes);
   };
-  const gate = new DeliveryGate(connection, prefix, { holdSlotsMs: options.holdSlotsMs ?? HOLD_MS, wake, logger: createLogger({ level: "silent", name: "test" }) });
+  const gate = new DeliveryGate(connection, prefix, {
+    holdSlotsMs: options.holdSlotsMs ?? HOLD_MS,
+    wake,
+    logger: createLogger({ level: "silent", name: "test" }),
+  });
   return { gate, woken, redisCalls: () => calls };
 }
 
@@ -92,12 +106,17 @@ describe("slots a worker process keeps at the gate", () => {
     let starts = 0;
     const done = new Set<string>();
     const parked = new Set<string>();
-    const pending = [0, 1].map((p) => Array.from({ length: perProcess }, (_, i) => ({ deliveryId: `p${p}-${i}`, waited: false })));
+    const pending = [0, 1].map((p) =>
+      Array.from({ length: perProcess }, (_, i) => ({ deliveryId: `p${p}-${i}`, waited: false })),
+    );
     // A delivery woken (by a decision, a release, or a process releasing kept slots) runs again, on either process.
     const wakeAll = (wakes: Wake[]) => {
       for (const { deliveryId, at } of wakes) {
         if (!parked.delete(deliveryId)) continue;
-        setTimeout(() => pending[deliveryId.length % 2]!.unshift({ deliveryId, waited: true }), Math.max(0, at - Date.now()));
+        setTimeout(
+          () => pending[deliveryId.length % 2]!.unshift({ deliveryId, waited: true }),
+          Math.max(0, at - Date.now()),
+        );
       }
     };
     const processes = [0, 1].map(() => processOn(prefix, { holdSlotsMs: 50, wake: wakeAll }));

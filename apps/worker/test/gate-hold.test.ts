@@ -42,7 +42,9 @@ describe("the gate while a subscription is held", () => {
 
     // d1 failed and opened the circuit: the next probe is due in 5 s.
     const holdEnd = now + 5_000;
-    expect(await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d3", at: holdEnd }]);
+    expect(await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10)).toEqual([
+      { deliveryId: "d3", at: holdEnd },
+    ]);
     // d2 ends too; its health write did not report (another attempt's did): the gate keeps to the hold.
     expect(await gate.release({ ...attempt("d2") }, now + 20)).toEqual([]);
     expect(await gate.lineLength("sub_held")).toBe(2);
@@ -54,7 +56,8 @@ describe("the gate while a subscription is held", () => {
     const now = Date.now();
     const three = (id: string, overrides: Partial<GateInput> = {}) => attempt(id, { maxInFlight: 3, ...overrides });
     for (const id of ["d1", "d2", "d3"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: true });
-    for (const [i, id] of ["d4", "d5", "d6", "d7"].entries()) expect(await gate.acquire(three(id), now + 1 + i)).toMatchObject({ go: false });
+    for (const [i, id] of ["d4", "d5", "d6", "d7"].entries())
+      expect(await gate.acquire(three(id), now + 1 + i)).toMatchObject({ go: false });
     // The three attempts end together: the first three of the line get the turns.
     const wakes = await Promise.all(["d1", "d2", "d3"].map((id) => gate.release(three(id), now + 10)));
     expect(wakes.flat().map((wake) => wake.deliveryId)).toEqual(["d4", "d5", "d6"]);
@@ -62,7 +65,9 @@ describe("the gate while a subscription is held", () => {
     // On their way, their claims read a hold (another attempt got a Retry-After): all three must
     // wait again, in one batch. Each going to the front of the line would reverse them.
     const holdEnd = now + 5_000;
-    const decisions = await Promise.all(["d4", "d5", "d6"].map((id) => gate.acquire(three(id, { waited: true, heldUntil: holdEnd }), now + 20)));
+    const decisions = await Promise.all(
+      ["d4", "d5", "d6"].map((id) => gate.acquire(three(id, { waited: true, heldUntil: holdEnd }), now + 20)),
+    );
     expect(decisions.map((decision) => decision.go)).toEqual([false, false, false]);
     // Back in their order, ahead of d7; the head, d4, has the turn for the hold's end.
     expect(await gate.turnOf("sub_held", "d4")).toBe(holdEnd);
@@ -77,7 +82,9 @@ describe("the gate while a subscription is held", () => {
     await fullWithLine(gate, now);
     // d1 got a 429 with Retry-After: 3600: the head's turn is for an hour from now.
     const holdEnd = now + 3_600_000;
-    expect(await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d3", at: holdEnd }]);
+    expect(await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10)).toEqual([
+      { deliveryId: "d3", at: holdEnd },
+    ]);
     // The owner enables it again, which lifts the hold in PostgreSQL: d3's turn is now, not in an hour.
     expect(await gate.resume("sub_held", now + 20)).toEqual([{ deliveryId: "d3", at: now + 20 }]);
     expect(await gate.turnOf("sub_held", "d3")).toBe(now + 20);
@@ -92,7 +99,9 @@ describe("the gate while a subscription is held", () => {
     await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10);
 
     // d2 was the probe, and it succeeded: the circuit closed. One slot is free beside d3's turn.
-    expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20)).toEqual([{ deliveryId: "d4", at: now + 20 }]);
+    expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20)).toEqual([
+      { deliveryId: "d4", at: now + 20 },
+    ]);
     expect(await gate.lineLength("sub_held")).toBe(1);
   });
 
@@ -114,7 +123,9 @@ describe("the gate while a subscription is held", () => {
     for (const id of ["d1", "d2"]) expect(await gate.acquire(short(id), now)).toMatchObject({ go: true });
     for (const id of ["d3", "d4"]) expect(await gate.acquire(short(id), now)).toMatchObject({ go: false });
     const holdEnd = now + 5_000;
-    expect(await gate.release({ ...short("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d3", at: holdEnd }]);
+    expect(await gate.release({ ...short("d1"), holdUntil: holdEnd }, now + 10)).toEqual([
+      { deliveryId: "d3", at: holdEnd },
+    ]);
 
     // Past the lease, the gate has forgotten the hold: a slot freed wakes the line again.
     await new Promise((resolve) => setTimeout(resolve, 400));
@@ -138,7 +149,11 @@ describe("the gate while a subscription is held", () => {
 
     // d2's turn comes and its claim finds the subscription no longer held (the probe time has
     // come, the circuit closed): it starts, and the line moves again.
-    expect(await gate.acquire(attempt("d2"), holdEnd)).toEqual({ go: true, probe: false, wakes: [{ deliveryId: "d3", at: holdEnd }] });
+    expect(await gate.acquire(attempt("d2"), holdEnd)).toEqual({
+      go: true,
+      probe: false,
+      wakes: [{ deliveryId: "d3", at: holdEnd }],
+    });
     expect(await gate.lineLength("sub_held")).toBe(0);
   });
 });
@@ -174,7 +189,11 @@ describe("the gate's rate window", () => {
     const now = Date.now();
     for (let i = 0; i < 5; i++) expect(await gate.acquire(limited(`d${i}`), now + i * 10)).toMatchObject({ go: true });
     // The sixth, within the window: it waits, with the turn for the moment the first start leaves it.
-    expect(await gate.acquire(limited("d5"), now + 100)).toEqual({ go: false, reason: "rate_limit", wakes: [{ deliveryId: "d5", at: now + 1_100 }] });
+    expect(await gate.acquire(limited("d5"), now + 100)).toEqual({
+      go: false,
+      reason: "rate_limit",
+      wakes: [{ deliveryId: "d5", at: now + 1_100 }],
+    });
     // At that moment it goes, and a seventh waits for the second start to leave the window.
     expect(await gate.acquire(limited("d5"), now + 1_100)).toMatchObject({ go: true });
     expect(await gate.acquire(limited("d6"), now + 1_101)).toMatchObject({ go: false, reason: "rate_limit" });
@@ -220,7 +239,8 @@ describe("the gate's line when the subscription's limits change (PUT max_in_flig
   it("wakes the head for when the rate window frees when a rate limit is raised but the window is full", async () => {
     const gate = newGate();
     const now = Date.now();
-    const paced = (id: string, rateLimit: number) => attempt(id, { subscriptionId: "sub_held", maxInFlight: 10, rateLimit });
+    const paced = (id: string, rateLimit: number) =>
+      attempt(id, { subscriptionId: "sub_held", maxInFlight: 10, rateLimit });
     for (const id of ["r1", "r2"]) expect(await gate.acquire(paced(id, 2), now)).toMatchObject({ go: true });
     expect(await gate.acquire(paced("r3", 2), now + 1)).toMatchObject({ go: false, reason: "rate_limit" });
     expect(await gate.acquire(paced("r4", 2), now + 2)).toMatchObject({ go: false, reason: "in_line" });
@@ -239,7 +259,9 @@ describe("a test delivery at the gate", () => {
     for (const id of ["d4", "d5"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: false });
     // d1's 503 with Retry-After holds the subscription for a minute: d4 has the turn for its end.
     const holdEnd = now + 60_000;
-    expect(await gate.release({ ...three("d1"), holdUntil: holdEnd }, now + 10)).toEqual([{ deliveryId: "d4", at: holdEnd }]);
+    expect(await gate.release({ ...three("d1"), holdUntil: holdEnd }, now + 10)).toEqual([
+      { deliveryId: "d4", at: holdEnd },
+    ]);
     // d2 ends too: the gate keeps to the hold, and a slot is free (d3 in flight, d4's turn pending).
     expect(await gate.release({ ...three("d2") }, now + 15)).toEqual([]);
 
@@ -251,7 +273,10 @@ describe("a test delivery at the gate", () => {
     expect(await gate.lineLength("sub_held")).toBe(1);
     expect(await gate.turnOf("sub_held", "d4")).toBe(holdEnd);
     // A second test finds the cap full (d3 and the first test in flight, d4's turn pending): it waits at the head of the line.
-    expect(await gate.acquire(three("t2", { heldUntil: holdEnd, test: true }), now + 30)).toMatchObject({ go: false, reason: "max_in_flight" });
+    expect(await gate.acquire(three("t2", { heldUntil: holdEnd, test: true }), now + 30)).toMatchObject({
+      go: false,
+      reason: "max_in_flight",
+    });
     expect(await redis.zrange(`${prefix}:gate:line:sub_held`, "0", "-1")).toEqual(["t2", "d5"]);
   });
 });

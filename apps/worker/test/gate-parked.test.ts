@@ -32,7 +32,8 @@ describe("a parked delivery whose fallback timer fires while it is still in line
     const now = Date.now();
     expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
     expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
-    for (const id of ["d3", "d4"]) expect(await gate.acquire(attempt(id), now)).toMatchObject({ go: false, reason: "in_line" });
+    for (const id of ["d3", "d4"])
+      expect(await gate.acquire(attempt(id), now)).toMatchObject({ go: false, reason: "in_line" });
 
     // d3 and d4 are behind d2: they stay, and the line is as it was.
     expect(await gate.precheck("sub_parked", "d3", now + 1)).toBe("stays");
@@ -60,9 +61,14 @@ describe("the head of a line whose fallback timer fires while the subscription i
     expect(await gate.acquire(attempt("d3"), now)).toMatchObject({ go: false, reason: "in_line" });
     // d2 is the head, nobody holds a turn: it goes on to the claim, and finds d1 still under way.
     expect(await gate.precheck("sub_parked", "d2", now + 2)).toBe("go");
-    expect(await gate.acquire(attempt("d2", { waited: true }), now + 3)).toMatchObject({ go: false, reason: "max_in_flight" });
+    expect(await gate.acquire(attempt("d2", { waited: true }), now + 3)).toMatchObject({
+      go: false,
+      reason: "max_in_flight",
+    });
     // Before, it went to the back, behind d3, which began to wait after it.
-    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 4)).toEqual([{ deliveryId: "d2", at: now + 4 }]);
+    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 4)).toEqual([
+      { deliveryId: "d2", at: now + 4 },
+    ]);
   });
 });
 
@@ -73,8 +79,14 @@ describe("the line of a subscription found disabled", () => {
     expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
     expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
     // d1's attempt got a 410: the subscription is disabled. Its release wakes d2, whose claim finds it so.
-    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
-    expect(await gate.acquire(attempt("d2", { disabled: true, waited: true }), now + 2)).toEqual({ go: false, reason: "disabled", wakes: [] });
+    expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([
+      { deliveryId: "d2", at: now + 1 },
+    ]);
+    expect(await gate.acquire(attempt("d2", { disabled: true, waited: true }), now + 2)).toEqual({
+      go: false,
+      reason: "disabled",
+      wakes: [],
+    });
     // The mark lapses by itself within DISABLED_RECHECK_MS (5 minutes), should nobody resume it.
     const ttl = await redis.pttl(`${prefix}:gate:disabled:sub_parked`);
     expect(ttl).toBeGreaterThan(0);
@@ -92,7 +104,9 @@ describe("the line of a subscription found disabled", () => {
     expect(await gate.resume("sub_parked", now + 20_000)).toEqual([{ deliveryId: "d2", at: now + 20_000 }]);
     expect(await redis.exists(`${prefix}:gate:disabled:sub_parked`)).toBe(0);
     expect(await gate.acquire(attempt("d2", { waited: true }), now + 20_001)).toMatchObject({ go: true, wakes: [] });
-    expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20_002)).toEqual([{ deliveryId: "d3", at: now + 20_002 }]);
+    expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20_002)).toEqual([
+      { deliveryId: "d3", at: now + 20_002 },
+    ]);
   });
 
   it("is moved again by a claim that finds the subscription enabled, should the resume have been missed", async () => {
@@ -117,7 +131,9 @@ async function turnNobodyTakesUp(): Promise<{ gate: DeliveryGate; now: number }>
   const now = Date.now();
   expect(await gate.acquire(attempt("d1"), now)).toMatchObject({ go: true });
   expect(await gate.acquire(attempt("d2"), now)).toMatchObject({ go: false, reason: "max_in_flight" });
-  expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([{ deliveryId: "d2", at: now + 1 }]);
+  expect(await gate.release({ ...attempt("d1"), holdUntil: null }, now + 1)).toEqual([
+    { deliveryId: "d2", at: now + 1 },
+  ]);
   return { gate, now };
 }
 
@@ -153,7 +169,10 @@ describe("a turn whose wake was lost", () => {
     };
     await expect(gate.nudgeAll(failing, now + 10_100)).rejects.toThrow("Redis refused the wake");
     const woken: string[] = [];
-    const wakes = await gate.nudgeAll(async (batch) => void woken.push(...batch.map((wake) => wake.deliveryId)), now + 20_000);
+    const wakes = await gate.nudgeAll(
+      async (batch) => void woken.push(...batch.map((wake) => wake.deliveryId)),
+      now + 20_000,
+    );
     expect(wakes).toEqual([{ deliveryId: "d2", at: now + 20_000 }]);
     expect(woken).toEqual(["d2"]);
     // Woken now: the pass after wakes nobody.

@@ -1,7 +1,7 @@
-import { REDIS_URL, sql, testEnv, waitFor, type ServiceProcess, type TestReceiver } from "@webhooks/testing";
-import { createRedisConnection, DeliveryGate, queueLayoutFor } from "@webhooks/queue";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
+import { createRedisConnection, DeliveryGate, queueLayoutFor } from "@webhooks/queue";
+import { REDIS_URL, type ServiceProcess, sql, type TestReceiver, testEnv, waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { workerTest } from "./fixtures.ts";
 import { publish, subscribe } from "./stack.ts";
@@ -15,7 +15,9 @@ import { publish, subscribe } from "./stack.ts";
  * in production.
  */
 const it = workerTest.extend("twoWorkerProcesses", async ({ database, workerProcess, defer }) => {
-  return async (overrides: Record<string, string>): Promise<{ api: TestApi; env: Record<string, string>; workers: ServiceProcess[] }> => {
+  return async (
+    overrides: Record<string, string>,
+  ): Promise<{ api: TestApi; env: Record<string, string>; workers: ServiceProcess[] }> => {
     const env = testEnv(database.url, overrides);
     const api = await startTestApi(loadConfig(env));
     defer(() => api.close());
@@ -44,10 +46,18 @@ function gateOf(env: Record<string, string>, defer: (close: () => Promise<unknow
 }
 
 describe("endpoint isolation", () => {
-  it("keeps a healthy subscription's webhooks flowing beside endpoints that never answer", async ({ stack, receiver }) => {
+  it("keeps a healthy subscription's webhooks flowing beside endpoints that never answer", async ({
+    stack,
+    receiver,
+  }) => {
     // 20 worker slots; five hanging endpoints may hold 2 each. Without isolation the hanging
     // deliveries would take every slot for the whole timeout.
-    const s = await stack({ WORKER_CONCURRENCY: "20", DEFAULT_MAX_IN_FLIGHT: "2", DELIVERY_TIMEOUT: "8s", RETRY_SCHEDULE: "1s" });
+    const s = await stack({
+      WORKER_CONCURRENCY: "20",
+      DEFAULT_MAX_IN_FLIGHT: "2",
+      DELIVERY_TIMEOUT: "8s",
+      RETRY_SCHEDULE: "1s",
+    });
     const healthy = await receiver();
     const hanging: TestReceiver[] = [];
     for (let i = 0; i < 5; i++) {
@@ -60,7 +70,9 @@ describe("endpoint isolation", () => {
 
     // 100 deliveries to the hanging endpoints, then the healthy events beside them.
     for (let i = 0; i < 20; i++) await publish(s.api, { type: "noise", data: { i } });
-    await waitFor(() => hanging.every((rx) => rx.concurrent === 2), { what: "every hanging endpoint holding its 2 slots" });
+    await waitFor(() => hanging.every((rx) => rx.concurrent === 2), {
+      what: "every hanging endpoint holding its 2 slots",
+    });
     const sentAt: number[] = [];
     for (let i = 0; i < 20; i++) {
       sentAt.push(Date.now());
@@ -80,7 +92,10 @@ describe("endpoint isolation", () => {
     expect(noise.filter((d) => d.attempts > 0)).toHaveLength(10);
   });
 
-  it("caps a destination at max_in_flight across two worker processes, and at the origin's cap", async ({ receiver, twoWorkerProcesses }) => {
+  it("caps a destination at max_in_flight across two worker processes, and at the origin's cap", async ({
+    receiver,
+    twoWorkerProcesses,
+  }) => {
     const { api } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "20", ORIGIN_MAX_IN_FLIGHT: "5" });
     const slow = await receiver(() => ({ status: 200, delayMs: 150 }));
     const sub = await subscribe(api, { url: `${slow.url}/capped`, events: ["capped"], max_in_flight: 3 });
@@ -91,17 +106,25 @@ describe("endpoint isolation", () => {
 
     // Three subscriptions on one origin: together never more than ORIGIN_MAX_IN_FLIGHT.
     const shared = await receiver(() => ({ status: 200, delayMs: 150 }));
-    for (let i = 0; i < 3; i++) await subscribe(api, { url: `${shared.url}/path-${i}`, events: ["shared"], max_in_flight: 4 });
+    for (let i = 0; i < 3; i++)
+      await subscribe(api, { url: `${shared.url}/path-${i}`, events: ["shared"], max_in_flight: 4 });
     for (let i = 0; i < 15; i++) await publish(api, { type: "shared", data: { i } });
     await waitFor(() => shared.received.length === 45, { timeoutMs: 30_000, what: "45 deliveries to one origin" });
     expect(shared.maxConcurrent).toBe(5);
     // Waiting spent nothing: one attempt each.
-    await waitFor(async () => ((await api.call("GET", "/v1/deliveries?limit=100&status=queued")).body.data as unknown[]).length === 0, { what: "nothing queued" });
+    await waitFor(
+      async () =>
+        ((await api.call("GET", "/v1/deliveries?limit=100&status=queued")).body.data as unknown[]).length === 0,
+      { what: "nothing queued" },
+    );
     const all = (await api.call("GET", "/v1/deliveries?limit=100&event=shared")).body.data as Record<string, any>[];
     expect(all.map((d) => d.attempts)).toEqual(Array(45).fill(1));
   });
 
-  it("marks the job of a delivery that waited, so that it leaves the line through Redis and not on a slot a worker kept", async ({ stack, receiver }) => {
+  it("marks the job of a delivery that waited, so that it leaves the line through Redis and not on a slot a worker kept", async ({
+    stack,
+    receiver,
+  }) => {
     const s = await stack({ WORKER_CONCURRENCY: "10" });
     const slow = await receiver(() => ({ status: 200, delayMs: 2_000 }));
     const sub = await subscribe(s.api, { url: slow.url, events: ["one.at.a.time"], max_in_flight: 1 });
@@ -113,7 +136,12 @@ describe("endpoint isolation", () => {
     await waitFor(
       async () => {
         const jobs = await Promise.all(deliveries.map((d) => s.api.queue.queueOf(d.id).getJob(d.id)));
-        const parked = await Promise.all(jobs.map(async (job) => job !== undefined && "waited" in job.data && job.data.waited === true && (await job.isDelayed())));
+        const parked = await Promise.all(
+          jobs.map(
+            async (job) =>
+              job !== undefined && "waited" in job.data && job.data.waited === true && (await job.isDelayed()),
+          ),
+        );
         return parked.filter(Boolean).length === 2;
       },
       { what: "two parked jobs marked as waited" },
@@ -122,7 +150,11 @@ describe("endpoint isolation", () => {
     expect(slow.maxConcurrent).toBe(1);
   });
 
-  it("starts the deliveries waiting for room at once when PUT raises max_in_flight, not when the attempt in flight ends", async ({ stack, receiver, defer }) => {
+  it("starts the deliveries waiting for room at once when PUT raises max_in_flight, not when the attempt in flight ends", async ({
+    stack,
+    receiver,
+    defer,
+  }) => {
     const s = await stack({ WORKER_CONCURRENCY: "10", DELIVERY_TIMEOUT: "20s" });
     const { gate } = gateOf(s.env, defer);
     // The second body is a client that sends the whole object back, `active: true` included.
@@ -135,25 +167,41 @@ describe("endpoint isolation", () => {
       await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
 
       const raisedAt = Date.now();
-      expect(await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: body })).toMatchObject({ status: 200, body: { max_in_flight: 4 } });
-      await waitFor(() => slow.concurrent === 4, { timeoutMs: 5_000, what: `all four in flight under the new cap, after PUT ${JSON.stringify(body)}` });
+      expect(await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: body })).toMatchObject({
+        status: 200,
+        body: { max_in_flight: 4 },
+      });
+      await waitFor(() => slow.concurrent === 4, {
+        timeoutMs: 5_000,
+        what: `all four in flight under the new cap, after PUT ${JSON.stringify(body)}`,
+      });
       expect(Date.now() - raisedAt).toBeLessThan(5_000);
       expect(await gate.lineLength(sub.id)).toBe(0);
     }
   });
 
-  it("leaves the line alone when PUT raises max_in_flight while the subscription's health holds it", async ({ database, stack, receiver, defer }) => {
+  it("leaves the line alone when PUT raises max_in_flight while the subscription's health holds it", async ({
+    database,
+    stack,
+    receiver,
+    defer,
+  }) => {
     const s = await stack({ WORKER_CONCURRENCY: "10", DELIVERY_TIMEOUT: "20s" });
     const { gate, redis, layout } = gateOf(s.env, defer);
     const slow = await receiver(() => ({ status: 200, delayMs: 10_000 }));
     const sub = await subscribe(s.api, { url: slow.url, events: ["held.raise"], max_in_flight: 1 });
     for (let n = 0; n < 3; n++) await publish(s.api, { type: "held.raise", data: { n } });
-    await waitFor(async () => slow.concurrent === 1 && (await gate.lineLength(sub.id)) === 2, { what: "one in flight, two in line" });
+    await waitFor(async () => slow.concurrent === 1 && (await gate.lineLength(sub.id)) === 2, {
+      what: "one in flight, two in line",
+    });
     // The receiver asked for a pause (a Retry-After an hour long), as its health in PostgreSQL says;
     // the gate's own record of a hold lasts at most a lease, and there is none here.
     await sql(database.url, "UPDATE subscriptions SET held_until = now() + interval '1 hour' WHERE id = $1", [sub.id]);
 
-    expect(await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { max_in_flight: 3 } })).toMatchObject({ status: 200, body: { max_in_flight: 3 } });
+    expect(await s.api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { max_in_flight: 3 } })).toMatchObject({
+      status: 200,
+      body: { max_in_flight: 3 },
+    });
     // Woken, the two would be claimed only to be taken back (their claims would find the hold and
     // leave the gate a record of it) and sent back to the line.
     await sleep(500);
@@ -162,7 +210,11 @@ describe("endpoint isolation", () => {
     expect(slow.concurrent).toBe(1);
   });
 
-  it("parks a job whose fallback timer fired while it was still in line again, for longer", async ({ stack, receiver, defer }) => {
+  it("parks a job whose fallback timer fired while it was still in line again, for longer", async ({
+    stack,
+    receiver,
+    defer,
+  }) => {
     const s = await stack({ WORKER_CONCURRENCY: "10" });
     const slow = await receiver(() => ({ status: 200, delayMs: 3_000 }));
     const sub = await subscribe(s.api, { url: slow.url, events: ["long.line"], max_in_flight: 1 });
@@ -197,10 +249,13 @@ describe("endpoint isolation", () => {
     expect(inLine).toHaveLength(2);
     const tail = inLine[1]!;
     await (await s.api.queue.queueOf(tail).getJob(tail))!.promote();
-    const again = await waitFor(async () => {
-      const p = await parkedUntil(tail);
-      return p !== null && p.at - Date.now() > 30 * 60_000 ? p : undefined;
-    }, { what: "the job parked again, for longer" });
+    const again = await waitFor(
+      async () => {
+        const p = await parkedUntil(tail);
+        return p !== null && p.at - Date.now() > 30 * 60_000 ? p : undefined;
+      },
+      { what: "the job parked again, for longer" },
+    );
     expect(again.at - Date.now()).toBeGreaterThan(47 * 60_000);
     expect(again.at - Date.now()).toBeLessThan(72 * 60_000 + 1_000);
     expect(await gate.lineLength(sub.id)).toBe(2);
@@ -250,10 +305,13 @@ describe("endpoint isolation", () => {
     await publish(s.api, { type: "held", data: { i: 0 } });
     await waitFor(() => rx.received.length === 1, { what: "the 429" });
     const refusedAt = rx.received[0]!.receivedAt;
-    const held = await waitFor(async () => {
-      const current = await health(s.api, sub.id);
-      return current.health.state === "circuit_open" ? current : undefined;
-    }, { what: "the hold" });
+    const held = await waitFor(
+      async () => {
+        const current = await health(s.api, sub.id);
+        return current.health.state === "circuit_open" ? current : undefined;
+      },
+      { what: "the hold" },
+    );
     expect(Date.parse(held.health.retry_at) - refusedAt).toBeGreaterThan(1_500);
     // Published during the hold: they wait for its end, not only the delivery that got the 429.
     for (let i = 1; i <= 4; i++) await publish(s.api, { type: "held", data: { i } });
@@ -261,15 +319,28 @@ describe("endpoint isolation", () => {
     await waitFor(() => rx.received.length === 6, { timeoutMs: 10_000, what: "all five delivered" });
     for (const webhook of rx.received.slice(1)) expect(webhook.receivedAt - refusedAt).toBeGreaterThanOrEqual(1_900);
     const deliveries = await deliveriesOfSubscription(s.api, sub.id);
-    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).every((d) => d.status === "delivered"), { what: "all delivered" });
+    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).every((d) => d.status === "delivered"), {
+      what: "all delivered",
+    });
     // One attempt each, but the first: two (the 429, then its retry after the hold).
     expect((await deliveriesOfSubscription(s.api, sub.id)).map((d) => d.attempts).sort()).toEqual([1, 1, 1, 1, 2]);
     expect(deliveries).toHaveLength(5);
-    expect((await health(s.api, sub.id)).health).toMatchObject({ state: "healthy", retry_at: null, consecutive_failures: 0 });
+    expect((await health(s.api, sub.id)).health).toMatchObject({
+      state: "healthy",
+      retry_at: null,
+      consecutive_failures: 0,
+    });
   });
 
-  it("opens the circuit, probes once per interval without spending attempts, and closes it on success", async ({ stack, receiver }) => {
-    const s = await stack({ RETRY_SCHEDULE: "100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms", CIRCUIT_FAILURE_THRESHOLD: "3", CIRCUIT_PROBE_INTERVAL: "1s" });
+  it("opens the circuit, probes once per interval without spending attempts, and closes it on success", async ({
+    stack,
+    receiver,
+  }) => {
+    const s = await stack({
+      RETRY_SCHEDULE: "100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms",
+      CIRCUIT_FAILURE_THRESHOLD: "3",
+      CIRCUIT_PROBE_INTERVAL: "1s",
+    });
     let up = false;
     const rx = await receiver(() => ({ status: up ? 200 : 500 }));
     const monitor = await receiver();
@@ -285,7 +356,9 @@ describe("endpoint isolation", () => {
     await subscribe(s.api, { url: everything.url, events: ["*"] });
 
     for (let i = 0; i < 10; i++) await publish(s.api, { type: "flaky", data: { i } });
-    await waitFor(async () => (await health(s.api, sub.id)).health.state === "circuit_open", { what: "the circuit to open" });
+    await waitFor(async () => (await health(s.api, sub.id)).health.state === "circuit_open", {
+      what: "the circuit to open",
+    });
     const opened = await health(s.api, sub.id);
     expect(opened.health.consecutive_failures).toBeGreaterThanOrEqual(3);
     expect(opened.health.retry_at).not.toBeNull();
@@ -309,30 +382,62 @@ describe("endpoint isolation", () => {
     );
 
     up = true;
-    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).every((d) => d.status === "delivered"), { timeoutMs: 10_000, what: "the backlog to drain" });
-    expect((await health(s.api, sub.id)).health).toMatchObject({ state: "healthy", consecutive_failures: 0, retry_at: null });
+    await waitFor(async () => (await deliveriesOfSubscription(s.api, sub.id)).every((d) => d.status === "delivered"), {
+      timeoutMs: 10_000,
+      what: "the backlog to drain",
+    });
+    expect((await health(s.api, sub.id)).health).toMatchObject({
+      state: "healthy",
+      consecutive_failures: 0,
+      retry_at: null,
+    });
 
     await waitFor(() => monitor.received.length === 2, { what: "circuit_opened and circuit_closed" });
-    expect(monitor.received.map((w) => w.json.type)).toEqual(["operational.subscription.circuit_opened", "operational.subscription.circuit_closed"]);
+    expect(monitor.received.map((w) => w.json.type)).toEqual([
+      "operational.subscription.circuit_opened",
+      "operational.subscription.circuit_closed",
+    ]);
     expect(monitor.received.every((w) => w.signatureValid)).toBe(true);
-    expect(monitor.received[0]!.json.data).toMatchObject({ subscription_id: sub.id, reason: "consecutive_failures", response_code: 500 });
-    expect(monitor.received[1]!.json.data).toMatchObject({ subscription_id: sub.id, reason: "probe_succeeded", response_code: 200, error: null });
+    expect(monitor.received[0]!.json.data).toMatchObject({
+      subscription_id: sub.id,
+      reason: "consecutive_failures",
+      response_code: 500,
+    });
+    expect(monitor.received[1]!.json.data).toMatchObject({
+      subscription_id: sub.id,
+      reason: "probe_succeeded",
+      response_code: 200,
+      error: null,
+    });
     expect(everything.received.filter((w) => w.json.type.startsWith("operational."))).toEqual([]);
   });
 
-  it("disables a subscription that keeps failing for AUTO_DISABLE_AFTER, and tells the operator", async ({ stack, receiver }) => {
-    const s = await stack({ RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms", AUTO_DISABLE_AFTER: "1s", CIRCUIT_FAILURE_THRESHOLD: "100" });
+  it("disables a subscription that keeps failing for AUTO_DISABLE_AFTER, and tells the operator", async ({
+    stack,
+    receiver,
+  }) => {
+    const s = await stack({
+      RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
+      AUTO_DISABLE_AFTER: "1s",
+      CIRCUIT_FAILURE_THRESHOLD: "100",
+    });
     const rx = await receiver(() => ({ status: 500, body: "down" }));
     const monitor = await receiver();
     const sub = await subscribe(s.api, { url: rx.url, events: ["doomed"] });
     const watcher = await subscribe(s.api, { url: monitor.url, events: ["operational.subscription.disabled"] });
     monitor.secrets.push(watcher.secret);
     await publish(s.api, { type: "doomed", data: {} });
-    await waitFor(async () => (await health(s.api, sub.id)).disabled_reason === "failing", { timeoutMs: 10_000, what: "auto-disable" });
+    await waitFor(async () => (await health(s.api, sub.id)).disabled_reason === "failing", {
+      timeoutMs: 10_000,
+      what: "auto-disable",
+    });
     const disabled = await health(s.api, sub.id);
     expect(disabled).toMatchObject({ active: false, disabled_reason: "failing" });
     await waitFor(() => monitor.received.length === 1, { what: "the disabled event" });
-    expect(monitor.received[0]!.json).toMatchObject({ type: "operational.subscription.disabled", data: { subscription_id: sub.id, reason: "failing", response_code: 500 } });
+    expect(monitor.received[0]!.json).toMatchObject({
+      type: "operational.subscription.disabled",
+      data: { subscription_id: sub.id, reason: "failing", response_code: 500 },
+    });
     expect(monitor.received[0]!.signatureValid).toBe(true);
 
     // Its pending delivery stays as it is, unattempted, while disabled.
@@ -366,13 +471,22 @@ describe("endpoint isolation", () => {
     monitor.secrets.push(watcher.secret);
     await publish(s.api, { type: "gone", data: {} });
     await waitFor(() => monitor.received.length === 1, { what: "the disabled event" });
-    expect(monitor.received[0]!.json.data).toMatchObject({ subscription_id: sub.id, reason: "gone", response_code: 410 });
+    expect(monitor.received[0]!.json.data).toMatchObject({
+      subscription_id: sub.id,
+      reason: "gone",
+      response_code: 410,
+    });
     expect(monitor.received[0]!.signatureValid).toBe(true);
     expect(await health(s.api, sub.id)).toMatchObject({ active: false, disabled_reason: "gone" });
     expect(rx.received).toHaveLength(1);
   });
 
-  it("leaves a disabled subscription's waiting deliveries unclaimed, and sends them once it is enabled again", async ({ database, inProcessWorker, receiver, defer }) => {
+  it("leaves a disabled subscription's waiting deliveries unclaimed, and sends them once it is enabled again", async ({
+    database,
+    inProcessWorker,
+    receiver,
+    defer,
+  }) => {
     const env = testEnv(database.url, { RETRY_SCHEDULE: "100ms" });
     const api = await startTestApi(loadConfig(env));
     defer(() => api.close());
@@ -402,15 +516,23 @@ describe("endpoint isolation", () => {
     gone = false;
     const enabled = await api.call("PUT", `/v1/subscriptions/${sub.id}`, { json: { active: true } });
     expect(enabled).toMatchObject({ status: 200, body: { active: true, disabled_reason: null } });
-    await waitFor(async () => (await deliveriesOfSubscription(api, sub.id)).filter((d) => d.status === "delivered").length === 3, {
-      timeoutMs: 10_000,
-      what: "the three waiting deliveries delivered",
-    });
+    await waitFor(
+      async () => (await deliveriesOfSubscription(api, sub.id)).filter((d) => d.status === "delivered").length === 3,
+      {
+        timeoutMs: 10_000,
+        what: "the three waiting deliveries delivered",
+      },
+    );
     expect(rx.received).toHaveLength(4);
     expect(await gate.lineLength(sub.id)).toBe(0);
   });
 
-  it("sends a disabled subscription's waiting deliveries once it is deleted (it can never be enabled again)", async ({ database, inProcessWorker, receiver, defer }) => {
+  it("sends a disabled subscription's waiting deliveries once it is deleted (it can never be enabled again)", async ({
+    database,
+    inProcessWorker,
+    receiver,
+    defer,
+  }) => {
     const env = testEnv(database.url, { RETRY_SCHEDULE: "100ms" });
     const api = await startTestApi(loadConfig(env));
     defer(() => api.close());
@@ -427,16 +549,26 @@ describe("endpoint isolation", () => {
     // would otherwise wait for an enable that can no longer come.
     gone = false;
     expect(await api.call("DELETE", `/v1/subscriptions/${sub.id}`)).toMatchObject({ status: 200 });
-    await waitFor(async () => (await deliveriesOfSubscription(api, sub.id)).filter((d) => d.status === "delivered").length === 3, {
-      timeoutMs: 10_000,
-      what: "the three waiting deliveries delivered",
-    });
+    await waitFor(
+      async () => (await deliveriesOfSubscription(api, sub.id)).filter((d) => d.status === "delivered").length === 3,
+      {
+        timeoutMs: 10_000,
+        what: "the three waiting deliveries delivered",
+      },
+    );
     expect(rx.received).toHaveLength(4);
     expect(await gate.lineLength(sub.id)).toBe(0);
   });
 
   it("delivers everything once receivers recover, with nothing lost or left waiting", async ({ stack, receiver }) => {
-    const s = await stack({ WORKER_CONCURRENCY: "10", DEFAULT_MAX_IN_FLIGHT: "2", RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms", CIRCUIT_FAILURE_THRESHOLD: "2", CIRCUIT_PROBE_INTERVAL: "500ms", DELIVERY_TIMEOUT: "1s" });
+    const s = await stack({
+      WORKER_CONCURRENCY: "10",
+      DEFAULT_MAX_IN_FLIGHT: "2",
+      RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
+      CIRCUIT_FAILURE_THRESHOLD: "2",
+      CIRCUIT_PROBE_INTERVAL: "500ms",
+      DELIVERY_TIMEOUT: "1s",
+    });
     let up = false;
     const flaky = await Promise.all([0, 1, 2].map(() => receiver(() => (up ? { status: 200 } : { status: 503 }))));
     const slow = await receiver(() => (up ? { status: 200 } : { status: 200, delayMs: 5_000 }));
@@ -444,17 +576,30 @@ describe("endpoint isolation", () => {
     for (let i = 0; i < 25; i++) await publish(s.api, { type: "burst", data: { i } });
     await sleep(2_000);
     up = true;
-    await waitFor(async () => ((await s.api.call("GET", "/v1/deliveries?limit=100&status=delivered")).body.data as unknown[]).length === 100, {
-      timeoutMs: 30_000,
-      what: "all 100 delivered",
-    });
-    for (const rx of [...flaky, slow]) expect(new Set(rx.received.filter((w) => w.headers["webhook-id"]).map((w) => w.json.data.i)).size).toBe(25);
+    await waitFor(
+      async () =>
+        ((await s.api.call("GET", "/v1/deliveries?limit=100&status=delivered")).body.data as unknown[]).length === 100,
+      {
+        timeoutMs: 30_000,
+        what: "all 100 delivered",
+      },
+    );
+    for (const rx of [...flaky, slow])
+      expect(new Set(rx.received.filter((w) => w.headers["webhook-id"]).map((w) => w.json.data.i)).size).toBe(25);
   });
 
-  it("delivers everything, within the limits, when a worker is killed mid-run holding slots", async ({ receiver, twoWorkerProcesses }) => {
+  it("delivers everything, within the limits, when a worker is killed mid-run holding slots", async ({
+    receiver,
+    twoWorkerProcesses,
+  }) => {
     // The killed worker's slots come back when their lease ends (DELIVERY_TIMEOUT + 5 s), and the
     // reconciler wakes the lines it left; nothing waits for a wake that died with it.
-    const { api, workers } = await twoWorkerProcesses({ WORKER_CONCURRENCY: "10", DELIVERY_TIMEOUT: "1s", JOB_LOCK_DURATION: "2s", RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms" });
+    const { api, workers } = await twoWorkerProcesses({
+      WORKER_CONCURRENCY: "10",
+      DELIVERY_TIMEOUT: "1s",
+      JOB_LOCK_DURATION: "2s",
+      RETRY_SCHEDULE: "200ms,200ms,200ms,200ms,200ms",
+    });
     const rx = await receiver(() => ({ status: 200, delayMs: 100 }));
     const sub = await subscribe(api, { url: rx.url, events: ["killed"], max_in_flight: 2 });
     rx.secrets.push(sub.secret);
@@ -462,7 +607,10 @@ describe("endpoint isolation", () => {
     await waitFor(() => rx.received.length >= 10, { what: "the run to be under way" });
     workers[0]!.kill("SIGKILL");
     await workers[0]!.exited;
-    await waitFor(async () => (await deliveriesOfSubscription(api, sub.id)).every((d) => d.status === "delivered"), { timeoutMs: 40_000, what: "all 40 delivered" });
+    await waitFor(async () => (await deliveriesOfSubscription(api, sub.id)).every((d) => d.status === "delivered"), {
+      timeoutMs: 40_000,
+      what: "all 40 delivered",
+    });
     expect(new Set(rx.received.map((w) => w.json.data.i)).size).toBe(40);
     expect(rx.maxConcurrent).toBeLessThanOrEqual(2);
     expect(rx.received.every((w) => w.signatureValid)).toBe(true);

@@ -19,12 +19,17 @@ interface LogLine {
 /** A Logger that keeps what it is given, to read back in the test. */
 function capturingLogger(lines: LogLine[]): Logger {
   const at = (level: LogLine["level"]) => (fields: Record<string, unknown> | string, message?: string) =>
-    void lines.push(typeof fields === "string" ? { level, fields: {}, message: fields } : { level, fields, message: message ?? "" });
+    void lines.push(
+      typeof fields === "string" ? { level, fields: {}, message: fields } : { level, fields, message: message ?? "" },
+    );
   const logger = { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error"), child: () => logger };
   return logger as unknown as Logger;
 }
 
-it("a job whose lock another worker took is logged as having left this worker, not as a Redis error", async ({ queuedAttempt, defer }) => {
+it("a job whose lock another worker took is logged as having left this worker, not as a Redis error", async ({
+  queuedAttempt,
+  defer,
+}) => {
   const LOCK_MS = 1_000;
   const lines: LogLine[] = [];
   // The request is held open until the test has taken the job's lock away.

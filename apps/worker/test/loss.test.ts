@@ -1,6 +1,16 @@
-import { loadConfig, withDeadline } from "@webhooks/core";
-import { sql, startPrivateRedis, startTcpProxy, testEnv, waitFor, type PrivateRedis, type ReceivedWebhook, type TestDatabase, type TestReceiver } from "@webhooks/testing";
 import { startTestApi, type TestApi } from "@webhooks/api/testing";
+import { loadConfig, withDeadline } from "@webhooks/core";
+import {
+  type PrivateRedis,
+  type ReceivedWebhook,
+  sql,
+  startPrivateRedis,
+  startTcpProxy,
+  type TestDatabase,
+  type TestReceiver,
+  testEnv,
+  waitFor,
+} from "@webhooks/testing";
 import { Redis } from "ioredis";
 import { describe, expect } from "vitest";
 import { attemptsByEvent, countByStatus, duplicates, publishBurst, recordedRetries } from "./burst.ts";
@@ -29,7 +39,12 @@ const it = workerTest.extend("setup", async ({ database, receiver, defer }) => {
     const redis = await startPrivateRedis();
     defer(() => redis.stop());
     // A generous timeout: on a busy 2-core machine a slow answer should not turn into a retry.
-    const env = testEnv(database.url, { REDIS_URL: redis.url, RECONCILE_INTERVAL: "500ms", DELIVERY_TIMEOUT: "10s", ...overrides });
+    const env = testEnv(database.url, {
+      REDIS_URL: redis.url,
+      RECONCILE_INTERVAL: "500ms",
+      DELIVERY_TIMEOUT: "10s",
+      ...overrides,
+    });
     const api = await startTestApi(loadConfig(env));
     defer(() => api.close());
     const rx = await receiver(reply);
@@ -85,7 +100,10 @@ describe("no accepted event is ever lost", () => {
 
   it("when a worker process is killed with SIGKILL in the middle of a burst", async ({ setup, workerProcess }) => {
     // A receiver slow enough that the worker always has requests in flight when it is killed.
-    const s = await setup({ WORKER_CONCURRENCY: "20", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s" }, () => ({ status: 200, delayMs: 50 }));
+    const s = await setup({ WORKER_CONCURRENCY: "20", JOB_LOCK_DURATION: "2s", DELIVERY_TIMEOUT: "3s" }, () => ({
+      status: 200,
+      delayMs: 50,
+    }));
     const doomed = await workerProcess(s.env);
     let killed = false;
     const eventIds = await publishBurst(s.api, 1_000, {
@@ -126,7 +144,11 @@ describe("no accepted event is ever lost", () => {
     await expectAllDelivered(s, eventIds, "Redis down");
   });
 
-  it("when the network path to Redis dies without a reset: the API and the worker drop their silent connections and make new ones", async ({ setup, inProcessWorker, defer }) => {
+  it("when the network path to Redis dies without a reset: the API and the worker drop their silent connections and make new ones", async ({
+    setup,
+    inProcessWorker,
+    defer,
+  }) => {
     const s = await setup();
     // The API and the worker reach Redis through a proxy whose open connections then go silent,
     // as when the Redis host is gone or failed over to another address: nothing answers, nothing
@@ -138,14 +160,19 @@ describe("no accepted event is ever lost", () => {
     defer(() => api.close());
     await inProcessWorker(env);
     const before = await publishBurst(api, 5, { concurrency: 5 });
-    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 5, { what: "the first events delivered" });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 5, {
+      what: "the first events delivered",
+    });
 
     proxy.blackhole();
     // Accepted all the same: the enqueue gives up after its deadline, and the event is committed.
     const during = await publishBurst(api, 20, { concurrency: 10 });
     // Without a socket timeout the worker would wait for the kernel to give up on its
     // connections, a quarter of an hour; with it, they are made again after 15 s.
-    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 25, { timeoutMs: 60_000, what: "every event delivered through new connections" });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 25, {
+      timeoutMs: 60_000,
+      what: "every event delivered through new connections",
+    });
     await expectAllDelivered(s, [...before, ...during], "silent network path");
 
     // The API's connection was made again too (the reconciler alone would have delivered the
@@ -153,7 +180,11 @@ describe("no accepted event is ever lost", () => {
     expect(await withDeadline(api.queue.dispatching(), 5_000, "the API's Redis")).toBe(0);
   });
 
-  it("when the worker's network path to PostgreSQL dies without a reset: its statements give up after DATABASE_QUERY_TIMEOUT, and new connections carry on", async ({ setup, inProcessWorker, defer }) => {
+  it("when the worker's network path to PostgreSQL dies without a reset: its statements give up after DATABASE_QUERY_TIMEOUT, and new connections carry on", async ({
+    setup,
+    inProcessWorker,
+    defer,
+  }) => {
     const s = await setup();
     // The worker reaches PostgreSQL through a proxy whose open connections then go silent, as
     // when the database host is gone or failed over to another address. The API does not.
@@ -163,17 +194,25 @@ describe("no accepted event is ever lost", () => {
     database.port = String(proxy.port);
     await inProcessWorker({ ...s.env, DATABASE_URL: database.toString(), DATABASE_QUERY_TIMEOUT: "3s" });
     const before = await publishBurst(s.api, 5, { concurrency: 5 });
-    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 5, { what: "the first events delivered" });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 5, {
+      what: "the first events delivered",
+    });
 
     proxy.blackhole();
     const during = await publishBurst(s.api, 20, { concurrency: 10 });
     // Without the timeout, every connection of the worker's pools would hang its statement until
     // the kernel gives up on it, a quarter of an hour.
-    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 25, { timeoutMs: 60_000, what: "every event delivered through new connections" });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 25, {
+      timeoutMs: 60_000,
+      what: "every event delivered through new connections",
+    });
     await expectAllDelivered(s, [...before, ...during], "silent path to PostgreSQL");
   });
 
-  it("when a resend and a recover are accepted while Redis does not answer: the reconciler runs the jobs they could not bring forward", async ({ setup, inProcessWorker }) => {
+  it("when a resend and a recover are accepted while Redis does not answer: the reconciler runs the jobs they could not bring forward", async ({
+    setup,
+    inProcessWorker,
+  }) => {
     // Each event's first request fails, and its retry is an hour away.
     const seen = new Set<string>();
     const idOf = (webhook: ReceivedWebhook) => String(webhook.headers["webhook-id"]);
@@ -184,9 +223,17 @@ describe("no accepted event is ever lost", () => {
     });
     await inProcessWorker(s.env);
     const [resent, recovered] = await publishBurst(s.api, 2, { concurrency: 1 });
-    await waitFor(async () => (await countByStatus(s.database.url)).failed === 2, { what: "both failed, their retry an hour away" });
+    await waitFor(async () => (await countByStatus(s.database.url)).failed === 2, {
+      what: "both failed, their retry an hour away",
+    });
     const deliveryOf = async (eventId: string) =>
-      (await sql<{ id: string; subscription_id: string }>(s.database.url, "SELECT id, subscription_id FROM deliveries WHERE event_id = $1", [eventId]))[0]!;
+      (
+        await sql<{ id: string; subscription_id: string }>(
+          s.database.url,
+          "SELECT id, subscription_id FROM deliveries WHERE event_id = $1",
+          [eventId],
+        )
+      )[0]!;
     const [d1, d2] = [await deliveryOf(resent!), await deliveryOf(recovered!)];
     const subscriptionId = d1.subscription_id;
 
@@ -194,16 +241,25 @@ describe("no accepted event is ever lost", () => {
     s.redis.pause();
     try {
       expect((await s.api.call("POST", `/v1/deliveries/${d1.id}/retry`)).status).toBe(202);
-      const recovery = await s.api.call("POST", `/v1/subscriptions/${subscriptionId}/recover`, { json: { since: "2020-01-01T00:00:00Z" } });
+      const recovery = await s.api.call("POST", `/v1/subscriptions/${subscriptionId}/recover`, {
+        json: { since: "2020-01-01T00:00:00Z" },
+      });
       expect(recovery).toMatchObject({ status: 202, body: { deliveries: 1 } });
     } finally {
       s.redis.resume();
     }
-    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 2, { timeoutMs: 20_000, what: `${d1.id} and ${d2.id} delivered, not in an hour` });
+    await waitFor(async () => (await countByStatus(s.database.url)).delivered === 2, {
+      timeoutMs: 20_000,
+      what: `${d1.id} and ${d2.id} delivered, not in an hour`,
+    });
     expect(s.rx.received.map(idOf).sort()).toEqual([resent, resent, recovered, recovered].sort());
   });
 
-  it("when the worker cannot reach PostgreSQL: its jobs are parked, spending none of their BullMQ attempts, and go once it is back", async ({ setup, inProcessWorker, defer }) => {
+  it("when the worker cannot reach PostgreSQL: its jobs are parked, spending none of their BullMQ attempts, and go once it is back", async ({
+    setup,
+    inProcessWorker,
+    defer,
+  }) => {
     // The reconciler runs once at the start and not again: it must not be what brings the jobs back.
     const s = await setup({ RECONCILE_INTERVAL: "10m" });
     const target = new URL(s.database.url);
@@ -221,11 +277,16 @@ describe("no accepted event is ever lost", () => {
     const jobs = async () => Promise.all(ids.map((id) => s.api.queue.queueOf(id).getJob(id)));
     // Each job was taken, met the outage and was parked; BullMQ's own retries (5, then the job is
     // dropped) were not touched.
-    await waitFor(async () => (await jobs()).every((job) => job !== undefined && job.processedOn !== undefined), { what: "every job taken once" });
-    await waitFor(async () => {
-      const all = await jobs();
-      return (await Promise.all(all.map((job) => job!.isDelayed()))).every(Boolean) ? all : undefined;
-    }, { what: "every job parked" });
+    await waitFor(async () => (await jobs()).every((job) => job !== undefined && job.processedOn !== undefined), {
+      what: "every job taken once",
+    });
+    await waitFor(
+      async () => {
+        const all = await jobs();
+        return (await Promise.all(all.map((job) => job!.isDelayed()))).every(Boolean) ? all : undefined;
+      },
+      { what: "every job parked" },
+    );
     expect((await jobs()).map((job) => job!.attemptsMade)).toEqual(Array(20).fill(0));
     expect(s.rx.received).toHaveLength(0);
 

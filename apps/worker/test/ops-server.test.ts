@@ -19,7 +19,14 @@ new Gauge({
   },
 });
 const logLines: Record<string, unknown>[] = [];
-const server = createOpsServer(registry, createLogger({ level: "info", name: "worker", destination: { write: (line: string) => void logLines.push(JSON.parse(line)) } }));
+const server = createOpsServer(
+  registry,
+  createLogger({
+    level: "info",
+    name: "worker",
+    destination: { write: (line: string) => void logLines.push(JSON.parse(line)) },
+  }),
+);
 let baseUrl = "";
 
 beforeAll(async () => {
@@ -32,14 +39,24 @@ async function call(method: string, path: string) {
   const response = await request(`${baseUrl}${path}`, { method: method as "GET" });
   const text = await response.body.text();
   const headers = response.headers as Record<string, string>;
-  return { status: response.statusCode, headers, text, json: () => JSON.parse(text) as { error: Record<string, unknown> } };
+  return {
+    status: response.statusCode,
+    headers,
+    text,
+    json: () => JSON.parse(text) as { error: Record<string, unknown> },
+  };
 }
 
 function expectContractError(response: Awaited<ReturnType<typeof call>>, status: number, type: string, code: string) {
   expect(response.status).toBe(status);
   expect(response.headers["content-type"]).toBe("application/json");
   expect(response.headers["request-id"]).toMatch(/^req_/);
-  expect(response.json().error).toEqual({ type, code, message: expect.any(String), request_id: response.headers["request-id"] });
+  expect(response.json().error).toEqual({
+    type,
+    code,
+    message: expect.any(String),
+    request_id: response.headers["request-id"],
+  });
 }
 
 describe("the worker's ops server", () => {
@@ -53,11 +70,16 @@ describe("the worker's ops server", () => {
     const head = await call("HEAD", "/metrics");
     expect(head.status).toBe(200);
     expect(head.text).toBe("");
-    for (const path of ["/healthz", "/healthz?probe=k8s"]) expect((await call("GET", path)).text, path).toBe('{"status":"ok"}');
+    for (const path of ["/healthz", "/healthz?probe=k8s"])
+      expect((await call("GET", path)).text, path).toBe('{"status":"ok"}');
   });
 
   test("answers another method with 405 and Allow, another path with 404, in the contract's shape", async () => {
-    for (const [method, path] of [["POST", "/metrics"], ["DELETE", "/healthz"], ["PUT", "/metrics?x=1"]] as const) {
+    for (const [method, path] of [
+      ["POST", "/metrics"],
+      ["DELETE", "/healthz"],
+      ["PUT", "/metrics?x=1"],
+    ] as const) {
       const response = await call(method, path);
       expectContractError(response, 405, "invalid_request_error", "method_not_allowed");
       expect(response.headers.allow).toBe("GET, HEAD");
@@ -73,7 +95,13 @@ describe("the worker's ops server", () => {
       const response = await call("GET", "/metrics");
       expectContractError(response, 500, "api_error", "internal_error");
       expect(response.text).not.toContain("collect failed");
-      expect(logLines).toContainEqual(expect.objectContaining({ level: 50, requestId: response.headers["request-id"], msg: "could not read the metrics" }));
+      expect(logLines).toContainEqual(
+        expect.objectContaining({
+          level: 50,
+          requestId: response.headers["request-id"],
+          msg: "could not read the metrics",
+        }),
+      );
     } finally {
       failing = false;
     }

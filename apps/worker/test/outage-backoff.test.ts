@@ -35,7 +35,8 @@ describe("the worker's back-off while PostgreSQL is unreachable", () => {
   it("logs one line every 10 s, not one per job", () => {
     const lines: unknown[] = [];
     const backoff = outageBackoff(() => 0.5);
-    for (let now = 0; now < 25_000; now += 100) backoff.parkFor({ warn: (details: unknown) => void lines.push(details) }, now);
+    for (let now = 0; now < 25_000; now += 100)
+      backoff.parkFor({ warn: (details: unknown) => void lines.push(details) }, now);
     expect(lines).toEqual([{ outageMs: 0 }, { outageMs: 10_000 }, { outageMs: 20_000 }]);
   });
 });

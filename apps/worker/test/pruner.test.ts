@@ -1,8 +1,8 @@
 import { createLogger, loadConfig, SecretBox } from "@webhooks/core";
-import { createDatabase, createSubscription, publishEvents, type Database } from "@webhooks/db";
-import { createTestDatabase, sql, testEnv, waitFor, type TestDatabase } from "@webhooks/testing";
+import { createDatabase, createSubscription, type Database, publishEvents } from "@webhooks/db";
+import { createTestDatabase, sql, type TestDatabase, testEnv, waitFor } from "@webhooks/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startWorker, type RunningWorker } from "../src/index.ts";
+import { type RunningWorker, startWorker } from "../src/index.ts";
 
 /** Contract §14 in a running worker: the pruner runs on PRUNE_INTERVAL and deletes what RETENTION says. */
 let testDb: TestDatabase;
@@ -27,16 +27,27 @@ async function metric(port: number, table: string): Promise<number | undefined> 
 
 it("prunes an old delivered delivery, its attempt and its event on its interval, and counts them", async () => {
   await createSubscription(
-    { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 6)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
+    {
+      db: database.prisma,
+      secretBox: new SecretBox(Buffer.alloc(32, 6)),
+      destinationPolicy: { allowHttp: true, allowPrivateNetworks: true },
+      defaultMaxInFlight: 10,
+    },
     { url: "https://example.com/pruned", events: ["order.paid"] },
   );
-  const results = await publishEvents({ sql: database.sql }, [{ type: "order.paid", data: { n: 1 } }, { type: "order.paid", data: { n: 2 } }]);
+  const results = await publishEvents({ sql: database.sql }, [
+    { type: "order.paid", data: { n: 1 } },
+    { type: "order.paid", data: { n: 2 } },
+  ]);
   const [old, recent] = results.map((r) => {
     if (r instanceof Error) throw r;
     return { event: r.event.id, delivery: r.deliveryIds[0]! };
   });
   // Both delivered (so the worker has nothing to send); one two hours ago, one just now.
-  await sql(testDb.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL, attempts = 1, response_code = 200");
+  await sql(
+    testDb.url,
+    "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL, attempts = 1, response_code = 200",
+  );
   await sql(testDb.url, "UPDATE deliveries SET created_at = now() - interval '2 hours' WHERE id = $1", [old!.delivery]);
   await sql(testDb.url, "UPDATE events SET created_at = now() - interval '2 hours' WHERE id = $1", [old!.event]);
   await sql(
@@ -45,21 +56,38 @@ it("prunes an old delivered delivery, its attempt and its event on its interval,
      SELECT 'att_' || substr(id, 5), id, 1, url, created_at, 12, 200 FROM deliveries`,
   );
 
-  worker = await startWorker(loadConfig(testEnv(testDb.url, { RETENTION: "1h", PRUNE_INTERVAL: "200ms" })), createLogger({ level: "silent", name: "worker" }));
+  worker = await startWorker(
+    loadConfig(testEnv(testDb.url, { RETENTION: "1h", PRUNE_INTERVAL: "200ms" })),
+    createLogger({ level: "silent", name: "worker" }),
+  );
   expect(await metric(worker.metricsPort, "deliveries")).toBe(0);
 
-  await waitFor(async () => (await sql(testDb.url, "SELECT 1 FROM events WHERE id = $1", [old!.event])).length === 0, { timeoutMs: 10_000, what: "the old event to be pruned" });
-  expect((await sql<{ id: string }>(testDb.url, "SELECT id FROM deliveries")).map((r) => r.id)).toEqual([recent!.delivery]);
-  expect((await sql<{ delivery_id: string }>(testDb.url, "SELECT delivery_id FROM delivery_attempts")).map((r) => r.delivery_id)).toEqual([recent!.delivery]);
+  await waitFor(async () => (await sql(testDb.url, "SELECT 1 FROM events WHERE id = $1", [old!.event])).length === 0, {
+    timeoutMs: 10_000,
+    what: "the old event to be pruned",
+  });
+  expect((await sql<{ id: string }>(testDb.url, "SELECT id FROM deliveries")).map((r) => r.id)).toEqual([
+    recent!.delivery,
+  ]);
+  expect(
+    (await sql<{ delivery_id: string }>(testDb.url, "SELECT delivery_id FROM delivery_attempts")).map(
+      (r) => r.delivery_id,
+    ),
+  ).toEqual([recent!.delivery]);
   expect((await sql<{ id: string }>(testDb.url, "SELECT id FROM events")).map((r) => r.id)).toEqual([recent!.event]);
   expect(await metric(worker.metricsPort, "deliveries")).toBe(1);
   expect(await metric(worker.metricsPort, "delivery_attempts")).toBe(1);
   expect(await metric(worker.metricsPort, "events")).toBe(1);
 
   // It keeps running: a delivery that finishes later and is old enough goes on a later pass.
-  await sql(testDb.url, "UPDATE deliveries SET created_at = now() - interval '3 hours' WHERE id = $1", [recent!.delivery]);
+  await sql(testDb.url, "UPDATE deliveries SET created_at = now() - interval '3 hours' WHERE id = $1", [
+    recent!.delivery,
+  ]);
   await sql(testDb.url, "UPDATE events SET created_at = now() - interval '3 hours' WHERE id = $1", [recent!.event]);
-  await waitFor(async () => (await sql(testDb.url, "SELECT 1 FROM events")).length === 0, { timeoutMs: 10_000, what: "the second event to be pruned" });
+  await waitFor(async () => (await sql(testDb.url, "SELECT 1 FROM events")).length === 0, {
+    timeoutMs: 10_000,
+    what: "the second event to be pruned",
+  });
   expect(await metric(worker.metricsPort, "deliveries")).toBe(2);
 });
 
@@ -71,9 +99,15 @@ it("keeps everything with RETENTION=off: no pruner runs", async () => {
     if (r instanceof Error) throw r;
     return r.event.id;
   });
-  await sql(testDb.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL, created_at = now() - interval '400 days'");
+  await sql(
+    testDb.url,
+    "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL, created_at = now() - interval '400 days'",
+  );
   await sql(testDb.url, "UPDATE events SET created_at = now() - interval '400 days'");
-  worker = await startWorker(loadConfig(testEnv(testDb.url, { RETENTION: "off", PRUNE_INTERVAL: "100ms" })), createLogger({ level: "silent", name: "worker" }));
+  worker = await startWorker(
+    loadConfig(testEnv(testDb.url, { RETENTION: "off", PRUNE_INTERVAL: "100ms" })),
+    createLogger({ level: "silent", name: "worker" }),
+  );
   await new Promise((resolve) => setTimeout(resolve, 600));
   expect((await sql<{ id: string }>(testDb.url, "SELECT id FROM events")).map((r) => r.id)).toEqual([kept]);
   expect(await metric(worker.metricsPort, "deliveries")).toBeUndefined();

@@ -1,5 +1,5 @@
 import { Writable } from "node:stream";
-import { createLogger, jobCatalog, SecretBox, type Logger } from "@webhooks/core";
+import { createLogger, jobCatalog, type Logger, SecretBox } from "@webhooks/core";
 import { createDatabase, createSubscription, publishEvents } from "@webhooks/db";
 import { createRedisConnection, DeliveryGate, DeliveryQueue, dispatchJobId } from "@webhooks/queue";
 import { REDIS_URL, sql, testQueuePrefix, waitFor } from "@webhooks/testing";
@@ -30,42 +30,74 @@ const it = workerTest.extend("reconcilerSetUp", async ({ database: testDb, defer
     if (keys.length > 0) await redis.del(...keys);
   });
   const metrics = createWorkerMetrics(queue);
-  const newReconciler = (queue: DeliveryQueue, logger: Logger = createLogger({ level: "silent", name: "test" }), gate = new DeliveryGate(gateRedis, prefix)) =>
-    new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, 60_000);
+  const newReconciler = (
+    queue: DeliveryQueue,
+    logger: Logger = createLogger({ level: "silent", name: "test" }),
+    gate = new DeliveryGate(gateRedis, prefix),
+  ) => new Reconciler({ sql: database.sql, queue, gate, logger, metrics }, 60_000);
   const reconciler = newReconciler(queue);
   await createSubscription(
-    { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 5)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 },
+    {
+      db: database.prisma,
+      secretBox: new SecretBox(Buffer.alloc(32, 5)),
+      destinationPolicy: { allowHttp: true, allowPrivateNetworks: true },
+      defaultMaxInFlight: 10,
+    },
     { url: "https://example.com/backlog", events: ["*"] },
   );
   const publish = async (count: number): Promise<string[]> => {
-    const results = await publishEvents({ sql: database.sql }, Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })));
+    const results = await publishEvents(
+      { sql: database.sql },
+      Array.from({ length: count }, (_, i) => ({ type: "backlog.test", data: { i } })),
+    );
     return results.flatMap((r) => (r instanceof Error ? [] : r.deliveryIds));
   };
   return { databaseUrl: testDb.url, redis, gateRedis, prefix, queue, metrics, reconciler, newReconciler, publish };
 });
 
 describe("the reconciler", () => {
-  it("does not enqueue a delivery that ended while Redis was being asked about it", async ({ reconcilerSetUp: { databaseUrl, redis, queue, newReconciler, publish }, defer }) => {
+  it("does not enqueue a delivery that ended while Redis was being asked about it", async ({
+    reconcilerSetUp: { databaseUrl, redis, queue, newReconciler, publish },
+    defer,
+  }) => {
     const ids = await publish(3);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
     // Workers deliver all three between the reconciler's read and its question to Redis: their
     // rows are written first, then their finished jobs leave Redis (they never had one here).
     class DeliveredMeanwhile extends DeliveryQueue {
       override async inspect(deliveryIds: string[]): Promise<{ missing: string[]; late: string[] }> {
-        await sql(databaseUrl, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1::text[])", [deliveryIds]);
+        await sql(
+          databaseUrl,
+          "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1::text[])",
+          [deliveryIds],
+        );
         return super.inspect(deliveryIds);
       }
     }
     const racing = new DeliveredMeanwhile(redis, prefix);
     defer(() => racing.close());
-    expect(await newReconciler(racing).reconcileOnce()).toEqual({ scanned: 3, enqueued: 0, justDue: 0, promoted: 0, full: true, orphansDropped: 0, saved: true });
+    expect(await newReconciler(racing).reconcileOnce()).toEqual({
+      scanned: 3,
+      enqueued: 0,
+      justDue: 0,
+      promoted: 0,
+      full: true,
+      orphansDropped: 0,
+      saved: true,
+    });
     expect(await queue.withoutJob(ids)).toEqual(ids);
   });
 
-  it("warns of lost jobs, and logs deliveries that came due moments ago (perhaps still being enqueued by the API) at info", async ({ reconcilerSetUp: { databaseUrl, queue, newReconciler, publish } }) => {
+  it("warns of lost jobs, and logs deliveries that came due moments ago (perhaps still being enqueued by the API) at info", async ({
+    reconcilerSetUp: { databaseUrl, queue, newReconciler, publish },
+  }) => {
     const [lost, onTheirWay] = await publish(2);
-    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes' WHERE id = $1", [lost]);
-    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [onTheirWay]);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes' WHERE id = $1", [
+      lost,
+    ]);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [
+      onTheirWay,
+    ]);
     const lines: { level: number; msg: string; enqueued: number }[] = [];
     const sink = new Writable({
       write(chunk: Buffer, _encoding, done) {
@@ -87,9 +119,13 @@ describe("the reconciler", () => {
     expect(await queue.withoutJob([lost!, onTheirWay!])).toEqual([]);
   });
 
-  it("reports what a pass enqueued even when nudging the gate's lines fails in the same round", async ({ reconcilerSetUp: { databaseUrl, gateRedis, prefix, queue, newReconciler, publish } }) => {
+  it("reports what a pass enqueued even when nudging the gate's lines fails in the same round", async ({
+    reconcilerSetUp: { databaseUrl, gateRedis, prefix, queue, newReconciler, publish },
+  }) => {
     const [lost] = await publish(1);
-    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes' WHERE id = $1", [lost]);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes' WHERE id = $1", [
+      lost,
+    ]);
     const lines: { level: number; msg: string }[] = [];
     const sink = new Writable({
       write(chunk: Buffer, _encoding, done) {
@@ -102,7 +138,11 @@ describe("the reconciler", () => {
         throw new Error("Connection is closed.");
       }
     }
-    const reconciler = newReconciler(queue, createLogger({ level: "info", name: "test", destination: sink }), new FailingNudges(gateRedis, prefix));
+    const reconciler = newReconciler(
+      queue,
+      createLogger({ level: "info", name: "test", destination: sink }),
+      new FailingNudges(gateRedis, prefix),
+    );
     reconciler.start();
     try {
       await waitFor(() => lines.length >= 2, { what: "the round's two log lines" });
@@ -117,7 +157,10 @@ describe("the reconciler", () => {
     expect(await queue.withoutJob([lost!])).toEqual([]);
   });
 
-  it("counts what each page checked and enqueued as it goes, so a pass that fails midway still counts it", async ({ reconcilerSetUp: { databaseUrl, redis, metrics, newReconciler, publish }, defer }) => {
+  it("counts what each page checked and enqueued as it goes, so a pass that fails midway still counts it", async ({
+    reconcilerSetUp: { databaseUrl, redis, metrics, newReconciler, publish },
+    defer,
+  }) => {
     // Two pages of due deliveries without a job (a page is 500); Redis fails the second page's enqueue.
     await publish(501);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
@@ -130,15 +173,21 @@ describe("the reconciler", () => {
     }
     const failing = new FailingSecondEnqueue(redis, prefix);
     defer(() => failing.close());
-    const counted = async (counter: { get(): Promise<{ values: { value: number }[] }> }) => (await counter.get()).values[0]?.value ?? 0;
-    const [scannedBefore, enqueuedBefore] = [await counted(metrics.reconcilerScanned), await counted(metrics.reconcilerEnqueued)];
+    const counted = async (counter: { get(): Promise<{ values: { value: number }[] }> }) =>
+      (await counter.get()).values[0]?.value ?? 0;
+    const [scannedBefore, enqueuedBefore] = [
+      await counted(metrics.reconcilerScanned),
+      await counted(metrics.reconcilerEnqueued),
+    ];
 
     await expect(newReconciler(failing).reconcileOnce()).rejects.toThrow("Connection is closed.");
     expect((await counted(metrics.reconcilerScanned)) - scannedBefore).toBe(500);
     expect((await counted(metrics.reconcilerEnqueued)) - enqueuedBefore).toBe(500);
   });
 
-  it("runs now a due delivery's job parked far past its time, and leaves one parked for its turn at the gate", async ({ reconcilerSetUp: { databaseUrl, queue, reconciler, publish } }) => {
+  it("runs now a due delivery's job parked far past its time, and leaves one parked for its turn at the gate", async ({
+    reconcilerSetUp: { databaseUrl, queue, reconciler, publish },
+  }) => {
     const [late, atGate, soon] = await publish(3);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
     const { jobName } = jobCatalog.deliveries;
@@ -150,11 +199,15 @@ describe("the reconciler", () => {
     await queue.queue.add(jobName, { deliveryId: soon! }, { jobId: soon!, delay: 60_000 });
 
     expect(await reconciler.reconcileOnce()).toMatchObject({ scanned: 3, enqueued: 0, promoted: 1 });
-    const states = await Promise.all([late, atGate, soon].map(async (id) => (await queue.queue.getJob(id!))!.getState()));
+    const states = await Promise.all(
+      [late, atGate, soon].map(async (id) => (await queue.queue.getJob(id!))!.getState()),
+    );
     expect(states).toEqual(["waiting", "delayed", "delayed"]);
   });
 
-  it("leaves the deliveries a dispatch job holds to it, and enqueues those whose dispatch is gone", async ({ reconcilerSetUp: { databaseUrl, queue, reconciler, publish } }) => {
+  it("leaves the deliveries a dispatch job holds to it, and enqueues those whose dispatch is gone", async ({
+    reconcilerSetUp: { databaseUrl, queue, reconciler, publish },
+  }) => {
     const [first, second, alone] = await publish(3);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
     await queue.dispatch([{ deliveryId: first! }, { deliveryId: second! }]);
@@ -162,7 +215,15 @@ describe("the reconciler", () => {
     // The second dispatch is dropped (BullMQ's own retries ran out), its delivery not done.
     await queue.queue.remove(dispatchJobId(alone!));
 
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 3, enqueued: 1, justDue: 0, promoted: 0, full: true, orphansDropped: 0, saved: true });
+    expect(await reconciler.reconcileOnce()).toEqual({
+      scanned: 3,
+      enqueued: 1,
+      justDue: 0,
+      promoted: 0,
+      full: true,
+      orphansDropped: 0,
+      saved: true,
+    });
     expect((await queue.queue.getJob(alone!))?.data).toEqual({ deliveryId: alone });
     expect(await queue.queue.getJob(first!)).toBeUndefined();
     expect(await queue.queue.getJob(second!)).toBeUndefined();
@@ -171,29 +232,61 @@ describe("the reconciler", () => {
 
     // A dropped dispatch whose deliveries are not due (delivered meanwhile, say) is never met by
     // the due deliveries' check: a pass's sample of the index finds what it left.
-    await sql(databaseUrl, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1::text[])", [[first, second]]);
+    await sql(
+      databaseUrl,
+      "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1::text[])",
+      [[first, second]],
+    );
     await queue.queue.remove(dispatchJobId(first!));
     expect(await reconciler.reconcileOnce()).toMatchObject({ enqueued: 0, orphansDropped: 2 });
     expect(await queue.dispatching()).toBe(0);
   });
 
-  it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({ reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish } }) => {
+  it("checks a large backlog once, then only what came due, plus a bounded sweep", async ({
+    reconcilerSetUp: { databaseUrl, redis, queue, reconciler, publish },
+  }) => {
     // A backlog that came due ten minutes ago, and whose jobs Redis never got.
     const backlog = await publish(1_500);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
 
     // No watermark yet (a fresh Redis): everything is checked, and every delivery enqueued.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_500, enqueued: 1_500, justDue: 0, promoted: 0, full: true, orphansDropped: 0, saved: true });
+    expect(await reconciler.reconcileOnce()).toEqual({
+      scanned: 1_500,
+      enqueued: 1_500,
+      justDue: 0,
+      promoted: 0,
+      full: true,
+      orphansDropped: 0,
+      saved: true,
+    });
     expect(await queue.withoutJob(backlog)).toEqual([]);
 
     // Nothing new came due: a pass checks only its slice of the sweep, whatever the backlog.
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 1_000, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0, saved: true });
-    expect(await reconciler.reconcileOnce()).toEqual({ scanned: 500, enqueued: 0, justDue: 0, promoted: 0, full: false, orphansDropped: 0, saved: true });
+    expect(await reconciler.reconcileOnce()).toEqual({
+      scanned: 1_000,
+      enqueued: 0,
+      justDue: 0,
+      promoted: 0,
+      full: false,
+      orphansDropped: 0,
+      saved: true,
+    });
+    expect(await reconciler.reconcileOnce()).toEqual({
+      scanned: 500,
+      enqueued: 0,
+      justDue: 0,
+      promoted: 0,
+      full: false,
+      orphansDropped: 0,
+      saved: true,
+    });
 
     // A delivery that comes due now, without a job, is found by the next pass at once. It came
     // due moments ago, so it is counted as just due (it may be on its way from the API), not lost.
     const [fresh] = await publish(1);
-    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [fresh]);
+    await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '2 seconds' WHERE id = $1", [
+      fresh,
+    ]);
     const pass = await reconciler.reconcileOnce();
     expect(pass?.enqueued).toBe(1);
     expect(pass?.justDue).toBe(1);
@@ -218,10 +311,18 @@ describe("the reconciler", () => {
     // Redis lost its data (the watermark went with the jobs): the next pass checks everything.
     const keys = await redis.keys(`${prefix}:*`);
     await redis.del(...keys);
-    expect(await reconciler.reconcileOnce()).toMatchObject({ scanned: 1_501, enqueued: 1_501, full: true, orphansDropped: 0 });
+    expect(await reconciler.reconcileOnce()).toMatchObject({
+      scanned: 1_501,
+      enqueued: 1_501,
+      full: true,
+      orphansDropped: 0,
+    });
   });
 
-  it("leaves no watermark when Redis loses its data in the middle of a pass, so the next pass checks everything", async ({ reconcilerSetUp: { databaseUrl, redis, prefix, queue, reconciler, newReconciler, publish }, defer }) => {
+  it("leaves no watermark when Redis loses its data in the middle of a pass, so the next pass checks everything", async ({
+    reconcilerSetUp: { databaseUrl, redis, prefix, queue, reconciler, newReconciler, publish },
+    defer,
+  }) => {
     const backlog = await publish(1_500);
     await sql(databaseUrl, "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'");
     expect(await reconciler.reconcileOnce()).toMatchObject({ enqueued: 1_500, full: true, saved: true });
@@ -242,7 +343,12 @@ describe("the reconciler", () => {
     const flushing = new FlushedMidPass(redis, prefix);
     defer(() => flushing.close());
     // Its sweep re-enqueues the 1,000 it looked at; the other 500 lost their jobs unseen.
-    expect(await newReconciler(flushing).reconcileOnce()).toMatchObject({ scanned: 1_000, enqueued: 1_000, full: false, saved: false });
+    expect(await newReconciler(flushing).reconcileOnce()).toMatchObject({
+      scanned: 1_000,
+      enqueued: 1_000,
+      full: false,
+      saved: false,
+    });
     expect(flushed).toBe(true);
     expect((await queue.withoutJob(backlog)).length).toBe(500);
 
@@ -252,7 +358,9 @@ describe("the reconciler", () => {
     expect(await queue.withoutJob(backlog)).toEqual([]);
   });
 
-  it("checks everything after a pass that found a shard's mark gone and failed before its end", async ({ reconcilerSetUp: { redis, prefix, queue, reconciler, publish } }) => {
+  it("checks everything after a pass that found a shard's mark gone and failed before its end", async ({
+    reconcilerSetUp: { redis, prefix, queue, reconciler, publish },
+  }) => {
     await publish(3);
     expect(await reconciler.reconcileOnce()).toMatchObject({ full: true, saved: true });
     // One shard lost its data (the mark with it) while the state, elsewhere on a cluster, did not.

@@ -1,5 +1,5 @@
-import { connectRedis } from "@webhooks/queue";
 import { claimDeliveries, resendDelivery, type TenantScope } from "@webhooks/db";
+import { connectRedis } from "@webhooks/queue";
 import { waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { createDeliveryWorker } from "../src/delivery-worker.ts";
@@ -16,10 +16,18 @@ const HOUR = 3_600_000;
 
 describe("a resend while an attempt of the delivery is under way", () => {
   it("changes nothing while the attempt holds its lease: that attempt is the resend", async ({ queuedAttempt }) => {
-    const { db, deliveryId } = await queuedAttempt({ gate: {}, sender: { send: async () => expect.unreachable("nothing is sent here") } });
+    const { db, deliveryId } = await queuedAttempt({
+      gate: {},
+      sender: { send: async () => expect.unreachable("nothing is sent here") },
+    });
     // Failed once, its retry come due, and a worker has just claimed it for that retry.
-    await db.sql.query("UPDATE deliveries SET status = 'failed', attempts = 1, next_attempt_at = now() WHERE id = $1", [deliveryId]);
-    const claimed = await claimDeliveries({ sql: db.sql }, { claims: [{ deliveryId, leaseToken: "lease-1" }], leaseMs: 10_000 });
+    await db.sql.query("UPDATE deliveries SET status = 'failed', attempts = 1, next_attempt_at = now() WHERE id = $1", [
+      deliveryId,
+    ]);
+    const claimed = await claimDeliveries(
+      { sql: db.sql },
+      { claims: [{ deliveryId, leaseToken: "lease-1" }], leaseMs: 10_000 },
+    );
     expect(claimed.has(deliveryId)).toBe(true);
 
     const resent = await resendDelivery({ db: db.prisma, scope: unscoped }, deliveryId);
@@ -28,14 +36,23 @@ describe("a resend while an attempt of the delivery is under way", () => {
     expect(resent).toMatchObject({ status: "failed", attempts: 2 });
   });
 
-  it("runs the job at once when it comes after the attempt's record, while the job is still parking itself", async ({ queuedAttempt, defer }) => {
+  it("runs the job at once when it comes after the attempt's record, while the job is still parking itself", async ({
+    queuedAttempt,
+    defer,
+  }) => {
     const sent: number[] = [];
     const { config, db, queue, deps, deliveryId } = await queuedAttempt({
       gate: { acquire: async () => ({ go: true, probe: false, wakes: [] }), release: async () => [] },
       sender: {
         send: async () => {
           sent.push(Date.now());
-          return { durationMs: 1, responseCode: sent.length === 1 ? 500 : 200, responseBody: "", retryAfter: null, error: null };
+          return {
+            durationMs: 1,
+            responseCode: sent.length === 1 ? 500 : 200,
+            responseBody: "",
+            retryAfter: null,
+            error: null,
+          };
         },
       },
     });
@@ -48,7 +65,10 @@ describe("a resend while an attempt of the delivery is under way", () => {
       record: async (...args: Parameters<typeof record>) => {
         const recorded = await record(...args);
         if (resends++ === 0) {
-          expect(await resendDelivery({ db: db.prisma, scope: unscoped }, deliveryId)).toMatchObject({ status: "queued", attempts: 1 });
+          expect(await resendDelivery({ db: db.prisma, scope: unscoped }, deliveryId)).toMatchObject({
+            status: "queued",
+            attempts: 1,
+          });
           await queue.enqueueResend(deliveryId);
         }
         return recorded;
@@ -56,14 +76,22 @@ describe("a resend while an attempt of the delivery is under way", () => {
     };
     const workerRedis = connectRedis(config, "worker");
     defer(async () => workerRedis.disconnect());
-    const worker = createDeliveryWorker({ ...deps, batches, retryScheduleMs: [HOUR, HOUR] }, { connection: workerRedis, prefix: queue.layout.shardPrefixes[0]!, concurrency: 1, lockMs: 30_000 });
+    const worker = createDeliveryWorker(
+      { ...deps, batches, retryScheduleMs: [HOUR, HOUR] },
+      { connection: workerRedis, prefix: queue.layout.shardPrefixes[0]!, concurrency: 1, lockMs: 30_000 },
+    );
     defer(() => worker.close(true));
     void worker.run();
 
-    await waitFor(async () => (await db.sql.query<{ status: string }>("SELECT status FROM deliveries WHERE id = $1", [deliveryId]))[0]?.status === "delivered", {
-      timeoutMs: 10_000,
-      what: "the resent delivery delivered at once, not at its retry an hour away",
-    });
+    await waitFor(
+      async () =>
+        (await db.sql.query<{ status: string }>("SELECT status FROM deliveries WHERE id = $1", [deliveryId]))[0]
+          ?.status === "delivered",
+      {
+        timeoutMs: 10_000,
+        what: "the resent delivery delivered at once, not at its retry an hour away",
+      },
+    );
     expect(sent).toHaveLength(2);
   });
 });

@@ -1,22 +1,30 @@
+import { startTestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
 import { testEnv, waitFor } from "@webhooks/testing";
-import { startTestApi } from "@webhooks/api/testing";
 import { expect } from "vitest";
 import { countByStatus, publishBurst } from "./burst.ts";
 import { workerTest } from "./fixtures.ts";
 import { subscribe } from "./stack.ts";
 
 /** `setUp(overrides, delayMs)`: the API, and a receiver that answers after `delayMs`, subscribed. */
-const it = workerTest.extend("setUp", async ({ database, receiver, defer }) => async (overrides: Record<string, string>, delayMs: number) => {
-  const env = testEnv(database.url, { LOG_LEVEL: "info", ...overrides });
-  const api = await startTestApi(loadConfig({ ...env, LOG_LEVEL: "silent" }));
-  defer(() => api.close());
-  const rx = await receiver(() => ({ status: 200, delayMs }));
-  await subscribe(api, { url: rx.url });
-  return { database, env, api, rx };
-});
+const it = workerTest.extend(
+  "setUp",
+  async ({ database, receiver, defer }) =>
+    async (overrides: Record<string, string>, delayMs: number) => {
+      const env = testEnv(database.url, { LOG_LEVEL: "info", ...overrides });
+      const api = await startTestApi(loadConfig({ ...env, LOG_LEVEL: "silent" }));
+      defer(() => api.close());
+      const rx = await receiver(() => ({ status: 200, delayMs }));
+      await subscribe(api, { url: rx.url });
+      return { database, env, api, rx };
+    },
+);
 
-it("on SIGTERM stops taking jobs, finishes the ones in flight and exits 0", async ({ setUp, workerProcess, inProcessWorker }) => {
+it("on SIGTERM stops taking jobs, finishes the ones in flight and exits 0", async ({
+  setUp,
+  workerProcess,
+  inProcessWorker,
+}) => {
   const s = await setUp({ WORKER_CONCURRENCY: "5", SHUTDOWN_TIMEOUT: "10s" }, 1_500);
   const worker = await workerProcess(s.env);
   await publishBurst(s.api, 8, { concurrency: 1 });
@@ -37,8 +45,15 @@ it("on SIGTERM stops taking jobs, finishes the ones in flight and exits 0", asyn
   expect(s.rx.received).toHaveLength(8);
 });
 
-it("exits 0 at the shutdown deadline when a request outlasts it, and the delivery is not lost", async ({ setUp, workerProcess, inProcessWorker }) => {
-  const s = await setUp({ WORKER_CONCURRENCY: "5", SHUTDOWN_TIMEOUT: "500ms", DELIVERY_TIMEOUT: "4s", JOB_LOCK_DURATION: "1s" }, 3_000);
+it("exits 0 at the shutdown deadline when a request outlasts it, and the delivery is not lost", async ({
+  setUp,
+  workerProcess,
+  inProcessWorker,
+}) => {
+  const s = await setUp(
+    { WORKER_CONCURRENCY: "5", SHUTDOWN_TIMEOUT: "500ms", DELIVERY_TIMEOUT: "4s", JOB_LOCK_DURATION: "1s" },
+    3_000,
+  );
   const worker = await workerProcess(s.env);
   await publishBurst(s.api, 1);
   await waitFor(() => s.rx.received.length === 1, { what: "the request in flight" });
@@ -52,7 +67,10 @@ it("exits 0 at the shutdown deadline when a request outlasts it, and the deliver
 
   // Another worker takes the abandoned job over once its lease runs out.
   await inProcessWorker({ ...s.env, LOG_LEVEL: "silent" });
-  await waitFor(async () => (await countByStatus(s.database.url)).delivered === 1, { timeoutMs: 30_000, what: "the abandoned delivery" });
+  await waitFor(async () => (await countByStatus(s.database.url)).delivered === 1, {
+    timeoutMs: 30_000,
+    what: "the abandoned delivery",
+  });
   // Delivery is at least once: the receiver saw the abandoned request and the retry.
   expect(s.rx.received).toHaveLength(2);
 });

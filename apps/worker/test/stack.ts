@@ -1,7 +1,7 @@
+import { startTestApi, type TestApi } from "@webhooks/api/testing";
 import { createLogger, loadConfig } from "@webhooks/core";
 import { testEnv } from "@webhooks/testing";
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { startWorker, type RunningWorker } from "../src/index.ts";
+import { type RunningWorker, startWorker } from "../src/index.ts";
 
 export interface Stack {
   api: TestApi;
@@ -15,7 +15,9 @@ export async function startStack(databaseUrl: string, overrides: Record<string, 
   const env = testEnv(databaseUrl, overrides);
   const config = loadConfig(env);
   const api = await startTestApi(config);
-  const worker = await startWorker(config, createLogger({ level: config.logLevel, name: "worker" }), { metrics: false });
+  const worker = await startWorker(config, createLogger({ level: config.logLevel, name: "worker" }), {
+    metrics: false,
+  });
   let workerClosed = false;
   return {
     api,

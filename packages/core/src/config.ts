@@ -44,30 +44,42 @@ const MIN_REDIS_SOCKET_TIMEOUT_MS = 15_000;
  */
 export const DEFAULT_DATABASE_QUERY_TIMEOUT_MS = 30_000;
 
-const boolean = z.enum(["true", "false", "1", "0"], { error: "must be true or false" }).transform((v) => v === "true" || v === "1");
+const boolean = z
+  .enum(["true", "false", "1", "0"], { error: "must be true or false" })
+  .transform((v) => v === "true" || v === "1");
 
 /** One of a few words, said as plainly as the other messages. */
-const oneOf = <const T extends readonly [string, ...string[]]>(values: T) => z.enum(values, { error: `must be one of ${values.join(", ")}` });
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { error: `must be one of ${values.join(", ")}` });
 
 const integer = (min: number, max: number) =>
   z
     .string()
     .regex(/^\d+$/, `must be an integer between ${min} and ${max}`)
     .transform(Number)
-    .pipe(z.number().int().min(min, `must be an integer between ${min} and ${max}`).max(max, `must be an integer between ${min} and ${max}`));
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(min, `must be an integer between ${min} and ${max}`)
+        .max(max, `must be an integer between ${min} and ${max}`),
+    );
 
 const url = (protocols: string[]) =>
-  z.string().refine((text) => {
-    try {
-      return protocols.includes(new URL(text).protocol);
-    } catch {
-      return false;
-    }
-  }, `must be a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`);
+  z.string().refine(
+    (text) => {
+      try {
+        return protocols.includes(new URL(text).protocol);
+      } catch {
+        return false;
+      }
+    },
+    `must be a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`,
+  );
 
 /** `host:port`, `[ipv6]:port`; undefined when malformed. */
 function parseClusterNode(text: string): { host: string; port: number } | undefined {
-  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.\-]+)):(\d{1,5})$/.exec(text);
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(text);
   const port = Number(match?.[3]);
   const host = match?.[1] ?? match?.[2];
   if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
@@ -85,7 +97,15 @@ const envSchema = z.object({
       try {
         const url = new URL(text);
         // Links are built as `${PUBLIC_URL}/portal#token=...`: a query or fragment would break them.
-        return ["http:", "https:"].includes(url.protocol) && url.search === "" && url.hash === "" && !text.includes("?") && !text.includes("#") && url.username === "" && url.password === "";
+        return (
+          ["http:", "https:"].includes(url.protocol) &&
+          url.search === "" &&
+          url.hash === "" &&
+          !text.includes("?") &&
+          !text.includes("#") &&
+          url.username === "" &&
+          url.password === ""
+        );
       } catch {
         return false;
       }
@@ -93,15 +113,23 @@ const envSchema = z.object({
     .optional(),
   DATABASE_URL: url(["postgres:", "postgresql:"]).default("postgresql://postgres@127.0.0.1:5432/webhooks"),
   DATABASE_POOL_SIZE: integer(1, 1000).default(10),
-  DATABASE_QUERY_TIMEOUT: duration.refine((ms) => ms >= 1_000, "must be at least 1s").default(DEFAULT_DATABASE_QUERY_TIMEOUT_MS),
+  DATABASE_QUERY_TIMEOUT: duration
+    .refine((ms) => ms >= 1_000, "must be at least 1s")
+    .default(DEFAULT_DATABASE_QUERY_TIMEOUT_MS),
   REDIS_URL: url(["redis:", "rediss:"]).default("redis://127.0.0.1:6379"),
-  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_\-]+$/, "must contain only letters, digits, _ and -").default("webhooks"),
+  QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, "must contain only letters, digits, _ and -")
+    .default("webhooks"),
   REDIS_CLUSTER_NODES: z
     .string()
     .transform((text, ctx) => {
       const nodes = text.split(",").map((node) => parseClusterNode(node.trim()));
       if (nodes.some((node) => node === undefined)) {
-        ctx.addIssue({ code: "custom", message: "must be comma-separated host:port pairs such as 10.0.0.1:6379,10.0.0.2:6379" });
+        ctx.addIssue({
+          code: "custom",
+          message: "must be comma-separated host:port pairs such as 10.0.0.1:6379,10.0.0.2:6379",
+        });
         return z.NEVER;
       }
       return nodes as { host: string; port: number }[];
@@ -109,7 +137,10 @@ const envSchema = z.object({
     .optional(),
   QUEUE_SHARDS: integer(1, 256).default(1),
   REDIS_SOCKET_TIMEOUT: duration
-    .refine((ms) => ms >= MIN_REDIS_SOCKET_TIMEOUT_MS, "must be at least 15s (a worker's blocking read waits up to 10 s for its reply)")
+    .refine(
+      (ms) => ms >= MIN_REDIS_SOCKET_TIMEOUT_MS,
+      "must be at least 15s (a worker's blocking read waits up to 10 s for its reply)",
+    )
     .default(DEFAULT_REDIS_SOCKET_TIMEOUT_MS),
   API_KEYS: z.string().default(""),
   SECRET_ENCRYPTION_KEY: z
@@ -156,7 +187,10 @@ const envSchema = z.object({
       if (text === "off") return undefined;
       const ms = parseDuration(text);
       if (ms === undefined || ms === 0 || ms > 3660 * 24 * 3_600_000) {
-        ctx.addIssue({ code: "custom", message: "must be a duration such as 12h, 30d or 365d, more than 0 and at most 3660d, or off" });
+        ctx.addIssue({
+          code: "custom",
+          message: "must be a duration such as 12h, 30d or 365d, more than 0 and at most 3660d, or off",
+        });
         return z.NEVER;
       }
       return ms;
@@ -259,7 +293,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
   }
   // A cluster has only database 0: a REDIS_URL naming another one would be silently ignored.
   if (e.REDIS_CLUSTER_NODES && !/^\/?0?$/.test(new URL(e.REDIS_URL).pathname)) {
-    throw new ConfigError("Invalid configuration: REDIS_URL must not name a database other than 0 when REDIS_CLUSTER_NODES is set (a cluster has only database 0)");
+    throw new ConfigError(
+      "Invalid configuration: REDIS_URL must not name a database other than 0 when REDIS_CLUSTER_NODES is set (a cluster has only database 0)",
+    );
   }
   return {
     env: e.NODE_ENV,
@@ -274,7 +310,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     redisSocketTimeoutMs: e.REDIS_SOCKET_TIMEOUT,
     queuePrefix: e.QUEUE_PREFIX,
     queueShards: e.QUEUE_SHARDS,
-    apiKeys: e.API_KEYS.split(",").map((key) => key.trim()).filter((key) => key.length > 0),
+    apiKeys: e.API_KEYS.split(",")
+      .map((key) => key.trim())
+      .filter((key) => key.length > 0),
     secretEncryptionKey: Buffer.from(e.SECRET_ENCRYPTION_KEY ?? DEVELOPMENT_SECRET_ENCRYPTION_KEY, "base64"),
     logLevel: e.LOG_LEVEL,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
@@ -283,7 +321,8 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       allowHttp: e.ALLOW_HTTP_URLS ?? !production,
       allowPrivateNetworks: e.ALLOW_PRIVATE_DESTINATIONS ?? !production,
     },
-    admin: e.ADMIN_USERNAME && e.ADMIN_PASSWORD ? { username: e.ADMIN_USERNAME, password: e.ADMIN_PASSWORD } : undefined,
+    admin:
+      e.ADMIN_USERNAME && e.ADMIN_PASSWORD ? { username: e.ADMIN_USERNAME, password: e.ADMIN_PASSWORD } : undefined,
     metricsToken: e.METRICS_TOKEN,
     worker: {
       concurrency: e.WORKER_CONCURRENCY,

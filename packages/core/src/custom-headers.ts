@@ -49,18 +49,26 @@ export function customHeadersProblem(headers: Record<string, unknown>): HeaderPr
   let bytes = 0;
   for (const name of names) {
     const value = headers[name];
-    if (!TOKEN.test(name)) return { header: name, message: "is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)" };
+    if (!TOKEN.test(name))
+      return { header: name, message: "is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)" };
     // A token, but JSON.parse's own key `__proto__` becomes the prototype wherever the object is
     // copied key by key on its way to PostgreSQL, and the header would vanish: refused, not lost.
     if (name === "__proto__") return { header: name, message: "cannot be used as a header name" };
-    if (isReservedHeader(name)) return { header: name, message: `cannot be set: the service sets ${name.toLowerCase()} itself or it governs the connection` };
-    if (seen.has(name.toLowerCase())) return { header: name, message: "is given twice (header names are case-insensitive)" };
+    if (isReservedHeader(name))
+      return {
+        header: name,
+        message: `cannot be set: the service sets ${name.toLowerCase()} itself or it governs the connection`,
+      };
+    if (seen.has(name.toLowerCase()))
+      return { header: name, message: "is given twice (header names are case-insensitive)" };
     seen.add(name.toLowerCase());
     if (typeof value !== "string") return { header: name, message: "must be a string" };
-    if (!PRINTABLE_VALUE.test(value)) return { header: name, message: "must be printable ASCII, without spaces at either end" };
+    if (!PRINTABLE_VALUE.test(value))
+      return { header: name, message: "must be printable ASCII, without spaces at either end" };
     bytes += name.length + value.length;
   }
-  if (bytes > MAX_CUSTOM_HEADERS_BYTES) return { message: `headers must be at most ${MAX_CUSTOM_HEADERS_BYTES} bytes in all (names and values)` };
+  if (bytes > MAX_CUSTOM_HEADERS_BYTES)
+    return { message: `headers must be at most ${MAX_CUSTOM_HEADERS_BYTES} bytes in all (names and values)` };
   return undefined;
 }
 
@@ -69,7 +77,10 @@ export function customHeadersProblem(headers: Record<string, unknown>): HeaderPr
  * stored header that is reserved (refused on input, so only possible if written around the API)
  * is dropped rather than sent beside the service's own.
  */
-export function mergeRequestHeaders(custom: Record<string, string>, own: Record<string, string>): Record<string, string> {
+export function mergeRequestHeaders(
+  custom: Record<string, string>,
+  own: Record<string, string>,
+): Record<string, string> {
   const merged: Record<string, string> = {};
   const ownNames = new Set(Object.keys(own).map((name) => name.toLowerCase()));
   for (const [name, value] of Object.entries(custom)) {

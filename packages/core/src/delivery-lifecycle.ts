@@ -25,7 +25,13 @@ import { decideRetry } from "./retry-schedule.ts";
 export type DeliveryState = "queued" | "retry_scheduled" | "delivered" | "failed";
 
 /** Why a due delivery is waiting instead of being attempted. */
-export type WaitReason = "max_in_flight" | "origin_max_in_flight" | "rate_limit" | "retry_after" | "circuit_open" | "disabled";
+export type WaitReason =
+  | "max_in_flight"
+  | "origin_max_in_flight"
+  | "rate_limit"
+  | "retry_after"
+  | "circuit_open"
+  | "disabled";
 
 /** What is written for a delivery: its status, and when its next attempt may start (null: never). */
 export interface StoredState {
@@ -80,7 +86,11 @@ export function nextState(state: DeliveryState, event: DeliveryEvent, rules: Lif
       if (state !== "queued" && state !== "retry_scheduled") throw new IllegalTransition(state, event.type);
       if (isSuccess(event.result)) return { status: "delivered", nextAttemptInMs: null };
       const decision = decideRetry(
-        { attemptNumber: event.attemptNumber, responseCode: event.result.responseCode, retryAfter: event.result.retryAfter ?? null },
+        {
+          attemptNumber: event.attemptNumber,
+          responseCode: event.result.responseCode,
+          retryAfter: event.result.retryAfter ?? null,
+        },
         rules.retryScheduleMs,
         rules.now,
         rules.random,
@@ -108,4 +118,5 @@ export class IllegalTransition extends Error {
  * had it, so it counts as an attempt (contract §5: the log counts every request a receiver may
  * have seen).
  */
-export const UNKNOWN_OUTCOME_ERROR = "outcome unknown: the worker stopped before recording a response (the request may have been received)";
+export const UNKNOWN_OUTCOME_ERROR =
+  "outcome unknown: the worker stopped before recording a response (the request may have been received)";

@@ -31,7 +31,14 @@ export function isPublicAddress(address: string): boolean {
   if (parsed.range() !== "unicast") return false;
   // The deprecated IPv4-compatible form (::a.b.c.d, e.g. ::7f00:1) counts as unicast to
   // ipaddr.js, but it embeds an IPv4 address just like the mapped form.
-  if (parsed.kind() === "ipv6" && parsed.toByteArray().slice(0, 12).every((byte) => byte === 0)) return false;
+  if (
+    parsed.kind() === "ipv6" &&
+    parsed
+      .toByteArray()
+      .slice(0, 12)
+      .every((byte) => byte === 0)
+  )
+    return false;
   return !deniedPublicAddresses.has(parsed.toString());
 }
 
@@ -53,7 +60,7 @@ export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
  * still deliver as they did.
  */
 export function urlSpellingProblem(text: string, url: URL): string | undefined {
-  if (/[\s\x00-\x1f\x7f]/.test(text)) return "must not contain spaces or control characters";
+  if (/[\s\p{Cc}]/u.test(text)) return "must not contain spaces or control characters";
   if (text.includes("\\")) return "must not contain a backslash (it would be read as a slash)";
   if (!/^https?:\/\//i.test(text)) return "must start with https:// (or http:// where the deployment allows it)";
   if (url.username !== "" || url.password !== "") {

@@ -1,5 +1,5 @@
 import type { IsolationConfig } from "./config.ts";
-import { isSuccess, type AttemptResult } from "./delivery-lifecycle.ts";
+import { type AttemptResult, isSuccess } from "./delivery-lifecycle.ts";
 import { parseRetryAfter } from "./retry-schedule.ts";
 
 /**
@@ -33,7 +33,10 @@ export type HealthState = "healthy" | "failing" | "circuit_open";
 /** Operational events (contract §11), published when the health changes this way. */
 export type HealthChange = "circuit_opened" | "circuit_closed" | "disabled";
 
-export type HealthRules = Pick<IsolationConfig, "maxRetryAfterMs" | "circuitFailureThreshold" | "circuitProbeIntervalMs" | "autoDisableAfterMs">;
+export type HealthRules = Pick<
+  IsolationConfig,
+  "maxRetryAfterMs" | "circuitFailureThreshold" | "circuitProbeIntervalMs" | "autoDisableAfterMs"
+>;
 
 export const HEALTHY: EndpointHealth = {
   consecutiveFailures: 0,
@@ -68,9 +71,17 @@ export function applyAttempt(
     // A success closes the circuit and ends the wait for its next probe, but not a Retry-After
     // the receiver sent (contract §11: it holds the whole subscription until then): with several
     // attempts in flight, one of them often succeeds just after another was told to back off.
-    const retryAfterHold = !circuitWasOpen && health.heldUntil !== null && health.heldUntil > now ? health.heldUntil : null;
+    const retryAfterHold =
+      !circuitWasOpen && health.heldUntil !== null && health.heldUntil > now ? health.heldUntil : null;
     return {
-      health: { ...health, consecutiveFailures: 0, failingSince: null, lastSuccessAt: now, circuitOpenedAt: null, heldUntil: retryAfterHold },
+      health: {
+        ...health,
+        consecutiveFailures: 0,
+        failingSince: null,
+        lastSuccessAt: now,
+        circuitOpenedAt: null,
+        heldUntil: retryAfterHold,
+      },
       changes,
     };
   }
@@ -101,7 +112,8 @@ export function applyAttempt(
   }
   if (health.active && health.disabledReason === null) {
     const gone = result.responseCode === 410;
-    const failingTooLong = next.failingSince !== null && now.getTime() - next.failingSince.getTime() >= rules.autoDisableAfterMs;
+    const failingTooLong =
+      next.failingSince !== null && now.getTime() - next.failingSince.getTime() >= rules.autoDisableAfterMs;
     if (gone || failingTooLong) {
       next.active = false;
       next.disabledReason = gone ? "gone" : "failing";
@@ -118,7 +130,13 @@ export function applyAttempt(
  */
 export function changesHealth(health: EndpointHealth, result: AttemptResult, now: Date): boolean {
   if (!isSuccess(result)) return true;
-  if (health.consecutiveFailures > 0 || health.failingSince !== null || health.circuitOpenedAt !== null || health.heldUntil !== null) return true;
+  if (
+    health.consecutiveFailures > 0 ||
+    health.failingSince !== null ||
+    health.circuitOpenedAt !== null ||
+    health.heldUntil !== null
+  )
+    return true;
   return health.lastSuccessAt === null || now.getTime() - health.lastSuccessAt.getTime() >= LAST_SUCCESS_PRECISION_MS;
 }
 
@@ -129,7 +147,15 @@ const LAST_SUCCESS_PRECISION_MS = 1_000;
  * failing streak starts afresh too, or the first failure after it would disable it again.
  */
 export function reenable(health: EndpointHealth): EndpointHealth {
-  return { ...health, active: true, disabledReason: null, circuitOpenedAt: null, heldUntil: null, consecutiveFailures: 0, failingSince: null };
+  return {
+    ...health,
+    active: true,
+    disabledReason: null,
+    circuitOpenedAt: null,
+    heldUntil: null,
+    consecutiveFailures: 0,
+    failingSince: null,
+  };
 }
 
 /** What the API shows as `health.state`. */

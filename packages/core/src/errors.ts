@@ -46,7 +46,9 @@ export class CursorError extends DomainError {
     readonly cursorId: string,
   ) {
     super(
-      problem === "both_cursors" ? "a page cannot start after one record and end before another" : `the cursor names no ${resource}: ${cursorId}`,
+      problem === "both_cursors"
+        ? "a page cannot start after one record and end before another"
+        : `the cursor names no ${resource}: ${cursorId}`,
       problem === "both_cursors" ? "parameter_conflict" : "resource_missing",
     );
   }

@@ -7,9 +7,7 @@ export const DEFAULT_RETRY_SCHEDULE = "5s,5m,30m,2h,5h,10h,10h";
 /** ±20% so that many deliveries failing together do not all come back at the same instant. */
 const JITTER = 0.2;
 
-export type RetryDecision =
-  | { retry: true; delayMs: number }
-  | { retry: false; reason: "exhausted" | "gone" };
+export type RetryDecision = { retry: true; delayMs: number } | { retry: false; reason: "exhausted" | "gone" };
 
 export interface FailedAttempt {
   /** 1 for the first attempt of the delivery. */

@@ -33,6 +33,8 @@ export class SecretBox {
     // Without authTagLength Node would accept a tag cut down to 4 bytes.
     const decipher = createDecipheriv("aes-256-gcm", this.#key, iv, { authTagLength: TAG_BYTES });
     decipher.setAuthTag(tag);
-    return Buffer.concat([decipher.update(bytes.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString("utf8");
+    return Buffer.concat([decipher.update(bytes.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString(
+      "utf8",
+    );
   }
 }

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
 
 /**
  * The one-line messages printed when a dependency is missing at start-up, so a newcomer knows

@@ -10,7 +10,9 @@ function recordingRun() {
     await new Promise<void>((resolve) => pending.push(resolve));
     return keys.map((key) => key * 10);
   };
-  const releaseAll = () => pending.splice(0).forEach((resolve) => resolve());
+  const releaseAll = () => {
+    for (const resolve of pending.splice(0)) resolve();
+  };
   return { batches, run, releaseAll };
 }
 

@@ -44,7 +44,15 @@ describe("loadConfig defaults", () => {
   it("uses the worker defaults of contract §5", () => {
     expect(config.worker.concurrency).toBe(250);
     expect(config.worker.deliveryTimeoutMs).toBe(15_000);
-    expect(config.worker.retryScheduleMs).toEqual([5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR]);
+    expect(config.worker.retryScheduleMs).toEqual([
+      5 * SECOND,
+      5 * MINUTE,
+      30 * MINUTE,
+      2 * HOUR,
+      5 * HOUR,
+      10 * HOUR,
+      10 * HOUR,
+    ]);
     expect(config.worker.metricsPort).toBe(3001);
     expect(config.worker.reconcileIntervalMs).toBe(10_000);
     expect(config.worker.jobLockMs).toBe(30_000);
@@ -64,8 +72,12 @@ describe("loadConfig defaults", () => {
 
   it("refuses isolation settings out of range; AUTO_DISABLE_AFTER may exceed the timer limit", () => {
     expect(loadConfig({ AUTO_DISABLE_AFTER: "366d" }).isolation.autoDisableAfterMs).toBe(366 * 24 * HOUR);
-    expect(() => loadConfig({ DEFAULT_MAX_IN_FLIGHT: "0" })).toThrow(/DEFAULT_MAX_IN_FLIGHT must be an integer between 1 and 1000/);
-    expect(() => loadConfig({ AUTO_DISABLE_AFTER: "400d" })).toThrow(/AUTO_DISABLE_AFTER must be a duration .* at most 366d/);
+    expect(() => loadConfig({ DEFAULT_MAX_IN_FLIGHT: "0" })).toThrow(
+      /DEFAULT_MAX_IN_FLIGHT must be an integer between 1 and 1000/,
+    );
+    expect(() => loadConfig({ AUTO_DISABLE_AFTER: "400d" })).toThrow(
+      /AUTO_DISABLE_AFTER must be a duration .* at most 366d/,
+    );
   });
 
   it("keeps finished deliveries 30 days and prunes every minute (contract §14)", () => {
@@ -76,7 +88,9 @@ describe("loadConfig defaults", () => {
     expect(loadConfig({ RETENTION: "400d" }).retention.maxAgeMs).toBe(400 * 24 * HOUR);
     expect(loadConfig({ RETENTION: "3660d" }).retention.maxAgeMs).toBe(3660 * 24 * HOUR);
     expect(loadConfig({ RETENTION: "off" }).retention.maxAgeMs).toBeUndefined();
-    expect(() => loadConfig({ RETENTION: "0" })).toThrow(/RETENTION must be a duration .*more than 0 .*or off \(got "0"\)/);
+    expect(() => loadConfig({ RETENTION: "0" })).toThrow(
+      /RETENTION must be a duration .*more than 0 .*or off \(got "0"\)/,
+    );
     expect(() => loadConfig({ RETENTION: "0d" })).toThrow(/RETENTION must be a duration/);
     expect(() => loadConfig({ RETENTION: "3661d" })).toThrow(/RETENTION must be a duration .*at most 3660d/);
     expect(() => loadConfig({ RETENTION: "OFF" })).toThrow(/RETENTION must be a duration/);
@@ -279,9 +293,15 @@ describe("loadConfig errors", () => {
     expect(configError({ PORT: "70000" }).message).toMatch(/PORT must be an integer between 0 and 65535/);
     expect(configError({ DELIVERY_TIMEOUT: "15" }).message).toMatch(/DELIVERY_TIMEOUT must be a duration/);
     expect(configError({ ALLOW_HTTP_URLS: "yes" }).message).toMatch(/ALLOW_HTTP_URLS must be true or false/);
-    expect(configError({ REDIS_URL: "http://x" }).message).toMatch(/REDIS_URL must be a URL starting with redis:\/\/ or rediss:\/\//);
-    expect(configError({ LOG_LEVEL: "verbose" }).message).toBe('Invalid configuration: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent (got "verbose")');
-    expect(configError({ NODE_ENV: "prod" }).message).toBe('Invalid configuration: NODE_ENV must be one of development, test, production (got "prod")');
+    expect(configError({ REDIS_URL: "http://x" }).message).toMatch(
+      /REDIS_URL must be a URL starting with redis:\/\/ or rediss:\/\//,
+    );
+    expect(configError({ LOG_LEVEL: "verbose" }).message).toBe(
+      'Invalid configuration: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent (got "verbose")',
+    );
+    expect(configError({ NODE_ENV: "prod" }).message).toBe(
+      'Invalid configuration: NODE_ENV must be one of development, test, production (got "prod")',
+    );
   });
 
   it.each([
@@ -291,17 +311,14 @@ describe("loadConfig errors", () => {
     randomBytes(33).toString("base64"),
     randomBytes(32).toString("hex"),
     // Node's base64 decoder would take these, but they are not what `openssl rand -base64 32` prints.
-    "!!!!!!!!!!" + "a".repeat(43),
+    `!!!!!!!!!!${"a".repeat(43)}`,
     randomBytes(32).toString("base64").slice(0, 43),
     randomBytes(32).toString("base64url"),
-  ])(
-    "refuses SECRET_ENCRYPTION_KEY=%j without echoing it",
-    (key) => {
-      const error = configError({ SECRET_ENCRYPTION_KEY: key });
-      expect(error.message).toContain("SECRET_ENCRYPTION_KEY");
-      expect(error.message).not.toContain(key);
-    },
-  );
+  ])("refuses SECRET_ENCRYPTION_KEY=%j without echoing it", (key) => {
+    const error = configError({ SECRET_ENCRYPTION_KEY: key });
+    expect(error.message).toContain("SECRET_ENCRYPTION_KEY");
+    expect(error.message).not.toContain(key);
+  });
 
   it("does not echo the password of a malformed DATABASE_URL", () => {
     const error = configError({ DATABASE_URL: "postgres://app:hunter2@db.internal:99999/hooks" });
@@ -314,7 +331,9 @@ describe("loadConfig in production", () => {
   it("requires SECRET_ENCRYPTION_KEY", () => {
     const error = configError({ NODE_ENV: "production" });
     expect(error.message).toContain("SECRET_ENCRYPTION_KEY");
-    expect(configError({ NODE_ENV: "production", SECRET_ENCRYPTION_KEY: "" }).message).toContain("SECRET_ENCRYPTION_KEY");
+    expect(configError({ NODE_ENV: "production", SECRET_ENCRYPTION_KEY: "" }).message).toContain(
+      "SECRET_ENCRYPTION_KEY",
+    );
   });
 
   it("uses the given key and refuses plain HTTP and private destinations by default", () => {
@@ -326,13 +345,25 @@ describe("loadConfig in production", () => {
 
   it("lets explicit values override the production defaults", () => {
     const base = { NODE_ENV: "production", SECRET_ENCRYPTION_KEY: validKey };
-    expect(loadConfig({ ...base, ALLOW_HTTP_URLS: "true" }).destinationPolicy).toEqual({ allowHttp: true, allowPrivateNetworks: false });
-    expect(loadConfig({ ...base, ALLOW_PRIVATE_DESTINATIONS: "1" }).destinationPolicy).toEqual({ allowHttp: false, allowPrivateNetworks: true });
+    expect(loadConfig({ ...base, ALLOW_HTTP_URLS: "true" }).destinationPolicy).toEqual({
+      allowHttp: true,
+      allowPrivateNetworks: false,
+    });
+    expect(loadConfig({ ...base, ALLOW_PRIVATE_DESTINATIONS: "1" }).destinationPolicy).toEqual({
+      allowHttp: false,
+      allowPrivateNetworks: true,
+    });
   });
 
   it("lets explicit values override the development defaults", () => {
-    expect(loadConfig({ ALLOW_HTTP_URLS: "false" }).destinationPolicy).toEqual({ allowHttp: false, allowPrivateNetworks: true });
-    expect(loadConfig({ ALLOW_PRIVATE_DESTINATIONS: "false" }).destinationPolicy).toEqual({ allowHttp: true, allowPrivateNetworks: false });
+    expect(loadConfig({ ALLOW_HTTP_URLS: "false" }).destinationPolicy).toEqual({
+      allowHttp: false,
+      allowPrivateNetworks: true,
+    });
+    expect(loadConfig({ ALLOW_PRIVATE_DESTINATIONS: "false" }).destinationPolicy).toEqual({
+      allowHttp: true,
+      allowPrivateNetworks: false,
+    });
   });
 
   it("never uses the development key when a key is given", () => {
@@ -343,13 +374,18 @@ describe("loadConfig in production", () => {
 
 describe("loadConfig admin credentials", () => {
   it("reads them together", () => {
-    expect(loadConfig({ ADMIN_USERNAME: "ops", ADMIN_PASSWORD: "pw" }).admin).toEqual({ username: "ops", password: "pw" });
+    expect(loadConfig({ ADMIN_USERNAME: "ops", ADMIN_PASSWORD: "pw" }).admin).toEqual({
+      username: "ops",
+      password: "pw",
+    });
   });
 
   it("refuses a username without a password and the reverse", () => {
     expect(configError({ ADMIN_USERNAME: "ops" }).message).toMatch(/ADMIN_USERNAME and ADMIN_PASSWORD/);
     expect(configError({ ADMIN_PASSWORD: "pw" }).message).toMatch(/ADMIN_USERNAME and ADMIN_PASSWORD/);
-    expect(configError({ ADMIN_USERNAME: "ops", ADMIN_PASSWORD: "" }).message).toMatch(/ADMIN_USERNAME and ADMIN_PASSWORD/);
+    expect(configError({ ADMIN_USERNAME: "ops", ADMIN_PASSWORD: "" }).message).toMatch(
+      /ADMIN_USERNAME and ADMIN_PASSWORD/,
+    );
   });
 });
 
@@ -409,32 +445,46 @@ describe("loadConfig Redis Cluster and queue shards", () => {
   });
 
   it("reads REDIS_CLUSTER_NODES as host:port pairs, IPv6 in brackets, spaces allowed after commas", () => {
-    expect(loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002" }).redisClusterNodes).toEqual([
+    expect(
+      loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002" }).redisClusterNodes,
+    ).toEqual([
       { host: "10.0.0.1", port: 7000 },
       { host: "redis-b.internal", port: 7001 },
       { host: "::1", port: 7002 },
     ]);
   });
 
-  it.each(["10.0.0.1", "10.0.0.1:", ":7000", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:7000,", "redis://10.0.0.1:7000", "a b:7000"])(
-    "refuses REDIS_CLUSTER_NODES=%j",
-    (value) => {
-      expect(configError({ REDIS_CLUSTER_NODES: value }).message).toBe(
-        `Invalid configuration: REDIS_CLUSTER_NODES must be comma-separated host:port pairs such as 10.0.0.1:6379,10.0.0.2:6379 (got ${JSON.stringify(value)})`,
-      );
-    },
-  );
+  it.each([
+    "10.0.0.1",
+    "10.0.0.1:",
+    ":7000",
+    "10.0.0.1:0",
+    "10.0.0.1:65536",
+    "10.0.0.1:7000,",
+    "redis://10.0.0.1:7000",
+    "a b:7000",
+  ])("refuses REDIS_CLUSTER_NODES=%j", (value) => {
+    expect(configError({ REDIS_CLUSTER_NODES: value }).message).toBe(
+      `Invalid configuration: REDIS_CLUSTER_NODES must be comma-separated host:port pairs such as 10.0.0.1:6379,10.0.0.2:6379 (got ${JSON.stringify(value)})`,
+    );
+  });
 
   it("refuses a REDIS_URL naming a database other than 0 with a cluster, and allows it without one", () => {
-    expect(configError({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "redis://127.0.0.1:6379/2" }).message).toMatch(/REDIS_URL must not name a database other than 0/);
-    expect(loadConfig({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "rediss://user:pw@127.0.0.1:6379/0" }).redisClusterNodes).toHaveLength(1);
+    expect(
+      configError({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "redis://127.0.0.1:6379/2" }).message,
+    ).toMatch(/REDIS_URL must not name a database other than 0/);
+    expect(
+      loadConfig({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_URL: "rediss://user:pw@127.0.0.1:6379/0" })
+        .redisClusterNodes,
+    ).toHaveLength(1);
     expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/2" }).redisUrl).toBe("redis://127.0.0.1:6379/2");
   });
 
   it("reads DATABASE_QUERY_TIMEOUT of 1 s or more, 30 s by default, and refuses less", () => {
     expect(loadConfig({}).databaseQueryTimeoutMs).toBe(30_000);
     expect(loadConfig({ DATABASE_QUERY_TIMEOUT: "1s" }).databaseQueryTimeoutMs).toBe(1_000);
-    for (const value of ["999ms", "0", "never"]) expect(configError({ DATABASE_QUERY_TIMEOUT: value }).message).toContain("DATABASE_QUERY_TIMEOUT");
+    for (const value of ["999ms", "0", "never"])
+      expect(configError({ DATABASE_QUERY_TIMEOUT: value }).message).toContain("DATABASE_QUERY_TIMEOUT");
     expect(configError({ DATABASE_QUERY_TIMEOUT: "500ms" }).message).toContain("must be at least 1s");
   });
 
@@ -442,7 +492,8 @@ describe("loadConfig Redis Cluster and queue shards", () => {
     expect(loadConfig({}).redisSocketTimeoutMs).toBe(30_000);
     expect(loadConfig({ REDIS_SOCKET_TIMEOUT: "15s" }).redisSocketTimeoutMs).toBe(15_000);
     expect(loadConfig({ REDIS_SOCKET_TIMEOUT: "2m" }).redisSocketTimeoutMs).toBe(120_000);
-    for (const value of ["14s", "500ms", "0", "soon"]) expect(configError({ REDIS_SOCKET_TIMEOUT: value }).message).toContain("REDIS_SOCKET_TIMEOUT");
+    for (const value of ["14s", "500ms", "0", "soon"])
+      expect(configError({ REDIS_SOCKET_TIMEOUT: value }).message).toContain("REDIS_SOCKET_TIMEOUT");
     expect(configError({ REDIS_SOCKET_TIMEOUT: "10s" }).message).toContain("must be at least 15s");
   });
 
@@ -450,7 +501,9 @@ describe("loadConfig Redis Cluster and queue shards", () => {
     expect(loadConfig({ QUEUE_SHARDS: "1" }).queueShards).toBe(1);
     expect(loadConfig({ QUEUE_SHARDS: "256" }).queueShards).toBe(256);
     for (const value of ["0", "257", "-1", "2.5", "three"]) {
-      expect(configError({ QUEUE_SHARDS: value }).message).toBe(`Invalid configuration: QUEUE_SHARDS must be an integer between 1 and 256 (got ${JSON.stringify(value)})`);
+      expect(configError({ QUEUE_SHARDS: value }).message).toBe(
+        `Invalid configuration: QUEUE_SHARDS must be an integer between 1 and 256 (got ${JSON.stringify(value)})`,
+      );
     }
   });
 });

@@ -8,12 +8,19 @@ describe("customHeadersProblem", () => {
     expect(customHeadersProblem({ Authorization: "Bearer abc.def", "x-empty": "" })).toBeUndefined();
   });
 
-  it.each(["Content-Type", "content-length", "HOST", "User-Agent", "webhook-id", "Webhook-Signature", "webhook-anything", "Connection", "transfer-encoding"])(
-    "refuses %s, naming it",
-    (name) => {
-      expect(customHeadersProblem({ "X-Ok": "1", [name]: "x" })).toMatchObject({ header: name });
-    },
-  );
+  it.each([
+    "Content-Type",
+    "content-length",
+    "HOST",
+    "User-Agent",
+    "webhook-id",
+    "Webhook-Signature",
+    "webhook-anything",
+    "Connection",
+    "transfer-encoding",
+  ])("refuses %s, naming it", (name) => {
+    expect(customHeadersProblem({ "X-Ok": "1", [name]: "x" })).toMatchObject({ header: name });
+  });
 
   it("refuses bad names, bad values, duplicates and too much", () => {
     expect(customHeadersProblem({ "Bad Name": "x" })).toMatchObject({ header: "Bad Name" });
@@ -22,10 +29,14 @@ describe("customHeadersProblem", () => {
     expect(customHeadersProblem({ "X-A": " padded" })).toMatchObject({ header: "X-A" });
     expect(customHeadersProblem({ "X-A": 1 })).toMatchObject({ header: "X-A" });
     expect(customHeadersProblem({ "X-A": "1", "x-a": "2" })).toMatchObject({ header: "x-a" });
-    expect(customHeadersProblem(JSON.parse('{"__proto__": "x"}') as Record<string, unknown>)).toMatchObject({ header: "__proto__" });
+    expect(customHeadersProblem(JSON.parse('{"__proto__": "x"}') as Record<string, unknown>)).toMatchObject({
+      header: "__proto__",
+    });
     const many = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-${i}`, "v"]));
     expect(customHeadersProblem(many)).toMatchObject({ message: expect.stringContaining("20") });
-    expect(customHeadersProblem({ "X-Big": "v".repeat(4096) })).toMatchObject({ message: expect.stringContaining("4096") });
+    expect(customHeadersProblem({ "X-Big": "v".repeat(4096) })).toMatchObject({
+      message: expect.stringContaining("4096"),
+    });
     expect(customHeadersProblem({ "X-Big": "v".repeat(4096 - 5) })).toBeUndefined();
   });
 });

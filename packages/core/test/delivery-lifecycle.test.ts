@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { IllegalTransition, INITIAL_STATE, isSuccess, nextState, stateOf, type DeliveryEvent, type DeliveryState, type StoredState } from "../src/delivery-lifecycle.ts";
+import {
+  type DeliveryEvent,
+  type DeliveryState,
+  IllegalTransition,
+  INITIAL_STATE,
+  isSuccess,
+  nextState,
+  type StoredState,
+  stateOf,
+} from "../src/delivery-lifecycle.ts";
 
 const rules = { retryScheduleMs: [5_000, 60_000], now: new Date("2026-11-23T12:00:00Z"), random: () => 0.5 };
 const finished = (attemptNumber: number, responseCode: number | null, retryAfter?: string): DeliveryEvent => ({

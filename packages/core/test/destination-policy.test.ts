@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { checkDestinationUrl, ipLiteralHost, isPublicAddress, urlSpellingProblem, type DestinationPolicy } from "../src/destination-policy.ts";
+import {
+  checkDestinationUrl,
+  type DestinationPolicy,
+  ipLiteralHost,
+  isPublicAddress,
+  urlSpellingProblem,
+} from "../src/destination-policy.ts";
 
 const production: DestinationPolicy = { allowHttp: false, allowPrivateNetworks: false };
 const development: DestinationPolicy = { allowHttp: true, allowPrivateNetworks: true };
@@ -86,12 +92,20 @@ describe("isPublicAddress", () => {
     expect(isPublicAddress(address ?? "")).toBe(true);
   });
 
-  it.each(["", "example.com", "localhost", "256.0.0.1", "1.2.3.4.5", "::g", "[::1]", " 8.8.8.8", "8.8.8.8 ", "8.8.8.8/32"])(
-    "refuses %j, which is not an IP address",
-    (text) => {
-      expect(isPublicAddress(text)).toBe(false);
-    },
-  );
+  it.each([
+    "",
+    "example.com",
+    "localhost",
+    "256.0.0.1",
+    "1.2.3.4.5",
+    "::g",
+    "[::1]",
+    " 8.8.8.8",
+    "8.8.8.8 ",
+    "8.8.8.8/32",
+  ])("refuses %j, which is not an IP address", (text) => {
+    expect(isPublicAddress(text)).toBe(false);
+  });
 
   it("refuses the IPv4-compatible form of loopback (::7f00:1)", () => {
     expect(isPublicAddress("::7f00:1")).toBe(false);
@@ -114,24 +128,40 @@ describe("checkDestinationUrl with the production policy", () => {
   });
 
   it("refuses plain http, even to a public address", () => {
-    expect(checkDestinationUrl("http://example.com/hooks", production)).toEqual({ ok: false, reason: "must use https" });
+    expect(checkDestinationUrl("http://example.com/hooks", production)).toEqual({
+      ok: false,
+      reason: "must use https",
+    });
     expect(checkDestinationUrl("http://8.8.8.8/hooks", production)).toEqual({ ok: false, reason: "must use https" });
   });
 
-  it.each(["ftp://example.com/", "file:///etc/passwd", "gopher://example.com/", "ws://example.com/", "wss://example.com/", "javascript:alert(1)", "data:text/plain,hi", "mailto:a@example.com"])(
-    "refuses the scheme of %j",
-    (url) => {
-      expect(checkDestinationUrl(url, production)).toEqual({ ok: false, reason: "must use https" });
-      expect(checkDestinationUrl(url, development)).toEqual({ ok: false, reason: "must use https" });
-    },
-  );
+  it.each([
+    "ftp://example.com/",
+    "file:///etc/passwd",
+    "gopher://example.com/",
+    "ws://example.com/",
+    "wss://example.com/",
+    "javascript:alert(1)",
+    "data:text/plain,hi",
+    "mailto:a@example.com",
+  ])("refuses the scheme of %j", (url) => {
+    expect(checkDestinationUrl(url, production)).toEqual({ ok: false, reason: "must use https" });
+    expect(checkDestinationUrl(url, development)).toEqual({ ok: false, reason: "must use https" });
+  });
 
-  it.each(["", "not a url", "example.com/hooks", "/hooks", "//example.com/hooks", "https://", "https://exa mple.com/", "https://[::1/", "https://300.1.1.1.1/"])(
-    "refuses the malformed %j",
-    (url) => {
-      expect(checkDestinationUrl(url, production)).toEqual({ ok: false, reason: "must be an absolute URL" });
-    },
-  );
+  it.each([
+    "",
+    "not a url",
+    "example.com/hooks",
+    "/hooks",
+    "//example.com/hooks",
+    "https://",
+    "https://exa mple.com/",
+    "https://[::1/",
+    "https://300.1.1.1.1/",
+  ])("refuses the malformed %j", (url) => {
+    expect(checkDestinationUrl(url, production)).toEqual({ ok: false, reason: "must be an absolute URL" });
+  });
 
   it("returns the parsed URL when it accepts", () => {
     const verdict = checkDestinationUrl("https://Example.COM:8443/a/b?c=d#e", production);
@@ -153,19 +183,31 @@ describe("checkDestinationUrl and host names DNS cannot look up", () => {
   const label63 = "a".repeat(63);
   const host253 = `${label63}.${label63}.${label63}.${"b".repeat(61)}`;
 
-  it.each([`${"a".repeat(64)}.example.com`, `${host253}c`, `${host253}c.`, "a..example.com", ".example.com"])("refuses %j, whatever the policy", (host) => {
-    expect(checkDestinationUrl(`https://${host}/hooks`, production)).toEqual({ ok: false, reason });
-    expect(checkDestinationUrl(`https://${host}/hooks`, development)).toEqual({ ok: false, reason });
-  });
+  it.each([`${"a".repeat(64)}.example.com`, `${host253}c`, `${host253}c.`, "a..example.com", ".example.com"])(
+    "refuses %j, whatever the policy",
+    (host) => {
+      expect(checkDestinationUrl(`https://${host}/hooks`, production)).toEqual({ ok: false, reason });
+      expect(checkDestinationUrl(`https://${host}/hooks`, development)).toEqual({ ok: false, reason });
+    },
+  );
 
-  it.each([`${label63}.example.com`, host253, `${host253}.`, "example.com.", "8.8.8.8", "[2606:4700:4700::1111]"])("accepts %j", (host) => {
-    expect(checkDestinationUrl(`https://${host}/hooks`, production).ok).toBe(true);
-  });
+  it.each([`${label63}.example.com`, host253, `${host253}.`, "example.com.", "8.8.8.8", "[2606:4700:4700::1111]"])(
+    "accepts %j",
+    (host) => {
+      expect(checkDestinationUrl(`https://${host}/hooks`, production).ok).toBe(true);
+    },
+  );
 });
 
 describe("checkDestinationUrl with other policies", () => {
   it("allows loopback over http when both switches are on", () => {
-    for (const url of ["http://127.0.0.1:4000/hooks", "http://localhost:4000/hooks", "http://[::1]:4000/", "http://10.0.0.5/", "http://169.254.169.254/"]) {
+    for (const url of [
+      "http://127.0.0.1:4000/hooks",
+      "http://localhost:4000/hooks",
+      "http://[::1]:4000/",
+      "http://10.0.0.5/",
+      "http://169.254.169.254/",
+    ]) {
       expect(checkDestinationUrl(url, development).ok).toBe(true);
     }
   });
@@ -194,8 +236,14 @@ describe("urlSpellingProblem", () => {
     ["https://example.com\\@evil.com/", "must not contain a backslash (it would be read as a slash)"],
     ["https:example.com/hooks", "must start with https:// (or http:// where the deployment allows it)"],
     ["https:/example.com/hooks", "must start with https:// (or http:// where the deployment allows it)"],
-    ["https://user:pass@example.com/", "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization"],
-    ["https://user@example.com/", "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization"],
+    [
+      "https://user:pass@example.com/",
+      "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization",
+    ],
+    [
+      "https://user@example.com/",
+      "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization",
+    ],
     ["https://example.com:0/", "must not use port 0"],
   ])("refuses %j", (url, problem) => {
     // Each of these parses, so only this check tells the client what the url would really do.
@@ -203,12 +251,16 @@ describe("urlSpellingProblem", () => {
     expect(urlSpellingProblem(url, new URL(url))).toBe(problem);
   });
 
-  it.each(["https://example.com/hooks?a=b#c", "HTTPS://Example.COM:8443/a/%20b", "http://127.0.0.1:3000/x", "https://[2001:db8::1]/", "https://bücher.example/in", "https://example.com/@x"])(
-    "accepts %j",
-    (url) => {
-      expect(urlSpellingProblem(url, new URL(url))).toBeUndefined();
-    },
-  );
+  it.each([
+    "https://example.com/hooks?a=b#c",
+    "HTTPS://Example.COM:8443/a/%20b",
+    "http://127.0.0.1:3000/x",
+    "https://[2001:db8::1]/",
+    "https://bücher.example/in",
+    "https://example.com/@x",
+  ])("accepts %j", (url) => {
+    expect(urlSpellingProblem(url, new URL(url))).toBeUndefined();
+  });
 });
 
 describe("ipLiteralHost", () => {
@@ -222,7 +274,10 @@ describe("ipLiteralHost", () => {
     expect(ipLiteralHost(new URL(url))).toBe(host);
   });
 
-  it.each(["https://example.com/", "https://localhost/", "https://1.2.3.example/"])("gives undefined for the host name in %s", (url) => {
-    expect(ipLiteralHost(new URL(url))).toBeUndefined();
-  });
+  it.each(["https://example.com/", "https://localhost/", "https://1.2.3.example/"])(
+    "gives undefined for the host name in %s",
+    (url) => {
+      expect(ipLiteralHost(new URL(url))).toBeUndefined();
+    },
+  );
 });

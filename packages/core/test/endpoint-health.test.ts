@@ -1,7 +1,21 @@
 import { describe, expect, it } from "vitest";
-import { applyAttempt, changesHealth, HEALTHY, healthState, heldUntil, reenable, type EndpointHealth, type HealthChange } from "../src/endpoint-health.ts";
+import {
+  applyAttempt,
+  changesHealth,
+  type EndpointHealth,
+  HEALTHY,
+  type HealthChange,
+  healthState,
+  heldUntil,
+  reenable,
+} from "../src/endpoint-health.ts";
 
-const rules = { maxRetryAfterMs: 60_000, circuitFailureThreshold: 3, circuitProbeIntervalMs: 10_000, autoDisableAfterMs: 3_600_000 };
+const rules = {
+  maxRetryAfterMs: 60_000,
+  circuitFailureThreshold: 3,
+  circuitProbeIntervalMs: 10_000,
+  autoDisableAfterMs: 3_600_000,
+};
 const now = new Date("2026-11-23T12:00:00.000Z");
 const at = (ms: number) => new Date(now.getTime() + ms);
 const health = (changes: Partial<EndpointHealth>): EndpointHealth => ({ ...HEALTHY, ...changes });
@@ -9,8 +23,22 @@ const health = (changes: Partial<EndpointHealth>): EndpointHealth => ({ ...HEALT
 /** [name, before, attempt (response code, Retry-After), after, operational changes]. */
 const cases: [string, EndpointHealth, number | null, string | undefined, Partial<EndpointHealth>, HealthChange[]][] = [
   ["a success keeps a healthy endpoint healthy", HEALTHY, 200, undefined, { lastSuccessAt: now }, []],
-  ["a 5xx starts a failing streak", HEALTHY, 500, undefined, { consecutiveFailures: 1, failingSince: now, lastFailureAt: now }, []],
-  ["a timeout counts like a 5xx", HEALTHY, null, undefined, { consecutiveFailures: 1, failingSince: now, lastFailureAt: now }, []],
+  [
+    "a 5xx starts a failing streak",
+    HEALTHY,
+    500,
+    undefined,
+    { consecutiveFailures: 1, failingSince: now, lastFailureAt: now },
+    [],
+  ],
+  [
+    "a timeout counts like a 5xx",
+    HEALTHY,
+    null,
+    undefined,
+    { consecutiveFailures: 1, failingSince: now, lastFailureAt: now },
+    [],
+  ],
   [
     "a 4xx fails without counting toward the circuit",
     health({ consecutiveFailures: 2, failingSince: at(-5_000) }),
@@ -24,7 +52,13 @@ const cases: [string, EndpointHealth, number | null, string | undefined, Partial
     health({ consecutiveFailures: 2, failingSince: at(-5_000) }),
     502,
     undefined,
-    { consecutiveFailures: 3, failingSince: at(-5_000), lastFailureAt: now, circuitOpenedAt: now, heldUntil: at(10_000) },
+    {
+      consecutiveFailures: 3,
+      failingSince: at(-5_000),
+      lastFailureAt: now,
+      circuitOpenedAt: now,
+      heldUntil: at(10_000),
+    },
     ["circuit_opened"],
   ],
   [
@@ -32,7 +66,13 @@ const cases: [string, EndpointHealth, number | null, string | undefined, Partial
     health({ consecutiveFailures: 3, failingSince: at(-60_000), circuitOpenedAt: at(-10_000), heldUntil: at(0) }),
     null,
     undefined,
-    { consecutiveFailures: 4, failingSince: at(-60_000), lastFailureAt: now, circuitOpenedAt: at(-10_000), heldUntil: at(10_000) },
+    {
+      consecutiveFailures: 4,
+      failingSince: at(-60_000),
+      lastFailureAt: now,
+      circuitOpenedAt: at(-10_000),
+      heldUntil: at(10_000),
+    },
     [],
   ],
   [
@@ -48,10 +88,23 @@ const cases: [string, EndpointHealth, number | null, string | undefined, Partial
     health({ consecutiveFailures: 4, failingSince: at(-60_000), circuitOpenedAt: at(-10_000), heldUntil: at(0) }),
     400,
     undefined,
-    { consecutiveFailures: 4, failingSince: at(-60_000), lastFailureAt: now, circuitOpenedAt: at(-10_000), heldUntil: at(10_000) },
+    {
+      consecutiveFailures: 4,
+      failingSince: at(-60_000),
+      lastFailureAt: now,
+      circuitOpenedAt: at(-10_000),
+      heldUntil: at(10_000),
+    },
     [],
   ],
-  ["429 with Retry-After holds the subscription", HEALTHY, 429, "30", { failingSince: now, lastFailureAt: now, heldUntil: at(30_000) }, []],
+  [
+    "429 with Retry-After holds the subscription",
+    HEALTHY,
+    429,
+    "30",
+    { failingSince: now, lastFailureAt: now, heldUntil: at(30_000) },
+    [],
+  ],
   [
     "a success of another attempt keeps a Retry-After hold that is still ahead",
     health({ failingSince: at(-1_000), lastFailureAt: at(-1_000), heldUntil: at(29_000) }),
@@ -77,13 +130,26 @@ const cases: [string, EndpointHealth, number | null, string | undefined, Partial
     [],
   ],
   ["429 without Retry-After does not hold", HEALTHY, 429, undefined, { failingSince: now, lastFailureAt: now }, []],
-  ["410 disables at once", HEALTHY, 410, undefined, { failingSince: now, lastFailureAt: now, active: false, disabledReason: "gone" }, ["disabled"]],
+  [
+    "410 disables at once",
+    HEALTHY,
+    410,
+    undefined,
+    { failingSince: now, lastFailureAt: now, active: false, disabledReason: "gone" },
+    ["disabled"],
+  ],
   [
     "failing for AUTO_DISABLE_AFTER without a success disables",
     health({ consecutiveFailures: 1, failingSince: at(-3_600_000) }),
     500,
     undefined,
-    { consecutiveFailures: 2, failingSince: at(-3_600_000), lastFailureAt: now, active: false, disabledReason: "failing" },
+    {
+      consecutiveFailures: 2,
+      failingSince: at(-3_600_000),
+      lastFailureAt: now,
+      active: false,
+      disabledReason: "failing",
+    },
     ["disabled"],
   ],
   [
@@ -98,14 +164,27 @@ const cases: [string, EndpointHealth, number | null, string | undefined, Partial
 
 describe("endpoint health", () => {
   it.each(cases)("%s", (_name, before, responseCode, retryAfter, after, changes) => {
-    expect(applyAttempt(before, { responseCode, retryAfter: retryAfter ?? null }, now, rules)).toEqual({ health: { ...before, ...after }, changes });
+    expect(applyAttempt(before, { responseCode, retryAfter: retryAfter ?? null }, now, rules)).toEqual({
+      health: { ...before, ...after },
+      changes,
+    });
   });
 
   it.each<[string, EndpointHealth, ReturnType<typeof healthState>, Date | null]>([
     ["healthy", HEALTHY, "healthy", null],
     ["failing", health({ failingSince: at(-1_000), consecutiveFailures: 1 }), "failing", null],
-    ["circuit open, probe due later", health({ circuitOpenedAt: at(-1_000), heldUntil: at(9_000) }), "circuit_open", at(9_000)],
-    ["circuit open, probe due now", health({ circuitOpenedAt: at(-10_000), heldUntil: at(-1) }), "circuit_open", at(-1)],
+    [
+      "circuit open, probe due later",
+      health({ circuitOpenedAt: at(-1_000), heldUntil: at(9_000) }),
+      "circuit_open",
+      at(9_000),
+    ],
+    [
+      "circuit open, probe due now",
+      health({ circuitOpenedAt: at(-10_000), heldUntil: at(-1) }),
+      "circuit_open",
+      at(-1),
+    ],
     ["held by Retry-After", health({ heldUntil: at(5_000) }), "circuit_open", at(5_000)],
     ["a Retry-After hold that ended", health({ heldUntil: at(-5_000) }), "healthy", null],
   ])("shows %s as %s, retry_at %s", (_name, current, state, retryAt) => {
@@ -114,7 +193,15 @@ describe("endpoint health", () => {
   });
 
   it("re-enabling clears the reason, the circuit and the failing streak", () => {
-    const disabled = health({ active: false, disabledReason: "failing", consecutiveFailures: 9, failingSince: at(-1), circuitOpenedAt: at(-1), heldUntil: at(1), lastFailureAt: at(-1) });
+    const disabled = health({
+      active: false,
+      disabledReason: "failing",
+      consecutiveFailures: 9,
+      failingSince: at(-1),
+      circuitOpenedAt: at(-1),
+      heldUntil: at(1),
+      lastFailureAt: at(-1),
+    });
     expect(reenable(disabled)).toEqual({ ...HEALTHY, lastFailureAt: at(-1) });
   });
 

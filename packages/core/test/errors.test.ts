@@ -23,7 +23,9 @@ describe("domain errors", () => {
   });
 
   it("point an idempotency conflict at the Idempotency-Key header", () => {
-    const error = new IdempotencyConflictError("Keys for idempotent requests can only be used with the same parameters");
+    const error = new IdempotencyConflictError(
+      "Keys for idempotent requests can only be used with the same parameters",
+    );
     expect(error).toBeInstanceOf(DomainError);
     expect(error.name).toBe("IdempotencyConflictError");
     expect(error.code).toBe("idempotency_key_reused");
@@ -31,7 +33,11 @@ describe("domain errors", () => {
   });
 
   it("are told apart by class, as the HTTP adapter does", () => {
-    const errors: DomainError[] = [new ValidationError("bad", "invalid"), new NotFoundError("missing"), new IdempotencyConflictError("reused")];
+    const errors: DomainError[] = [
+      new ValidationError("bad", "invalid"),
+      new NotFoundError("missing"),
+      new IdempotencyConflictError("reused"),
+    ];
     expect(errors.map((error) => error instanceof NotFoundError)).toEqual([false, true, false]);
     expect(errors.map((error) => error instanceof ValidationError)).toEqual([true, false, false]);
   });

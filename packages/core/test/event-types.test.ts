@@ -9,12 +9,17 @@ import {
 } from "../src/event-types.ts";
 
 describe("eventTypeSchema", () => {
-  it.each(["invoice.paid", "a", "user_created", "order-shipped", "billing:invoice.paid", "V2.Invoice.Paid", "x".repeat(255)])(
-    "accepts %j",
-    (type) => {
-      expect(eventTypeSchema.parse(type)).toBe(type);
-    },
-  );
+  it.each([
+    "invoice.paid",
+    "a",
+    "user_created",
+    "order-shipped",
+    "billing:invoice.paid",
+    "V2.Invoice.Paid",
+    "x".repeat(255),
+  ])("accepts %j", (type) => {
+    expect(eventTypeSchema.parse(type)).toBe(type);
+  });
 
   it.each([
     ["empty", ""],
@@ -41,7 +46,10 @@ describe("eventTypeSchema", () => {
 
 describe("subscribedEventsSchema", () => {
   it("accepts a list of event types", () => {
-    expect(subscribedEventsSchema.parse(["invoice.paid", "invoice.failed"])).toEqual(["invoice.paid", "invoice.failed"]);
+    expect(subscribedEventsSchema.parse(["invoice.paid", "invoice.failed"])).toEqual([
+      "invoice.paid",
+      "invoice.failed",
+    ]);
   });
 
   it("accepts the wildcard", () => {
@@ -66,7 +74,12 @@ describe("subscribedEventsSchema", () => {
   });
 
   it("removes repeated names, keeping the first occurrence's order", () => {
-    expect(subscribedEventsSchema.parse(["b.two", "a.one", "b.two", "c.three", "a.one", "*", "*"])).toEqual(["b.two", "a.one", "c.three", "*"]);
+    expect(subscribedEventsSchema.parse(["b.two", "a.one", "b.two", "c.three", "a.one", "*", "*"])).toEqual([
+      "b.two",
+      "a.one",
+      "c.three",
+      "*",
+    ]);
   });
 
   it("treats names as case-sensitive when removing repeats", () => {
@@ -123,7 +136,12 @@ describe("isOperationalEventType", () => {
   it("is true for the operational. prefix only", () => {
     for (const type of Object.values(operationalEventTypes)) expect(isOperationalEventType(type)).toBe(true);
     expect(isOperationalEventType("operational.anything")).toBe(true);
-    for (const type of ["operational", "operationalx.y", "Operational.subscription.disabled", "billing.operational.review"]) {
+    for (const type of [
+      "operational",
+      "operationalx.y",
+      "Operational.subscription.disabled",
+      "billing.operational.review",
+    ]) {
       expect(isOperationalEventType(type)).toBe(false);
     }
   });

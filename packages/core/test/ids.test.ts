@@ -1,6 +1,6 @@
 import { decodeTime } from "ulid";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ID_BLOCK_SUFFIX_LENGTH, idPrefixes, isId, newId, newIdBlock, type IdKind } from "../src/ids.ts";
+import { ID_BLOCK_SUFFIX_LENGTH, type IdKind, idPrefixes, isId, newId, newIdBlock } from "../src/ids.ts";
 
 const kinds = Object.keys(idPrefixes) as IdKind[];
 const crockfordUlid = /^[0-9A-HJKMNP-TV-Z]{26}$/;

@@ -45,7 +45,21 @@ describe("createLogger", () => {
     expect(lines).toHaveLength(1);
     const line = lines[0];
     const text = JSON.stringify(line);
-    for (const secret of ["whsec_TOP", "whsec_NESTED", "key_TOP", "key_NESTED", "Bearer TOP", "Bearer HEADERS", "Bearer REQ", "pw_TOP", "pw_NESTED", "static_KEYS", "enc_KEY", "whsec_SIGNING", "Bearer CAPITAL"]) {
+    for (const secret of [
+      "whsec_TOP",
+      "whsec_NESTED",
+      "key_TOP",
+      "key_NESTED",
+      "Bearer TOP",
+      "Bearer HEADERS",
+      "Bearer REQ",
+      "pw_TOP",
+      "pw_NESTED",
+      "static_KEYS",
+      "enc_KEY",
+      "whsec_SIGNING",
+      "Bearer CAPITAL",
+    ]) {
       expect(text).not.toContain(secret);
     }
     expect(line).toMatchObject({
@@ -66,7 +80,10 @@ describe("createLogger", () => {
   });
 
   it("drops lines below the configured level", () => {
-    const lines = logLines("warn", `logger.info("info line"); logger.debug("debug line"); logger.warn("warn line"); logger.error("error line");`);
+    const lines = logLines(
+      "warn",
+      `logger.info("info line"); logger.debug("debug line"); logger.warn("warn line"); logger.error("error line");`,
+    );
     expect(lines.map((line) => line.msg)).toEqual(["warn line", "error line"]);
   });
 

@@ -20,9 +20,15 @@ describe("DEFAULT_RETRY_SCHEDULE", () => {
 });
 
 describe("decideRetry", () => {
-  it.each(schedule.map((step, index) => [index + 1, step] as const))("waits step %i (%i ms) after attempt n", (attemptNumber, step) => {
-    expect(decideRetry({ attemptNumber, responseCode: 500 }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: step });
-  });
+  it.each(schedule.map((step, index) => [index + 1, step] as const))(
+    "waits step %i (%i ms) after attempt n",
+    (attemptNumber, step) => {
+      expect(decideRetry({ attemptNumber, responseCode: 500 }, schedule, now, noJitter)).toEqual({
+        retry: true,
+        delayMs: step,
+      });
+    },
+  );
 
   it("gives eight attempts in all with the default schedule", () => {
     const attempts: number[] = [];
@@ -33,12 +39,15 @@ describe("decideRetry", () => {
     expect(attempts).toHaveLength(8);
   });
 
-  it.each(schedule.map((step, index) => [index + 1, step] as const))("keeps the jitter within ±20%% of step %i", (attemptNumber, step) => {
-    const attempt = { attemptNumber, responseCode: 500 };
-    expect(decideRetry(attempt, schedule, now, lowestJitter)).toEqual({ retry: true, delayMs: (step * 4) / 5 });
-    expect(decideRetry(attempt, schedule, now, noJitter)).toEqual({ retry: true, delayMs: step });
-    expect(decideRetry(attempt, schedule, now, highestJitter)).toEqual({ retry: true, delayMs: (step * 6) / 5 });
-  });
+  it.each(schedule.map((step, index) => [index + 1, step] as const))(
+    "keeps the jitter within ±20%% of step %i",
+    (attemptNumber, step) => {
+      const attempt = { attemptNumber, responseCode: 500 };
+      expect(decideRetry(attempt, schedule, now, lowestJitter)).toEqual({ retry: true, delayMs: (step * 4) / 5 });
+      expect(decideRetry(attempt, schedule, now, noJitter)).toEqual({ retry: true, delayMs: step });
+      expect(decideRetry(attempt, schedule, now, highestJitter)).toEqual({ retry: true, delayMs: (step * 6) / 5 });
+    },
+  );
 
   it("jitters the first step to exactly 4 s, 5 s and 6 s at the bounds", () => {
     const attempt = { attemptNumber: 1, responseCode: null };
@@ -58,31 +67,64 @@ describe("decideRetry", () => {
   });
 
   it("retries after timeouts and network errors (no response code)", () => {
-    expect(decideRetry({ attemptNumber: 1, responseCode: null }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 5 * SECOND });
+    expect(decideRetry({ attemptNumber: 1, responseCode: null }, schedule, now, noJitter)).toEqual({
+      retry: true,
+      delayMs: 5 * SECOND,
+    });
   });
 
   it.each([300, 301, 302, 400, 401, 404, 408, 500, 502, 504])("retries after a %i", (responseCode) => {
-    expect(decideRetry({ attemptNumber: 3, responseCode }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 30 * MINUTE });
+    expect(decideRetry({ attemptNumber: 3, responseCode }, schedule, now, noJitter)).toEqual({
+      retry: true,
+      delayMs: 30 * MINUTE,
+    });
   });
 
   it("stops after the last step", () => {
-    expect(decideRetry({ attemptNumber: 8, responseCode: 500 }, schedule, now, noJitter)).toEqual({ retry: false, reason: "exhausted" });
-    expect(decideRetry({ attemptNumber: 9, responseCode: 500 }, schedule, now, noJitter)).toEqual({ retry: false, reason: "exhausted" });
+    expect(decideRetry({ attemptNumber: 8, responseCode: 500 }, schedule, now, noJitter)).toEqual({
+      retry: false,
+      reason: "exhausted",
+    });
+    expect(decideRetry({ attemptNumber: 9, responseCode: 500 }, schedule, now, noJitter)).toEqual({
+      retry: false,
+      reason: "exhausted",
+    });
   });
 
   it("follows a configured schedule of any length", () => {
     const short = [10, 20];
-    expect(decideRetry({ attemptNumber: 1, responseCode: 500 }, short, now, noJitter)).toEqual({ retry: true, delayMs: 10 });
-    expect(decideRetry({ attemptNumber: 2, responseCode: 500 }, short, now, noJitter)).toEqual({ retry: true, delayMs: 20 });
-    expect(decideRetry({ attemptNumber: 3, responseCode: 500 }, short, now, noJitter)).toEqual({ retry: false, reason: "exhausted" });
-    expect(decideRetry({ attemptNumber: 1, responseCode: 500 }, [], now, noJitter)).toEqual({ retry: false, reason: "exhausted" });
+    expect(decideRetry({ attemptNumber: 1, responseCode: 500 }, short, now, noJitter)).toEqual({
+      retry: true,
+      delayMs: 10,
+    });
+    expect(decideRetry({ attemptNumber: 2, responseCode: 500 }, short, now, noJitter)).toEqual({
+      retry: true,
+      delayMs: 20,
+    });
+    expect(decideRetry({ attemptNumber: 3, responseCode: 500 }, short, now, noJitter)).toEqual({
+      retry: false,
+      reason: "exhausted",
+    });
+    expect(decideRetry({ attemptNumber: 1, responseCode: 500 }, [], now, noJitter)).toEqual({
+      retry: false,
+      reason: "exhausted",
+    });
   });
 
   it("ends retries on a 410, even on the first attempt", () => {
-    expect(decideRetry({ attemptNumber: 1, responseCode: 410 }, schedule, now, noJitter)).toEqual({ retry: false, reason: "gone" });
-    expect(decideRetry({ attemptNumber: 4, responseCode: 410, retryAfter: "5" }, schedule, now, noJitter)).toEqual({ retry: false, reason: "gone" });
+    expect(decideRetry({ attemptNumber: 1, responseCode: 410 }, schedule, now, noJitter)).toEqual({
+      retry: false,
+      reason: "gone",
+    });
+    expect(decideRetry({ attemptNumber: 4, responseCode: 410, retryAfter: "5" }, schedule, now, noJitter)).toEqual({
+      retry: false,
+      reason: "gone",
+    });
     // "gone" wins over "exhausted": the reason reflects what the receiver said.
-    expect(decideRetry({ attemptNumber: 8, responseCode: 410 }, schedule, now, noJitter)).toEqual({ retry: false, reason: "gone" });
+    expect(decideRetry({ attemptNumber: 8, responseCode: 410 }, schedule, now, noJitter)).toEqual({
+      retry: false,
+      reason: "gone",
+    });
   });
 
   describe("Retry-After on 429 and 503", () => {
@@ -98,10 +140,18 @@ describe("decideRetry", () => {
     });
 
     it("keeps the scheduled wait when Retry-After asks for less", () => {
-      expect(decideRetry({ attemptNumber: 3, responseCode: 429, retryAfter: "1" }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 30 * MINUTE });
-      expect(decideRetry({ attemptNumber: 3, responseCode: 429, retryAfter: "0" }, schedule, now, lowestJitter)).toEqual({ retry: true, delayMs: 24 * MINUTE });
+      expect(decideRetry({ attemptNumber: 3, responseCode: 429, retryAfter: "1" }, schedule, now, noJitter)).toEqual({
+        retry: true,
+        delayMs: 30 * MINUTE,
+      });
+      expect(
+        decideRetry({ attemptNumber: 3, responseCode: 429, retryAfter: "0" }, schedule, now, lowestJitter),
+      ).toEqual({ retry: true, delayMs: 24 * MINUTE });
       const past = new Date(now.getTime() - HOUR).toUTCString();
-      expect(decideRetry({ attemptNumber: 3, responseCode: 503, retryAfter: past }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 30 * MINUTE });
+      expect(decideRetry({ attemptNumber: 3, responseCode: 503, retryAfter: past }, schedule, now, noJitter)).toEqual({
+        retry: true,
+        delayMs: 30 * MINUTE,
+      });
     });
 
     it.each([
@@ -110,12 +160,20 @@ describe("decideRetry", () => {
       ["an absurd number of seconds", "9".repeat(30)],
     ])("never waits longer than the longest step when asked for %s far away", (_case, retryAfter) => {
       for (const random of [lowestJitter, noJitter]) {
-        expect(decideRetry({ attemptNumber: 1, responseCode: 429, retryAfter }, schedule, now, random)).toEqual({ retry: true, delayMs: longestStep });
+        expect(decideRetry({ attemptNumber: 1, responseCode: 429, retryAfter }, schedule, now, random)).toEqual({
+          retry: true,
+          delayMs: longestStep,
+        });
       }
     });
 
     it("waits the jittered step when it is itself longer than the longest step", () => {
-      const decision = decideRetry({ attemptNumber: 6, responseCode: 503, retryAfter: String(24 * 3600) }, schedule, now, highestJitter);
+      const decision = decideRetry(
+        { attemptNumber: 6, responseCode: 503, retryAfter: String(24 * 3600) },
+        schedule,
+        now,
+        highestJitter,
+      );
       expect(decision).toEqual({ retry: true, delayMs: 12 * HOUR });
     });
 
@@ -123,7 +181,12 @@ describe("decideRetry", () => {
       for (const attemptNumber of [1, 2, 3, 4, 5, 6, 7]) {
         for (const asked of [0, 1, 60, 3_600, 4 * 3_600, 11 * 3_600, 100 * 3_600]) {
           for (const r of [0, 0.1, 0.5, 0.9, 1]) {
-            const decision = decideRetry({ attemptNumber, responseCode: 429, retryAfter: String(asked) }, schedule, now, () => r);
+            const decision = decideRetry(
+              { attemptNumber, responseCode: 429, retryAfter: String(asked) },
+              schedule,
+              now,
+              () => r,
+            );
             if (!decision.retry) throw new Error("expected a retry");
             const jittered = Math.round((schedule[attemptNumber - 1] ?? Number.NaN) * (0.8 + 0.4 * r));
             expect(decision.delayMs).toBeGreaterThanOrEqual(Math.min(asked * SECOND, Math.max(longestStep, jittered)));
@@ -135,13 +198,24 @@ describe("decideRetry", () => {
     });
 
     it("ignores a Retry-After it cannot read", () => {
-      expect(decideRetry({ attemptNumber: 1, responseCode: 429, retryAfter: "soon" }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 5 * SECOND });
-      expect(decideRetry({ attemptNumber: 1, responseCode: 429, retryAfter: null }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 5 * SECOND });
-      expect(decideRetry({ attemptNumber: 1, responseCode: 429 }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 5 * SECOND });
+      expect(decideRetry({ attemptNumber: 1, responseCode: 429, retryAfter: "soon" }, schedule, now, noJitter)).toEqual(
+        { retry: true, delayMs: 5 * SECOND },
+      );
+      expect(decideRetry({ attemptNumber: 1, responseCode: 429, retryAfter: null }, schedule, now, noJitter)).toEqual({
+        retry: true,
+        delayMs: 5 * SECOND,
+      });
+      expect(decideRetry({ attemptNumber: 1, responseCode: 429 }, schedule, now, noJitter)).toEqual({
+        retry: true,
+        delayMs: 5 * SECOND,
+      });
     });
 
     it("still stops after the last step, whatever Retry-After says", () => {
-      expect(decideRetry({ attemptNumber: 8, responseCode: 429, retryAfter: "10" }, schedule, now, noJitter)).toEqual({ retry: false, reason: "exhausted" });
+      expect(decideRetry({ attemptNumber: 8, responseCode: 429, retryAfter: "10" }, schedule, now, noJitter)).toEqual({
+        retry: false,
+        reason: "exhausted",
+      });
     });
   });
 
@@ -151,7 +225,10 @@ describe("decideRetry", () => {
   });
 
   it("ignores Retry-After when no response arrived", () => {
-    expect(decideRetry({ attemptNumber: 1, responseCode: null, retryAfter: "3600" }, schedule, now, noJitter)).toEqual({ retry: true, delayMs: 5 * SECOND });
+    expect(decideRetry({ attemptNumber: 1, responseCode: null, retryAfter: "3600" }, schedule, now, noJitter)).toEqual({
+      retry: true,
+      delayMs: 5 * SECOND,
+    });
   });
 });
 
@@ -191,9 +268,12 @@ describe("parseRetryAfter", () => {
     expect(parseRetryAfter(new Date(now.getTime() - 1_000).toUTCString(), now)).toBe(0);
   });
 
-  it.each([undefined, null, "", "soon", "abc", "12abc", "1e3", "3.0", "Infinity", "NaN", "later, please"])("gives undefined for %j", (value) => {
-    expect(parseRetryAfter(value, now)).toBeUndefined();
-  });
+  it.each([undefined, null, "", "soon", "abc", "12abc", "1e3", "3.0", "Infinity", "NaN", "later, please"])(
+    "gives undefined for %j",
+    (value) => {
+      expect(parseRetryAfter(value, now)).toBeUndefined();
+    },
+  );
 
   it.each(["1.5", "-1", "Retry in 5", "1 2"])("gives undefined for the non-date %j", (value) => {
     expect(parseRetryAfter(value, now)).toBeUndefined();

@@ -1,7 +1,7 @@
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { newId } from "../src/ids.ts";
-import { decodeSigningSecret, generateSigningSecret, signWebhook, type SignedHeaders } from "../src/signing.ts";
+import { decodeSigningSecret, generateSigningSecret, type SignedHeaders, signWebhook } from "../src/signing.ts";
 
 const secretFormat = /^whsec_[A-Za-z0-9+/]{43}=$/;
 
@@ -59,7 +59,10 @@ describe("signWebhook", () => {
   });
 
   it("puts the unix time in whole seconds in webhook-timestamp", () => {
-    const sign = (timestamp: Date) => signWebhook({ secretKeys: [Buffer.alloc(32, 1)], messageId: "evt_1", timestamp, body: "{}" })["webhook-timestamp"];
+    const sign = (timestamp: Date) =>
+      signWebhook({ secretKeys: [Buffer.alloc(32, 1)], messageId: "evt_1", timestamp, body: "{}" })[
+        "webhook-timestamp"
+      ];
     expect(sign(new Date("2026-11-21T23:36:50.999Z"))).toBe("1795304210");
     expect(sign(new Date("2026-11-21T23:36:50.000Z"))).toBe("1795304210");
     expect(sign(new Date("2026-11-21T23:36:51.000Z"))).toBe("1795304211");
@@ -83,8 +86,15 @@ describe("signWebhook", () => {
     const previous = generateSigningSecret();
     const body = JSON.stringify({ type: "invoice.paid", data: { amount: 42 } });
     const timestamp = new Date();
-    const headers = signWebhook({ secretKeys: [decodeSigningSecret(current), decodeSigningSecret(previous)], messageId: "evt_r", timestamp, body });
-    expect(headers["webhook-signature"]).toBe(`${new Webhook(current).sign("evt_r", timestamp, body)} ${new Webhook(previous).sign("evt_r", timestamp, body)}`);
+    const headers = signWebhook({
+      secretKeys: [decodeSigningSecret(current), decodeSigningSecret(previous)],
+      messageId: "evt_r",
+      timestamp,
+      body,
+    });
+    expect(headers["webhook-signature"]).toBe(
+      `${new Webhook(current).sign("evt_r", timestamp, body)} ${new Webhook(previous).sign("evt_r", timestamp, body)}`,
+    );
     expect(new Webhook(current).verify(body, { ...headers })).toEqual(JSON.parse(body));
     expect(new Webhook(previous).verify(body, { ...headers })).toEqual(JSON.parse(body));
     expect(() => new Webhook(generateSigningSecret()).verify(body, { ...headers })).toThrow(WebhookVerificationError);
@@ -95,12 +105,28 @@ describe("signWebhook", () => {
   });
 
   const bodies: [string, string][] = [
-    ["a small event", JSON.stringify({ type: "invoice.paid", timestamp: "2026-11-21T23:36:50.123Z", data: { id: "in_1", amount: 4200 } })],
+    [
+      "a small event",
+      JSON.stringify({
+        type: "invoice.paid",
+        timestamp: "2026-11-21T23:36:50.123Z",
+        data: { id: "in_1", amount: 4200 },
+      }),
+    ],
     ["an empty object", "{}"],
-    ["accents, CJK and emoji", JSON.stringify({ type: "user.created", data: { name: "Zoë Ünal 张伟 🎉", note: "naïve café" } })],
-    ["escaped unicode and control characters", JSON.stringify({ data: { text: "line\nbreak\ttab \u0000 \u2028 \\ \"quoted\"" } })],
+    [
+      "accents, CJK and emoji",
+      JSON.stringify({ type: "user.created", data: { name: "Zoë Ünal 张伟 🎉", note: "naïve café" } }),
+    ],
+    [
+      "escaped unicode and control characters",
+      JSON.stringify({ data: { text: 'line\nbreak\ttab \u0000 \u2028 \\ "quoted"' } }),
+    ],
     ["astral-plane characters", JSON.stringify({ data: { math: "𝔘𝔫𝔦𝔠𝔬𝔡𝔢" } })],
-    ["a large body", JSON.stringify({ data: { blob: "x".repeat(200_000), list: Array.from({ length: 1_000 }, (_, i) => i) } })],
+    [
+      "a large body",
+      JSON.stringify({ data: { blob: "x".repeat(200_000), list: Array.from({ length: 1_000 }, (_, i) => i) } }),
+    ],
     ["pretty-printed JSON", JSON.stringify({ type: "a.b", data: { nested: { deep: [1, 2, 3] } } }, null, 2)],
   ];
 
@@ -155,7 +181,10 @@ describe("signWebhook", () => {
       const { secret, headers } = signNow(body);
       const signature = headers["webhook-signature"]; // "v1," + base64
       const swapped = signature[10] === "A" ? "B" : "A";
-      expectRejected(secret, body, { ...headers, "webhook-signature": `${signature.slice(0, 10)}${swapped}${signature.slice(11)}` });
+      expectRejected(secret, body, {
+        ...headers,
+        "webhook-signature": `${signature.slice(0, 10)}${swapped}${signature.slice(11)}`,
+      });
     });
   });
 });

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { connectionFailureReason, postgresUnreachableMessage, redactUrl, redisUnreachableMessage } from "../src/startup.ts";
+import {
+  connectionFailureReason,
+  postgresUnreachableMessage,
+  redactUrl,
+  redisUnreachableMessage,
+} from "../src/startup.ts";
 
 describe("redactUrl", () => {
   it.each([
@@ -11,9 +16,12 @@ describe("redactUrl", () => {
     expect(redactUrl(url)).not.toContain("hunter2");
   });
 
-  it.each(["postgresql://postgres@127.0.0.1:5432/webhooks", "redis://127.0.0.1:6379"])("leaves %s without a password as it is", (url) => {
-    expect(redactUrl(url)).toBe(url);
-  });
+  it.each(["postgresql://postgres@127.0.0.1:5432/webhooks", "redis://127.0.0.1:6379"])(
+    "leaves %s without a password as it is",
+    (url) => {
+      expect(redactUrl(url)).toBe(url);
+    },
+  );
 
   it("does not echo what it cannot parse, which may hold a password", () => {
     expect(redactUrl("postgres://app:hunter2@db:99999/x")).toBe("(unparseable URL)");
@@ -45,7 +53,9 @@ describe("connectionFailureReason", () => {
   }
 
   it("keeps a message that already names its code", () => {
-    expect(connectionFailureReason(networkError("connect ECONNREFUSED 127.0.0.1:6379", "ECONNREFUSED"))).toBe("connect ECONNREFUSED 127.0.0.1:6379");
+    expect(connectionFailureReason(networkError("connect ECONNREFUSED 127.0.0.1:6379", "ECONNREFUSED"))).toBe(
+      "connect ECONNREFUSED 127.0.0.1:6379",
+    );
   });
 
   it("adds the code a message lacks, or stands in for an empty message", () => {

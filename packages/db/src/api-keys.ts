@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { isId, newId, NotFoundError } from "@webhooks/core";
+import { isId, NotFoundError, newId } from "@webhooks/core";
 import type { PrismaClientOrTransaction } from "./client.ts";
 
 /**
@@ -27,7 +27,14 @@ export interface LiveApiKey {
   tenantId: string | null;
 }
 
-const keyFields = { id: true, name: true, prefix: true, createdAt: true, revokedAt: true, tenantId: true } as const satisfies Record<keyof ApiKeyRecord, true>;
+const keyFields = {
+  id: true,
+  name: true,
+  prefix: true,
+  createdAt: true,
+  revokedAt: true,
+  tenantId: true,
+} as const satisfies Record<keyof ApiKeyRecord, true>;
 
 export function hashApiKey(key: string): Buffer {
   return createHash("sha256").update(key).digest();
@@ -39,7 +46,13 @@ export async function createApiKey(
 ): Promise<{ key: string; record: ApiKeyRecord }> {
   const key = KEY_PREFIX + randomBytes(32).toString("base64url");
   const record = await ctx.db.apiKey.create({
-    data: { id: newId("apiKey"), name: input.name, prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), hash: hashApiKey(key).toString("hex"), tenantId: input.tenantId ?? null },
+    data: {
+      id: newId("apiKey"),
+      name: input.name,
+      prefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
+      hash: hashApiKey(key).toString("hex"),
+      tenantId: input.tenantId ?? null,
+    },
     select: keyFields,
   });
   return { key, record };
@@ -65,7 +78,10 @@ export async function revokeApiKey(ctx: { db: PrismaClientOrTransaction }, id: s
 }
 
 /** The live stored key matching `key` (its id and tenant scope), or undefined. */
-export async function findLiveApiKey(ctx: { db: PrismaClientOrTransaction }, key: string): Promise<LiveApiKey | undefined> {
+export async function findLiveApiKey(
+  ctx: { db: PrismaClientOrTransaction },
+  key: string,
+): Promise<LiveApiKey | undefined> {
   if (!key.startsWith(KEY_PREFIX) || key.length < DISPLAY_PREFIX_LENGTH) return undefined;
   const candidates = await ctx.db.apiKey.findMany({
     where: { prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), revokedAt: null },

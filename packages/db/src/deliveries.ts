@@ -3,10 +3,10 @@
  * §4, §5). Writes to `deliveries` are in events.ts (created), delivery-leases.ts (attempted),
  * delivery-resends.ts (resent) and retention.ts (deleted); see delivery-leases.ts.
  */
-import { isId, NotFoundError, type DeliveryStatus } from "@webhooks/core";
+import { type DeliveryStatus, isId, NotFoundError } from "@webhooks/core";
 import { Prisma } from "./client.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
-import { scopeConditions, type ScopedContext, type ScopedListContext, type TenantScope } from "./tenant-scope.ts";
+import { type ScopedContext, type ScopedListContext, scopeConditions, type TenantScope } from "./tenant-scope.ts";
 
 export interface DeliveryRecord {
   id: string;
@@ -70,7 +70,11 @@ const deliveryColumns = Prisma.sql`
   CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId", created_at AS "createdAt"`;
 
 /** The delivery log, newest first (spec §4.1, contract §4). */
-export async function listDeliveries(ctx: ScopedListContext, filters: DeliveryFilters, page: PageRequest): Promise<Page<DeliveryRecord>> {
+export async function listDeliveries(
+  ctx: ScopedListContext,
+  filters: DeliveryFilters,
+  page: PageRequest,
+): Promise<Page<DeliveryRecord>> {
   return fetchPage<DeliveryRecord>(ctx.sql, deliveryListQuery(ctx.scope, filters), page);
 }
 
@@ -86,7 +90,8 @@ export function deliveryListQuery(scope: TenantScope, filters: DeliveryFilters):
   if (filters.tenantId !== undefined) tenants.push(Prisma.sql`tenant_id = ${filters.tenantId}`);
   if (filters.subscriptionId !== undefined) {
     where.push(Prisma.sql`subscription_id = ${filters.subscriptionId}`);
-    for (const tenant of tenants) where.push(Prisma.sql`EXISTS (SELECT 1 FROM subscriptions WHERE id = ${filters.subscriptionId} AND ${tenant})`);
+    for (const tenant of tenants)
+      where.push(Prisma.sql`EXISTS (SELECT 1 FROM subscriptions WHERE id = ${filters.subscriptionId} AND ${tenant})`);
   } else {
     // Along the partial per-tenant indexes (prisma/schema.prisma): `tenant_id = $1` implies their
     // `tenant_id IS NOT NULL`, and a response class repeats its literal predicate below.
@@ -98,9 +103,20 @@ export function deliveryListQuery(scope: TenantScope, filters: DeliveryFilters):
   if (filters.until !== undefined) where.push(Prisma.sql`created_at < ${filters.until}`);
   const responseCode = filters.responseCode;
   if (responseCode !== undefined) {
-    where.push("code" in responseCode ? Prisma.sql`response_code = ${responseCode.code}` : responseClassPredicates[responseCode.class]);
+    where.push(
+      "code" in responseCode
+        ? Prisma.sql`response_code = ${responseCode.code}`
+        : responseClassPredicates[responseCode.class],
+    );
   }
-  return { table: "deliveries", timeColumn: "created_at", columns: deliveryColumns, filters: where, resource: "delivery", cursorScope: scopeConditions(scope) };
+  return {
+    table: "deliveries",
+    timeColumn: "created_at",
+    columns: deliveryColumns,
+    filters: where,
+    resource: "delivery",
+    cursorScope: scopeConditions(scope),
+  };
 }
 
 export async function getDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {

@@ -1,4 +1,4 @@
-import { newId, UNKNOWN_OUTCOME_ERROR, type DeliveryStatus, type EndpointHealth } from "@webhooks/core";
+import { type DeliveryStatus, type EndpointHealth, newId, UNKNOWN_OUTCOME_ERROR } from "@webhooks/core";
 import type { SqlClient } from "./sql.ts";
 import { healthColumns, healthFromRow } from "./subscription-health.ts";
 
@@ -132,41 +132,40 @@ export async function claimDeliveries(
   ctx: { sql: SqlClient },
   input: { claims: { deliveryId: string; leaseToken: string }[]; leaseMs: number },
 ): Promise<Map<string, ClaimedDelivery>> {
-  const rows = await ctx.sql.query<{
-    id: string;
-    leaseToken: string;
-    subscriptionId: string;
-    status: DeliveryStatus;
-    nextAttemptAt: Date | null;
-    url: string;
-    headers: Record<string, string>;
-    test: boolean;
-    secretId: string;
-    ciphertext: Uint8Array;
-    previousSecretId: string | null;
-    previousCiphertext: Uint8Array | null;
-    eventId: string;
-    type: string;
-    data: string;
-    eventCreatedAt: Date;
-    attemptId: string;
-    attempts: number;
-    attemptStartedAt: Date;
-    wasOpen: boolean;
-    maxInFlight: number;
-    rateLimit: number | null;
-    subscriptionDeleted: boolean;
-  } & EndpointHealth>(
-    CLAIM_SQL,
-    [
-      input.claims.map((c) => c.deliveryId),
-      input.claims.map((c) => c.leaseToken),
-      input.leaseMs,
-      DUE_TOLERANCE_MS,
-      input.claims.map(() => newId("attempt")),
-      UNKNOWN_OUTCOME_ERROR,
-    ],
-  );
+  const rows = await ctx.sql.query<
+    {
+      id: string;
+      leaseToken: string;
+      subscriptionId: string;
+      status: DeliveryStatus;
+      nextAttemptAt: Date | null;
+      url: string;
+      headers: Record<string, string>;
+      test: boolean;
+      secretId: string;
+      ciphertext: Uint8Array;
+      previousSecretId: string | null;
+      previousCiphertext: Uint8Array | null;
+      eventId: string;
+      type: string;
+      data: string;
+      eventCreatedAt: Date;
+      attemptId: string;
+      attempts: number;
+      attemptStartedAt: Date;
+      wasOpen: boolean;
+      maxInFlight: number;
+      rateLimit: number | null;
+      subscriptionDeleted: boolean;
+    } & EndpointHealth
+  >(CLAIM_SQL, [
+    input.claims.map((c) => c.deliveryId),
+    input.claims.map((c) => c.leaseToken),
+    input.leaseMs,
+    DUE_TOLERANCE_MS,
+    input.claims.map(() => newId("attempt")),
+    UNKNOWN_OUTCOME_ERROR,
+  ]);
   return new Map(
     rows.map((row) => [
       row.id,
@@ -181,7 +180,9 @@ export async function claimDeliveries(
         test: row.test,
         secrets: [
           { id: row.secretId, ciphertext: row.ciphertext },
-          ...(row.previousSecretId !== null && row.previousCiphertext !== null ? [{ id: row.previousSecretId, ciphertext: row.previousCiphertext }] : []),
+          ...(row.previousSecretId !== null && row.previousCiphertext !== null
+            ? [{ id: row.previousSecretId, ciphertext: row.previousCiphertext }]
+            : []),
         ],
         eventId: row.eventId,
         eventType: row.type,
@@ -200,9 +201,7 @@ export async function claimDeliveries(
   );
 }
 
-export type NotClaimed =
-  | { reason: "missing" | "finished" }
-  | { reason: "not_due" | "leased"; retryInMs: number };
+export type NotClaimed = { reason: "missing" | "finished" } | { reason: "not_due" | "leased"; retryInMs: number };
 
 /** Why a delivery could not be claimed, measuring time on the database's clock. */
 export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string): Promise<NotClaimed> {
@@ -214,7 +213,8 @@ export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string)
   );
   if (!state) return { reason: "missing" };
   if (state.dueInMs === null) return { reason: "finished" };
-  if (state.leasedForMs !== null && state.leasedForMs > 0) return { reason: "leased", retryInMs: Math.ceil(state.leasedForMs) };
+  if (state.leasedForMs !== null && state.leasedForMs > 0)
+    return { reason: "leased", retryInMs: Math.ceil(state.leasedForMs) };
   return { reason: "not_due", retryInMs: Math.max(0, Math.ceil(state.dueInMs)) };
 }
 
@@ -272,7 +272,10 @@ export interface RecordedAttempt {
  * written.
  * Returns the deliveries recorded, by id.
  */
-export async function recordAttempts(ctx: { sql: SqlClient }, records: AttemptToRecord[]): Promise<Map<string, RecordedAttempt>> {
+export async function recordAttempts(
+  ctx: { sql: SqlClient },
+  records: AttemptToRecord[],
+): Promise<Map<string, RecordedAttempt>> {
   const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
   const rows = await ctx.sql.query<{ deliveryId: string; subscriptionUnwell: boolean }>(
     `WITH input AS (

@@ -1,7 +1,7 @@
 import { nextState, stateOf } from "@webhooks/core";
 import { Prisma } from "./client.ts";
-import { getDelivery, type DeliveryRecord } from "./deliveries.ts";
-import { scopeConditions, type ScopedContext } from "./tenant-scope.ts";
+import { type DeliveryRecord, getDelivery } from "./deliveries.ts";
+import { type ScopedContext, scopeConditions } from "./tenant-scope.ts";
 
 /**
  * Manual resends, the API's writes to `deliveries`: one delivery (POST /v1/deliveries/{id}/retry)
@@ -84,8 +84,11 @@ export async function* recoverDeliveries(
   let cursor: { createdAt: Date; id: string } | undefined;
   let count = 0;
   for (;;) {
-    const after = cursor === undefined ? Prisma.empty : Prisma.sql`AND (created_at, id) < (${cursor.createdAt}, ${cursor.id})`;
-    const [batch] = await ctx.db.$queryRaw<{ scanned: number; lastCreatedAt: Date | null; lastId: string | null; finished: string[]; retrying: string[] }[]>`
+    const after =
+      cursor === undefined ? Prisma.empty : Prisma.sql`AND (created_at, id) < (${cursor.createdAt}, ${cursor.id})`;
+    const [batch] = await ctx.db.$queryRaw<
+      { scanned: number; lastCreatedAt: Date | null; lastId: string | null; finished: string[]; retrying: string[] }[]
+    >`
       WITH batch AS (
         SELECT id, created_at, next_attempt_at IS NOT NULL AS retrying FROM deliveries
         WHERE subscription_id = ${window.subscriptionId} AND status = 'failed'

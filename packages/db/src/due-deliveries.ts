@@ -32,7 +32,13 @@ export async function findDueDeliveries(
        AND ($5::timestamptz IS NULL OR next_attempt_at >= $5::timestamptz)
        AND ($2::timestamptz IS NULL OR (next_attempt_at, id) > ($2::timestamptz, $3::text))
      ORDER BY next_attempt_at, id LIMIT $4`,
-    [input.graceMs, after?.nextAttemptAt.toISOString() ?? null, after?.id ?? "", input.limit, input.dueSince?.toISOString() ?? null],
+    [
+      input.graceMs,
+      after?.nextAttemptAt.toISOString() ?? null,
+      after?.id ?? "",
+      input.limit,
+      input.dueSince?.toISOString() ?? null,
+    ],
   );
 }
 
@@ -58,7 +64,7 @@ export async function databaseNow(ctx: { sql: SqlClient }): Promise<Date> {
 }
 
 /** Every worker runs a reconciler; this lock lets one of them scan at a time. 'whrecon' in ASCII. */
-const RECONCILER_LOCK_KEY = (0x77687265636f6en).toString();
+const RECONCILER_LOCK_KEY = 0x77687265636f6en.toString();
 
 /**
  * Runs `work` if this process can take the reconciler's lock, holding it on one connection for
@@ -66,9 +72,14 @@ const RECONCILER_LOCK_KEY = (0x77687265636f6en).toString();
  * statements, and must not hold a snapshot open meanwhile). Returns undefined when another
  * process holds it.
  */
-export async function withReconcilerLock<T>(ctx: { sql: SqlClient }, work: (sql: SqlClient) => Promise<T>): Promise<T | undefined> {
+export async function withReconcilerLock<T>(
+  ctx: { sql: SqlClient },
+  work: (sql: SqlClient) => Promise<T>,
+): Promise<T | undefined> {
   return ctx.sql.withConnection(async (sql) => {
-    const [lock] = await sql.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1::bigint) AS locked", [RECONCILER_LOCK_KEY]);
+    const [lock] = await sql.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1::bigint) AS locked", [
+      RECONCILER_LOCK_KEY,
+    ]);
     if (!lock?.locked) return undefined;
     try {
       return await work(sql);

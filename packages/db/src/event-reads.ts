@@ -1,5 +1,5 @@
 import { NotFoundError } from "@webhooks/core";
-import { getEvent, type EventRecord } from "./events.ts";
+import { type EventRecord, getEvent } from "./events.ts";
 import { isInScope, type ScopedContext } from "./tenant-scope.ts";
 
 /**

@@ -1,13 +1,13 @@
 import { createHash } from "node:crypto";
 import {
-  INITIAL_STATE,
   CROCKFORD_ALPHABET,
   ID_BLOCK_SUFFIX_LENGTH,
   IdempotencyConflictError,
+  INITIAL_STATE,
   isId,
+  NotFoundError,
   newId,
   newIdBlock,
-  NotFoundError,
   OPERATIONAL_PREFIX,
 } from "@webhooks/core";
 import type { Prisma, PrismaClientOrTransaction } from "./client.ts";
@@ -63,7 +63,13 @@ export interface DeliveryJobRef {
  * Crockford base32, 6 characters, so deliveries numbered in SQL sort like ids made by newId.
  */
 const deliveryIdSql = (block: string, n: string) =>
-  [block, ...Array.from({ length: ID_BLOCK_SUFFIX_LENGTH }, (_, i) => `substr('${CROCKFORD_ALPHABET}', ((${n} >> ${5 * (ID_BLOCK_SUFFIX_LENGTH - 1 - i)}) & 31)::int + 1, 1)`)].join(" || ");
+  [
+    block,
+    ...Array.from(
+      { length: ID_BLOCK_SUFFIX_LENGTH },
+      (_, i) => `substr('${CROCKFORD_ALPHABET}', ((${n} >> ${5 * (ID_BLOCK_SUFFIX_LENGTH - 1 - i)}) & 31)::int + 1, 1)`,
+    ),
+  ].join(" || ");
 
 /**
  * One statement publishes the whole batch: it inserts the events, finds the subscriptions that
@@ -147,7 +153,10 @@ export async function publishEvents(
   // here fails the whole batch: nothing is written yet.)
   const keyed = inputs.flatMap((input, index) => (input.idempotencyKey === undefined ? [] : [index]));
   if (keyed.length > 0) {
-    const earlier = await findIdempotentEvents(ctx.sql, keyed.map((index) => inputs[index]!.idempotencyKey!));
+    const earlier = await findIdempotentEvents(
+      ctx.sql,
+      keyed.map((index) => inputs[index]!.idempotencyKey!),
+    );
     for (const index of keyed) {
       const found = earlier.get(inputs[index]!.idempotencyKey!);
       if (found) results[index] = replay(found, inputs[index]!.idempotencyKey!, hashes[index]!);
@@ -157,7 +166,13 @@ export async function publishEvents(
   const pending = inputs.flatMap((input, index) => (results[index] === undefined ? [{ input, index }] : []));
   if (pending.length === 0) return finish(results);
 
-  const events = pending.map(({ input, index }) => ({ index, input, id: newId("event"), block: newIdBlock("delivery"), hash: hashes[index] ?? null }));
+  const events = pending.map(({ input, index }) => ({
+    index,
+    input,
+    id: newId("event"),
+    block: newIdBlock("delivery"),
+    hash: hashes[index] ?? null,
+  }));
   const written = await ctx.sql.query<{
     id: string;
     createdAt: Date;
@@ -184,7 +199,13 @@ export async function publishEvents(
       const deliveryIds = row.deliveryIds ?? [];
       const subscriptionIds = row.subscriptionIds ?? [];
       results[event.index] = {
-        event: { id: event.id, type: event.input.type, data: event.input.data, tenantId: event.input.tenantId ?? null, createdAt: row.createdAt },
+        event: {
+          id: event.id,
+          type: event.input.type,
+          data: event.input.data,
+          tenantId: event.input.tenantId ?? null,
+          createdAt: row.createdAt,
+        },
         created: true,
         deliveryCount: row.deliveryCount,
         deliveryIds,
@@ -199,15 +220,18 @@ export async function publishEvents(
   if (conflicted.length > 0) {
     // After the commit: a failure here is the conflicted inputs' alone. The batch's other events
     // are committed, and must be answered as accepted, not with an error a client would retry.
-    const winners = await findIdempotentEvents(ctx.sql, conflicted.map((c) => c.key)).catch((error: unknown) =>
-      error instanceof Error ? error : new Error(String(error)),
-    );
+    const winners = await findIdempotentEvents(
+      ctx.sql,
+      conflicted.map((c) => c.key),
+    ).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
     for (const { index, key, hash } of conflicted) {
       if (winners instanceof Error) {
         results[index] = winners;
       } else {
         const winner = winners.get(key);
-        results[index] = winner ? replay(winner, key, hash) : new Error("idempotent event vanished after a key conflict");
+        results[index] = winner
+          ? replay(winner, key, hash)
+          : new Error("idempotent event vanished after a key conflict");
       }
     }
   }
@@ -226,7 +250,11 @@ function finish(results: (PublishResult | Error | undefined)[]): (PublishResult 
  * fan-out after commit without holding all of it: each chunk is one walk of the primary key
  * over the event's id block.
  */
-export async function* deliveryJobChunks(ctx: PublishContext, deliveryIdBlock: string, size: number): AsyncGenerator<DeliveryJobRef[]> {
+export async function* deliveryJobChunks(
+  ctx: PublishContext,
+  deliveryIdBlock: string,
+  size: number,
+): AsyncGenerator<DeliveryJobRef[]> {
   const last = deliveryIdBlock + "Z".repeat(ID_BLOCK_SUFFIX_LENGTH);
   let after = deliveryIdBlock;
   for (;;) {
@@ -270,7 +298,16 @@ export async function publishTestEvent(
     [input.subscriptionId, eventId, input.type, JSON.stringify(input.data), deliveryId],
   );
   if (!written) throw notFound();
-  return { event: { id: eventId, type: input.type, data: input.data, tenantId: written.tenantId, createdAt: written.createdAt }, deliveryId };
+  return {
+    event: {
+      id: eventId,
+      type: input.type,
+      data: input.data,
+      tenantId: written.tenantId,
+      createdAt: written.createdAt,
+    },
+    deliveryId,
+  };
 }
 
 interface StoredEvent {
@@ -296,7 +333,14 @@ function replay(earlier: StoredEvent, key: string, requestHash: string): Publish
   if (earlier.requestHash !== requestHash) {
     return new IdempotencyConflictError(`Idempotency-Key ${key} was already used with a different request`);
   }
-  return { event: toEventRecord(earlier), created: false, deliveryCount: 0, deliveryIds: [], subscriptionOf: new Map(), deliveryIdBlock: "" };
+  return {
+    event: toEventRecord(earlier),
+    created: false,
+    deliveryCount: 0,
+    deliveryIds: [],
+    subscriptionOf: new Map(),
+    deliveryIdBlock: "",
+  };
 }
 
 export async function getEvent(ctx: { db: PrismaClientOrTransaction }, id: string): Promise<EventRecord> {
@@ -305,8 +349,20 @@ export async function getEvent(ctx: { db: PrismaClientOrTransaction }, id: strin
   return toEventRecord(event);
 }
 
-function toEventRecord(event: { id: string; type: string; data: Prisma.JsonValue; tenantId: string | null; createdAt: Date }): EventRecord {
-  return { id: event.id, type: event.type, data: event.data as Record<string, unknown>, tenantId: event.tenantId, createdAt: event.createdAt };
+function toEventRecord(event: {
+  id: string;
+  type: string;
+  data: Prisma.JsonValue;
+  tenantId: string | null;
+  createdAt: Date;
+}): EventRecord {
+  return {
+    id: event.id,
+    type: event.type,
+    data: event.data as Record<string, unknown>,
+    tenantId: event.tenantId,
+    createdAt: event.createdAt,
+  };
 }
 
 /**

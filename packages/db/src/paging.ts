@@ -1,4 +1,4 @@
-import { CursorError, isId, type IdKind } from "@webhooks/core";
+import { CursorError, type IdKind, isId } from "@webhooks/core";
 import { Prisma } from "./client.ts";
 import type { SqlClient } from "./sql.ts";
 
@@ -87,13 +87,18 @@ export function pageWithCursorCheck(query: PageQuery, page: PageRequest): Prisma
  * The statement is still built with Prisma.sql, so its values are bound as parameters ($1, $2,
  * ...), never spliced into the text.
  */
-export async function fetchPage<Row extends object>(sql: SqlClient, query: PageQuery, page: PageRequest): Promise<Page<Row>> {
+export async function fetchPage<Row extends object>(
+  sql: SqlClient,
+  query: PageQuery,
+  page: PageRequest,
+): Promise<Page<Row>> {
   if (page.startingAfter !== undefined && page.endingBefore !== undefined) {
     throw new CursorError("both_cursors", "endingBefore", query.resource, page.endingBefore);
   }
   const cursorId = page.startingAfter ?? page.endingBefore;
   const backwards = page.endingBefore !== undefined;
-  const missingCursor = () => new CursorError("unknown_cursor", backwards ? "endingBefore" : "startingAfter", query.resource, cursorId ?? "");
+  const missingCursor = () =>
+    new CursorError("unknown_cursor", backwards ? "endingBefore" : "startingAfter", query.resource, cursorId ?? "");
   if (cursorId !== undefined && !isId(query.resource, cursorId)) throw missingCursor();
   const statement = pageWithCursorCheck(query, page);
 
@@ -101,7 +106,10 @@ export async function fetchPage<Row extends object>(sql: SqlClient, query: PageQ
   if (cursorId === undefined) {
     rows = await sql.query<Row>(statement.text, statement.values);
   } else {
-    const withCursor = await sql.query<Row & { cursorFound: boolean; id: string | null }>(statement.text, statement.values);
+    const withCursor = await sql.query<Row & { cursorFound: boolean; id: string | null }>(
+      statement.text,
+      statement.values,
+    );
     if (!withCursor[0]?.cursorFound) throw missingCursor();
     rows = withCursor.filter((row) => row.id !== null).map(({ cursorFound: _, ...row }) => row as unknown as Row);
   }

@@ -49,7 +49,10 @@ export async function createPortalSession(
  * api_keys) lasts until it expires. One statement: the token hash's unique index, then api_keys
  * by its primary key.
  */
-export async function findPortalSession(ctx: { db: PrismaClientOrTransaction }, token: string): Promise<PortalSessionRecord | undefined> {
+export async function findPortalSession(
+  ctx: { db: PrismaClientOrTransaction },
+  token: string,
+): Promise<PortalSessionRecord | undefined> {
   if (!PORTAL_TOKEN_FORMAT.test(token)) return undefined;
   const [session] = await ctx.db.$queryRaw<PortalSessionRecord[]>`
     SELECT s.id, s.tenant_id AS "tenantId", s.expires_at AS "expiresAt", s.created_at AS "createdAt"

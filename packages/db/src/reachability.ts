@@ -14,7 +14,10 @@ export async function checkPostgres(url: string): Promise<string | undefined> {
   } catch (error) {
     const { code, message } = error as { code?: string; message: string };
     if (code === "3D000") return undefined;
-    return postgresUnreachableMessage(url, code && !message.includes(code) ? `${code} ${message}` : message || String(code));
+    return postgresUnreachableMessage(
+      url,
+      code && !message.includes(code) ? `${code} ${message}` : message || String(code),
+    );
   } finally {
     await client.end().catch(() => {});
   }
@@ -35,8 +38,18 @@ export function isDatabaseUnreachable(error: unknown): boolean {
     const current = pending.pop();
     if (current === null || typeof current !== "object" || seen.has(current)) continue;
     seen.add(current);
-    const { code, kind, message, cause, meta } = current as { code?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
-    if (typeof code === "string" && (SOCKET_ERRORS.has(code) || PRISMA_CONNECTION_ERRORS.has(code) || isPostgresConnectionState(code))) return true;
+    const { code, kind, message, cause, meta } = current as {
+      code?: unknown;
+      kind?: unknown;
+      message?: unknown;
+      cause?: unknown;
+      meta?: { driverAdapterError?: unknown };
+    };
+    if (
+      typeof code === "string" &&
+      (SOCKET_ERRORS.has(code) || PRISMA_CONNECTION_ERRORS.has(code) || isPostgresConnectionState(code))
+    )
+      return true;
     if (typeof kind === "string" && ADAPTER_CONNECTION_ERRORS.has(kind)) return true;
     if (typeof message === "string" && CONNECTION_MESSAGES.test(message)) return true;
     pending.push(cause, meta?.driverAdapterError);
@@ -44,14 +57,28 @@ export function isDatabaseUnreachable(error: unknown): boolean {
   return false;
 }
 
-
-const SOCKET_ERRORS = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EPIPE", "EAI_AGAIN", "ECONNABORTED"]);
+const SOCKET_ERRORS = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EPIPE",
+  "EAI_AGAIN",
+  "ECONNABORTED",
+]);
 
 /** P1001 cannot reach, P1002 timed out, P1017 server closed the connection, P2024 pool timeout. */
 const PRISMA_CONNECTION_ERRORS = new Set(["P1001", "P1002", "P1017", "P2024"]);
 
 /** @prisma/adapter-pg's names for the socket errors above and for SQLSTATE 53300. */
-const ADAPTER_CONNECTION_ERRORS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
+const ADAPTER_CONNECTION_ERRORS = new Set([
+  "DatabaseNotReachable",
+  "ConnectionClosed",
+  "SocketTimeout",
+  "TooManyConnections",
+]);
 
 /** SQLSTATE class 08 (connection exception), 57P01-57P03 (shutting down, cannot connect now), 53300 (too many connections). */
 function isPostgresConnectionState(code: string): boolean {
@@ -59,4 +86,5 @@ function isPostgresConnectionState(code: string): boolean {
 }
 
 /** node-postgres reports a dropped connection, a pool timeout and a statement unanswered for DATABASE_QUERY_TIMEOUT only in words. */
-const CONNECTION_MESSAGES = /^Connection terminated|timeout exceeded when trying to connect|Can't reach database server|Client has encountered a connection error|Query read timeout/i;
+const CONNECTION_MESSAGES =
+  /^Connection terminated|timeout exceeded when trying to connect|Can't reach database server|Client has encountered a connection error|Query read timeout/i;

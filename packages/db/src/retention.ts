@@ -57,7 +57,13 @@ export async function pruneFinishedDeliveries(
   ctx: { sql: SqlClient },
   input: { status: "delivered" | "failed"; before: Date; limit: number; after?: DeliveryCursor | undefined },
 ): Promise<DeliveryBatch> {
-  const [row] = await ctx.sql.query<{ taken: number; deliveries: number; attempts: number; lastCreatedAt: Date | null; lastId: string | null }>(
+  const [row] = await ctx.sql.query<{
+    taken: number;
+    deliveries: number;
+    attempts: number;
+    lastCreatedAt: Date | null;
+    lastId: string | null;
+  }>(
     `WITH batch AS (
        SELECT id, created_at FROM deliveries
        WHERE status = $1::delivery_status AND next_attempt_at IS NULL AND created_at < $2::timestamptz
@@ -78,7 +84,13 @@ export async function pruneFinishedDeliveries(
             (SELECT count(*) FROM attempts)::int AS attempts,
             (SELECT created_at FROM last) AS "lastCreatedAt",
             (SELECT id FROM last) AS "lastId"`,
-    [input.status, input.before.toISOString(), input.after?.createdAt.toISOString() ?? null, input.after?.id ?? "", input.limit],
+    [
+      input.status,
+      input.before.toISOString(),
+      input.after?.createdAt.toISOString() ?? null,
+      input.after?.id ?? "",
+      input.limit,
+    ],
   );
   return {
     deliveries: row!.deliveries,
@@ -113,7 +125,12 @@ export async function pruneEventsWithoutDeliveries(
   ctx: { sql: SqlClient },
   input: { before: Date; limit: number; after?: string | undefined },
 ): Promise<EventBatch> {
-  const [row] = await ctx.sql.query<{ scanned: number; events: number; last: string | null; reachedCutoff: boolean | null }>(
+  const [row] = await ctx.sql.query<{
+    scanned: number;
+    events: number;
+    last: string | null;
+    reachedCutoff: boolean | null;
+  }>(
     `WITH page AS (
        SELECT id, created_at FROM events WHERE id > $1::text ORDER BY id LIMIT $2
      ), doomed AS (
@@ -131,7 +148,12 @@ export async function pruneEventsWithoutDeliveries(
             (SELECT bool_or(created_at >= $3::timestamptz) FROM page) AS "reachedCutoff"`,
     [input.after ?? "", input.limit, input.before.toISOString()],
   );
-  return { events: row!.events, scanned: row!.scanned, last: row!.last ?? undefined, reachedCutoff: row!.reachedCutoff ?? false };
+  return {
+    events: row!.events,
+    scanned: row!.scanned,
+    last: row!.last ?? undefined,
+    reachedCutoff: row!.reachedCutoff ?? false,
+  };
 }
 
 export interface PrunePass extends PrunedRows {
@@ -162,7 +184,10 @@ export async function pruneExpired(
   },
 ): Promise<PrunePass> {
   const shouldStop = input.shouldStop ?? (() => false);
-  const [cutoff] = await ctx.sql.query<{ before: Date }>("SELECT now() - $1::bigint * interval '1 millisecond' AS before", [input.retentionMs]);
+  const [cutoff] = await ctx.sql.query<{ before: Date }>(
+    "SELECT now() - $1::bigint * interval '1 millisecond' AS before",
+    [input.retentionMs],
+  );
   const before = cutoff!.before;
   const pass: PrunePass = { deliveries: 0, attempts: 0, events: 0, batches: 0, complete: false };
   let lastBatchMs = 0;
@@ -206,7 +231,7 @@ export async function pruneExpired(
 }
 
 /** Every worker runs a pruner; this lock lets one of them prune at a time. 'whprune' in ASCII. */
-const PRUNER_LOCK_KEY = (0x77687072756e65n).toString();
+const PRUNER_LOCK_KEY = 0x77687072756e65n.toString();
 
 /**
  * Runs `work` if this process can take the pruner's lock, held on one connection for the whole
@@ -214,9 +239,14 @@ const PRUNER_LOCK_KEY = (0x77687072756e65n).toString();
  * Returns undefined when another process holds it. The batches are safe without it (they skip
  * rows another pruner holds); the lock saves N workers walking the same rows.
  */
-export async function withPrunerLock<T>(ctx: { sql: SqlClient }, work: (sql: SqlClient) => Promise<T>): Promise<T | undefined> {
+export async function withPrunerLock<T>(
+  ctx: { sql: SqlClient },
+  work: (sql: SqlClient) => Promise<T>,
+): Promise<T | undefined> {
   return ctx.sql.withConnection(async (sql) => {
-    const [lock] = await sql.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1::bigint) AS locked", [PRUNER_LOCK_KEY]);
+    const [lock] = await sql.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1::bigint) AS locked", [
+      PRUNER_LOCK_KEY,
+    ]);
     if (!lock?.locked) return undefined;
     try {
       return await work(sql);

@@ -1,13 +1,13 @@
 import {
-  applyAttempt,
-  operationalEventTypes,
   type AttemptResult,
+  applyAttempt,
   type EndpointHealth,
   type HealthChange,
   type HealthRules,
   type OperationalEventType,
+  operationalEventTypes,
 } from "@webhooks/core";
-import { publishEvents, type PublishInput } from "./events.ts";
+import { type PublishInput, publishEvents } from "./events.ts";
 import type { SqlClient } from "./sql.ts";
 
 /** One finished attempt, as the endpoint's health sees it. */
@@ -44,8 +44,26 @@ export function healthColumns(table: string): string {
 
 /** The health fields of a row that selected `healthColumns`, without its other columns. */
 export function healthFromRow(row: EndpointHealth): EndpointHealth {
-  const { consecutiveFailures, failingSince, lastSuccessAt, lastFailureAt, circuitOpenedAt, heldUntil, disabledReason, active } = row;
-  return { consecutiveFailures, failingSince, lastSuccessAt, lastFailureAt, circuitOpenedAt, heldUntil, disabledReason, active };
+  const {
+    consecutiveFailures,
+    failingSince,
+    lastSuccessAt,
+    lastFailureAt,
+    circuitOpenedAt,
+    heldUntil,
+    disabledReason,
+    active,
+  } = row;
+  return {
+    consecutiveFailures,
+    failingSince,
+    lastSuccessAt,
+    lastFailureAt,
+    circuitOpenedAt,
+    heldUntil,
+    disabledReason,
+    active,
+  };
 }
 
 const eventTypeOf: Record<HealthChange, OperationalEventType> = {
@@ -75,7 +93,9 @@ export async function recordEndpointResults(
       `SELECT id, tenant_id AS "tenantId", ${healthColumns("subscriptions")} FROM subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
       [ids],
     );
-    const updates = new Map<string, HealthUpdate>(rows.map((row) => [row.id, { subscriptionId: row.id, health: healthFromRow(row), changes: [] }]));
+    const updates = new Map<string, HealthUpdate>(
+      rows.map((row) => [row.id, { subscriptionId: row.id, health: healthFromRow(row), changes: [] }]),
+    );
     const tenantOf = new Map(rows.map((row) => [row.id, row.tenantId]));
     // Contract §11: operational events go through the normal pipeline, to subscriptions that name them.
     const events: PublishInput[] = [];
@@ -85,7 +105,8 @@ export async function recordEndpointResults(
       const applied = applyAttempt(update.health, result.result, result.finishedAt, rules);
       update.health = applied.health;
       update.changes.push(...applied.changes);
-      for (const change of applied.changes) events.push(operationalEvent(change, update.health, result, tenantOf.get(result.subscriptionId) ?? null));
+      for (const change of applied.changes)
+        events.push(operationalEvent(change, update.health, result, tenantOf.get(result.subscriptionId) ?? null));
     }
 
     const all = [...updates.values()];
@@ -121,7 +142,12 @@ export async function recordEndpointResults(
  * without a tenant, so they reach only untenanted subscriptions that name them, even when the
  * subscription they are about belongs to a tenant; `data.tenant_id` then says which one.
  */
-function operationalEvent(change: HealthChange, health: EndpointHealth, cause: EndpointResult, tenantId: string | null): PublishInput {
+function operationalEvent(
+  change: HealthChange,
+  health: EndpointHealth,
+  cause: EndpointResult,
+  tenantId: string | null,
+): PublishInput {
   return {
     type: eventTypeOf[change],
     data: {

@@ -1,20 +1,26 @@
 import {
   checkDestinationUrl,
-  generateSigningSecret,
-  isId,
-  newId,
-  NotFoundError,
-  urlSpellingProblem,
-  ValidationError,
   type DestinationPolicy,
   type DisabledReason,
   type EndpointHealth,
+  generateSigningSecret,
   type HealthState,
+  isId,
+  NotFoundError,
+  newId,
   type SecretBox,
+  urlSpellingProblem,
+  ValidationError,
 } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
-import { scopeConditions, scopeWhere, type ScopedContext, type ScopedListContext, type TenantScope } from "./tenant-scope.ts";
+import {
+  type ScopedContext,
+  type ScopedListContext,
+  scopeConditions,
+  scopeWhere,
+  type TenantScope,
+} from "./tenant-scope.ts";
 
 export interface SubscriptionContext {
   db: PrismaClientOrTransaction;
@@ -41,7 +47,10 @@ export interface SubscriptionRecord extends EndpointHealth {
 }
 
 /** A row as read; disabled_reason is plain text in the table, headers any JSON. */
-type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason" | "headers"> & { disabledReason: string | null; headers: unknown };
+type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason" | "headers"> & {
+  disabledReason: string | null;
+  headers: unknown;
+};
 
 const subscriptionFields = {
   id: true,
@@ -79,7 +88,11 @@ function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
     throw new Error(`Subscription ${row.id} has an unknown disabled_reason: ${disabledReason}`);
   }
   // Only the API writes headers, after checking them with core's customHeadersProblem.
-  return { ...row, disabledReason: disabledReason as DisabledReason | null, headers: row.headers as Record<string, string> };
+  return {
+    ...row,
+    disabledReason: disabledReason as DisabledReason | null,
+    headers: row.headers as Record<string, string>,
+  };
 }
 
 /**
@@ -142,7 +155,10 @@ function notFound(id: string): NotFoundError {
 
 export async function getSubscription(ctx: ScopedContext, id: string): Promise<SubscriptionRecord> {
   if (!isId("subscription", id)) throw notFound(id);
-  const subscription = await ctx.db.subscription.findFirst({ where: { id, deletedAt: null, ...scopeWhere(ctx.scope) }, select: subscriptionFields });
+  const subscription = await ctx.db.subscription.findFirst({
+    where: { id, deletedAt: null, ...scopeWhere(ctx.scope) },
+    select: subscriptionFields,
+  });
   if (!subscription) throw notFound(id);
   return toSubscriptionRecord(subscription);
 }
@@ -164,7 +180,14 @@ export async function listSubscriptions(
 export function subscriptionListQuery(scope: TenantScope, filters: { tenantId?: string | undefined }): PageQuery {
   const where = [Prisma.sql`deleted_at IS NULL`, ...scopeConditions(scope)];
   if (filters.tenantId !== undefined) where.push(Prisma.sql`tenant_id = ${filters.tenantId}`);
-  return { table: "subscriptions", timeColumn: "created_at", columns: subscriptionColumns, filters: where, resource: "subscription", cursorScope: scopeConditions(scope) };
+  return {
+    table: "subscriptions",
+    timeColumn: "created_at",
+    columns: subscriptionColumns,
+    filters: where,
+    resource: "subscription",
+    cursorScope: scopeConditions(scope),
+  };
 }
 
 /**
@@ -222,7 +245,10 @@ export async function rotateSubscriptionSecret(
   const secret = generateSigningSecret();
   const secretId = newId("secret");
   const ciphertext = new Uint8Array(ctx.secretBox.seal(secret));
-  const inScope = Prisma.join([Prisma.sql`TRUE`, ...scopeConditions(ctx.scope, Prisma.raw("subscriptions.tenant_id"))], " AND ");
+  const inScope = Prisma.join(
+    [Prisma.sql`TRUE`, ...scopeConditions(ctx.scope, Prisma.raw("subscriptions.tenant_id"))],
+    " AND ",
+  );
   // One statement: the new secret row exists only if the subscription does, and a concurrent
   // rotation waits on the row lock, then takes this one's new secret as its previous one.
   const rotated = await ctx.db.$queryRaw<{ id: string }[]>`

@@ -57,7 +57,9 @@ export function isInScope(scope: TenantScope, tenantId: string | null): boolean 
 export function tenantForNewResource(scope: TenantScope, requested: string | undefined): string | null {
   if (scope.kind === "unscoped") return requested ?? null;
   if (requested !== undefined && requested !== scope.tenantId) {
-    throw new PermissionError(`This credential is scoped to tenant ${scope.tenantId}; it cannot create resources for another tenant.`);
+    throw new PermissionError(
+      `This credential is scoped to tenant ${scope.tenantId}; it cannot create resources for another tenant.`,
+    );
   }
   return scope.tenantId;
 }
@@ -69,6 +71,8 @@ export function tenantForNewResource(scope: TenantScope, requested: string | und
  */
 export function requireUnscoped(scope: TenantScope, action: string): void {
   if (scope.kind !== "unscoped") {
-    throw new PermissionError(`This credential is scoped to tenant ${scope.tenantId} and cannot ${action}; use an unscoped API key.`);
+    throw new PermissionError(
+      `This credential is scoped to tenant ${scope.tenantId} and cannot ${action}; use an unscoped API key.`,
+    );
   }
 }

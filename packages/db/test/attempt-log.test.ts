@@ -1,11 +1,11 @@
 import { UNKNOWN_OUTCOME_ERROR } from "@webhooks/core";
 import {
+  type AttemptOutcome,
   claimDeliveries,
   createSubscription,
   publishEvents,
   recordAttempts,
   withdrawAttempts,
-  type AttemptOutcome,
 } from "@webhooks/db";
 import { sql } from "@webhooks/testing";
 import { beforeAll, beforeEach, expect, it } from "vitest";
@@ -19,30 +19,59 @@ const file = fileDatabase();
 let deliveryId: string;
 
 const LEASE_MS = 60_000;
-const ok: AttemptOutcome = { durationMs: 12, responseCode: 200, responseBody: "ok", error: null, status: "delivered", nextAttemptInMs: null };
-const failed: AttemptOutcome = { durationMs: 7, responseCode: 500, responseBody: "no", error: null, status: "failed", nextAttemptInMs: 0 };
+const ok: AttemptOutcome = {
+  durationMs: 12,
+  responseCode: 200,
+  responseBody: "ok",
+  error: null,
+  status: "delivered",
+  nextAttemptInMs: null,
+};
+const failed: AttemptOutcome = {
+  durationMs: 7,
+  responseCode: 500,
+  responseBody: "no",
+  error: null,
+  status: "failed",
+  nextAttemptInMs: 0,
+};
 
 beforeAll(async () => {
   await createSubscription(subscriptionContext(file.database), { url: "https://example.com/log", events: ["*"] });
 });
 beforeEach(async () => {
   await publishEvents({ sql: file.database.sql }, [{ type: "log.test", data: {} }]);
-  [{ id: deliveryId }] = (await sql<{ id: string }>(file.url, "SELECT id FROM deliveries ORDER BY created_at DESC, id DESC LIMIT 1")) as [{ id: string }];
+  [{ id: deliveryId }] = (await sql<{ id: string }>(
+    file.url,
+    "SELECT id FROM deliveries ORDER BY created_at DESC, id DESC LIMIT 1",
+  )) as [{ id: string }];
 });
 
 async function claim(leaseToken: string) {
-  const claimed = (await claimDeliveries({ sql: file.database.sql }, { claims: [{ deliveryId, leaseToken }], leaseMs: LEASE_MS })).get(deliveryId);
-  return claimed ? { deliveryId, leaseToken, attempt: claimed.attempt, closedAbandonedAttempt: claimed.closedAbandonedAttempt } : undefined;
+  const claimed = (
+    await claimDeliveries({ sql: file.database.sql }, { claims: [{ deliveryId, leaseToken }], leaseMs: LEASE_MS })
+  ).get(deliveryId);
+  return claimed
+    ? { deliveryId, leaseToken, attempt: claimed.attempt, closedAbandonedAttempt: claimed.closedAbandonedAttempt }
+    : undefined;
 }
 
 /** The delivery's attempt log as the API reads it, oldest first, and its `attempts`. */
 async function log() {
-  const attempts = await sql<{ id: string; number: number; duration_ms: number | null; response_code: number | null; error: string | null }>(
+  const attempts = await sql<{
+    id: string;
+    number: number;
+    duration_ms: number | null;
+    response_code: number | null;
+    error: string | null;
+  }>(
     file.url,
     "SELECT id, number, duration_ms, response_code, error FROM delivery_attempt_log WHERE delivery_id = $1 ORDER BY number",
     [deliveryId],
   );
-  const [row] = await sql<{ attempts: number }>(file.url, "SELECT attempts FROM deliveries WHERE id = $1", [deliveryId]);
+  const [row] = await sql<{ attempts: number }>(file.url, "SELECT attempts FROM deliveries WHERE id = $1", [
+    deliveryId,
+  ]);
   return { count: row!.attempts, attempts: attempts.map((a) => [a.number, a.duration_ms, a.response_code, a.error]) };
 }
 
@@ -52,9 +81,15 @@ it("shows the attempt in flight from its claim, and once recorded, with its outc
   expect(lease.closedAbandonedAttempt).toBe(false);
   expect(await log()).toEqual({ count: 1, attempts: [[1, null, null, null]] });
 
-  expect(await recordAttempts({ sql: file.database.sql }, [{ ...lease, outcome: ok }])).toEqual(new Map([[deliveryId, { subscriptionUnwell: false }]]));
+  expect(await recordAttempts({ sql: file.database.sql }, [{ ...lease, outcome: ok }])).toEqual(
+    new Map([[deliveryId, { subscriptionUnwell: false }]]),
+  );
   expect(await log()).toEqual({ count: 1, attempts: [[1, 12, 200, null]] });
-  const [stored] = await sql<{ id: string; started_at: Date }>(file.url, "SELECT id, started_at FROM delivery_attempts WHERE delivery_id = $1", [deliveryId]);
+  const [stored] = await sql<{ id: string; started_at: Date }>(
+    file.url,
+    "SELECT id, started_at FROM delivery_attempts WHERE delivery_id = $1",
+    [deliveryId],
+  );
   expect(stored).toEqual({ id: lease.attempt.id, started_at: lease.attempt.startedAt });
 });
 
@@ -73,15 +108,37 @@ it("closes an attempt whose worker never recorded it as one with an unknown outc
   const second = (await claim("b"))!;
   expect(second.closedAbandonedAttempt).toBe(true);
   expect(second.attempt.number).toBe(2);
-  expect(await log()).toEqual({ count: 2, attempts: [[1, null, null, UNKNOWN_OUTCOME_ERROR], [2, null, null, null]] });
+  expect(await log()).toEqual({
+    count: 2,
+    attempts: [
+      [1, null, null, UNKNOWN_OUTCOME_ERROR],
+      [2, null, null, null],
+    ],
+  });
 
   // The first worker comes back too late: nothing it says is written.
   expect(await recordAttempts({ sql: file.database.sql }, [{ ...first, outcome: ok }])).toEqual(new Map());
   await withdrawAttempts({ sql: file.database.sql }, [first]);
-  expect(await log()).toEqual({ count: 2, attempts: [[1, null, null, UNKNOWN_OUTCOME_ERROR], [2, null, null, null]] });
+  expect(await log()).toEqual({
+    count: 2,
+    attempts: [
+      [1, null, null, UNKNOWN_OUTCOME_ERROR],
+      [2, null, null, null],
+    ],
+  });
 
   await recordAttempts({ sql: file.database.sql }, [{ ...second, outcome: failed }]);
-  expect(await log()).toEqual({ count: 2, attempts: [[1, null, null, UNKNOWN_OUTCOME_ERROR], [2, 7, 500, null]] });
-  const [closed] = await sql<{ id: string; started_at: Date }>(file.url, "SELECT id, started_at FROM delivery_attempts WHERE delivery_id = $1 AND number = 1", [deliveryId]);
+  expect(await log()).toEqual({
+    count: 2,
+    attempts: [
+      [1, null, null, UNKNOWN_OUTCOME_ERROR],
+      [2, 7, 500, null],
+    ],
+  });
+  const [closed] = await sql<{ id: string; started_at: Date }>(
+    file.url,
+    "SELECT id, started_at FROM delivery_attempts WHERE delivery_id = $1 AND number = 1",
+    [deliveryId],
+  );
   expect(closed).toEqual({ id: first.attempt.id, started_at: first.attempt.startedAt });
 });

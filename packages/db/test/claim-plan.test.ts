@@ -29,7 +29,9 @@ beforeAll(async () => {
   await client.query("SET session_replication_role = replica");
   await client.query("INSERT INTO signing_secrets (id, ciphertext) VALUES ('sec_1', '\\x00')");
   await client.query("INSERT INTO events (id, type, data) VALUES ('evt_1', 'invoice.paid', '{}')");
-  await client.query("INSERT INTO subscriptions (id, url, events, secret_id) VALUES ('sub_1', 'https://example.com/', ARRAY['*'], 'sec_1')");
+  await client.query(
+    "INSERT INTO subscriptions (id, url, events, secret_id) VALUES ('sub_1', 'https://example.com/', ARRAY['*'], 'sec_1')",
+  );
   const insertDeliveries = (from: number, count: number, due: boolean) =>
     client.query(
       `INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, status, attempts, response_code, next_attempt_at, created_at, updated_at)
@@ -57,13 +59,15 @@ afterAll(async () => {
 it("finds the deliveries it claims by id, not by walking the due index, whatever the statistics say", async () => {
   await client.query("SET plan_cache_mode = force_generic_plan");
   await client.query(`PREPARE claim AS ${CLAIM_SQL}`);
-  const ids = ["dlv_" + "20001".padStart(26, "0"), "dlv_" + "20002".padStart(26, "0")];
+  const ids = [`dlv_${"20001".padStart(26, "0")}`, `dlv_${"20002".padStart(26, "0")}`];
   const array = (values: string[]) => `ARRAY[${values.map((value) => client.escapeLiteral(value)).join(", ")}]`;
   const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
     `EXPLAIN (FORMAT JSON) EXECUTE claim(${array(ids)}, ${array(["lease-1", "lease-2"])}, 60000, 500, ${array(["att_1", "att_2"])}, 'unknown')`,
   );
   const plan = nodes(rows[0]!["QUERY PLAN"][0].Plan);
-  const onDeliveries = plan.filter((node) => node["Relation Name"] === "deliveries" && node["Node Type"] !== "ModifyTable");
+  const onDeliveries = plan.filter(
+    (node) => node["Relation Name"] === "deliveries" && node["Node Type"] !== "ModifyTable",
+  );
 
   expect(onDeliveries.length).toBeGreaterThan(0);
   // Every read of deliveries goes through its primary key: no walk of the due index, no scan.

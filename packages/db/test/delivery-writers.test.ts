@@ -10,7 +10,9 @@ describe("writes to deliveries", () => {
   it("are only in events.ts, delivery-leases.ts, delivery-resends.ts and retention.ts", () => {
     const writers = readdirSync(SOURCE)
       .filter((file) => file.endsWith(".ts"))
-      .filter((file) => /\b(INSERT INTO|UPDATE|DELETE FROM)\s+deliveries\b/i.test(readFileSync(join(SOURCE, file), "utf8")))
+      .filter((file) =>
+        /\b(INSERT INTO|UPDATE|DELETE FROM)\s+deliveries\b/i.test(readFileSync(join(SOURCE, file), "utf8")),
+      )
       .sort();
     expect(writers).toEqual(["delivery-leases.ts", "delivery-resends.ts", "events.ts", "retention.ts"]);
   });

@@ -8,16 +8,32 @@ const file = fileDatabase();
 it("pages through every due delivery, skipping leased and finished ones", async () => {
   await createSubscription(subscriptionContext(file.database), { url: "https://example.com/due", events: ["*"] });
   const ctx = { sql: file.database.sql };
-  await publishEvents(ctx, Array.from({ length: 7 }, (_, i) => ({ type: "due.test", data: { i } })));
+  await publishEvents(
+    ctx,
+    Array.from({ length: 7 }, (_, i) => ({ type: "due.test", data: { i } })),
+  );
   // All due a minute ago, in a known order; then one is leased, one delivered, one retrying later.
-  await sql(file.url, `
+  await sql(
+    file.url,
+    `
     WITH ordered AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM deliveries)
     UPDATE deliveries d SET next_attempt_at = now() - interval '1 minute' + n * interval '1 second'
-    FROM ordered WHERE ordered.id = d.id`);
-  const ids = (await sql<{ id: string }>(file.url, "SELECT id FROM deliveries ORDER BY next_attempt_at, id")).map((r) => r.id);
-  await sql(file.url, "UPDATE deliveries SET leased_until = now() + interval '1 minute', lease_token = 't' WHERE id = $1", [ids[1]]);
+    FROM ordered WHERE ordered.id = d.id`,
+  );
+  const ids = (await sql<{ id: string }>(file.url, "SELECT id FROM deliveries ORDER BY next_attempt_at, id")).map(
+    (r) => r.id,
+  );
+  await sql(
+    file.url,
+    "UPDATE deliveries SET leased_until = now() + interval '1 minute', lease_token = 't' WHERE id = $1",
+    [ids[1]],
+  );
   await sql(file.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = $1", [ids[3]]);
-  await sql(file.url, "UPDATE deliveries SET status = 'failed', next_attempt_at = now() + interval '1 hour' WHERE id = $1", [ids[5]]);
+  await sql(
+    file.url,
+    "UPDATE deliveries SET status = 'failed', next_attempt_at = now() + interval '1 hour' WHERE id = $1",
+    [ids[5]],
+  );
 
   const seen: string[] = [];
   let after: { nextAttemptAt: Date; id: string } | undefined;

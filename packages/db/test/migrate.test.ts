@@ -22,7 +22,10 @@ function freshName(): string {
 
 /** The service's migrations, in the order they apply. */
 async function migrationNames(): Promise<string[]> {
-  return (await readdir(MIGRATIONS_DIR, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  return (await readdir(MIGRATIONS_DIR, { withFileTypes: true }))
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name)
+    .sort();
 }
 
 afterEach(async () => {
@@ -36,7 +39,12 @@ describe("applyMigrations", () => {
     const names = await migrationNames();
     expect(result.applied).toEqual(names);
 
-    const recorded = await sql<{ migration_name: string; checksum: string; finished_at: Date | null; applied_steps_count: number }>(
+    const recorded = await sql<{
+      migration_name: string;
+      checksum: string;
+      finished_at: Date | null;
+      applied_steps_count: number;
+    }>(
       url,
       `SELECT migration_name, checksum, finished_at, applied_steps_count FROM _prisma_migrations ORDER BY migration_name`,
     );
@@ -47,9 +55,19 @@ describe("applyMigrations", () => {
       expect(row.finished_at).toBeInstanceOf(Date);
       expect(row.applied_steps_count).toBe(1);
     }
-    const tables = await sql<{ table_name: string }>(url, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1`);
+    const tables = await sql<{ table_name: string }>(
+      url,
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1`,
+    );
     expect(tables.map((t) => t.table_name)).toEqual(
-      expect.arrayContaining(["api_keys", "deliveries", "delivery_attempts", "events", "signing_secrets", "subscriptions"]),
+      expect.arrayContaining([
+        "api_keys",
+        "deliveries",
+        "delivery_attempts",
+        "events",
+        "signing_secrets",
+        "subscriptions",
+      ]),
     );
 
     expect((await applyMigrations(url, quiet)).applied).toEqual([]);
@@ -67,7 +85,10 @@ describe("applyMigrations", () => {
     // One process applied everything; the other waited for the lock and found nothing to do.
     expect(outputs).toMatch(/applied \d+ migration\(s\)/);
     expect(outputs).toContain("database is up to date");
-    const rows = await sql<{ migration_name: string; n: string }>(url, `SELECT migration_name, count(*) AS n FROM _prisma_migrations GROUP BY 1`);
+    const rows = await sql<{ migration_name: string; n: string }>(
+      url,
+      `SELECT migration_name, count(*) AS n FROM _prisma_migrations GROUP BY 1`,
+    );
     expect(rows.length).toBeGreaterThan(0);
     for (const row of rows) expect(Number(row.n)).toBe(1);
   });
@@ -78,13 +99,19 @@ describe("applyMigrations", () => {
       await mkdir(join(dir, "001_good"));
       await writeFile(join(dir, "001_good", "migration.sql"), "CREATE TABLE good (id int);");
       await mkdir(join(dir, "002_bad"));
-      await writeFile(join(dir, "002_bad", "migration.sql"), "CREATE TABLE half (id int);\nSELECT * FROM no_such_table;");
+      await writeFile(
+        join(dir, "002_bad", "migration.sql"),
+        "CREATE TABLE half (id int);\nSELECT * FROM no_such_table;",
+      );
       await mkdir(join(dir, "003_later"));
       await writeFile(join(dir, "003_later", "migration.sql"), "CREATE TABLE later (id int);");
       const url = databaseUrl(freshName());
 
       await expect(applyMigrations(url, quiet, dir)).rejects.toThrow(/002_bad failed/);
-      const tables = await sql<{ table_name: string }>(url, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1`);
+      const tables = await sql<{ table_name: string }>(
+        url,
+        `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1`,
+      );
       expect(tables.map((t) => t.table_name)).toEqual(["_prisma_migrations", "good"]);
       const recorded = await sql<{ migration_name: string }>(url, `SELECT migration_name FROM _prisma_migrations`);
       expect(recorded.map((r) => r.migration_name)).toEqual(["001_good"]);
@@ -106,31 +133,64 @@ describe("the migration that moves the attempt in flight onto its delivery", () 
     const names = await migrationNames();
     const dir = await mkdtemp(join(tmpdir(), "migrations-"));
     try {
-      for (const name of names.filter((n) => n < MIGRATION)) await cp(join(MIGRATIONS_DIR, name), join(dir, name), { recursive: true });
+      for (const name of names.filter((n) => n < MIGRATION))
+        await cp(join(MIGRATIONS_DIR, name), join(dir, name), { recursive: true });
       const url = databaseUrl(freshName());
       await applyMigrations(url, quiet, dir);
-      await sql(url, `
+      await sql(
+        url,
+        `
         INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, attempts, attempt_open, lease_token, leased_until, next_attempt_at) VALUES
           ('dlv_open', 'sub_1', 'evt_1', 't', 'https://example.com/a', 'sec_1', 2, true, 'lease', now() + interval '1 minute', now()),
-          ('dlv_done', 'sub_1', 'evt_2', 't', 'https://example.com/b', 'sec_1', 1, false, NULL, NULL, NULL)`);
-      await sql(url, `
+          ('dlv_done', 'sub_1', 'evt_2', 't', 'https://example.com/b', 'sec_1', 1, false, NULL, NULL, NULL)`,
+      );
+      await sql(
+        url,
+        `
         INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code) VALUES
           ('att_1', 'dlv_open', 1, 'https://example.com/a', '2026-11-26T01:00:00Z', 30, 500),
           ('att_2', 'dlv_open', 2, 'https://example.com/a', '2026-11-26T01:00:05Z', NULL, NULL),
-          ('att_3', 'dlv_done', 1, 'https://example.com/b', '2026-11-26T01:00:00Z', 12, 200)`);
+          ('att_3', 'dlv_done', 1, 'https://example.com/b', '2026-11-26T01:00:00Z', 12, 200)`,
+      );
 
       expect((await applyMigrations(url, quiet)).applied).toEqual(names.filter((n) => n >= MIGRATION));
-      const log = await sql<{ id: string; delivery_id: string; number: number; started_at: Date; duration_ms: number | null }>(
+      const log = await sql<{
+        id: string;
+        delivery_id: string;
+        number: number;
+        started_at: Date;
+        duration_ms: number | null;
+      }>(
         url,
         "SELECT id, delivery_id, number, started_at, duration_ms FROM delivery_attempt_log ORDER BY delivery_id, number",
       );
       expect(log).toEqual([
-        { id: "att_3", delivery_id: "dlv_done", number: 1, started_at: new Date("2026-11-26T01:00:00Z"), duration_ms: 12 },
-        { id: "att_1", delivery_id: "dlv_open", number: 1, started_at: new Date("2026-11-26T01:00:00Z"), duration_ms: 30 },
-        { id: "att_2", delivery_id: "dlv_open", number: 2, started_at: new Date("2026-11-26T01:00:05Z"), duration_ms: null },
+        {
+          id: "att_3",
+          delivery_id: "dlv_done",
+          number: 1,
+          started_at: new Date("2026-11-26T01:00:00Z"),
+          duration_ms: 12,
+        },
+        {
+          id: "att_1",
+          delivery_id: "dlv_open",
+          number: 1,
+          started_at: new Date("2026-11-26T01:00:00Z"),
+          duration_ms: 30,
+        },
+        {
+          id: "att_2",
+          delivery_id: "dlv_open",
+          number: 2,
+          started_at: new Date("2026-11-26T01:00:05Z"),
+          duration_ms: null,
+        },
       ]);
       // The one in flight now lives on its delivery only, so that its record can insert it.
-      expect(await sql(url, "SELECT id FROM delivery_attempts WHERE delivery_id = 'dlv_open'")).toEqual([{ id: "att_1" }]);
+      expect(await sql(url, "SELECT id FROM delivery_attempts WHERE delivery_id = 'dlv_open'")).toEqual([
+        { id: "att_1" },
+      ]);
       expect(await sql(url, "SELECT id, open_attempt_id FROM deliveries ORDER BY id")).toEqual([
         { id: "dlv_done", open_attempt_id: null },
         { id: "dlv_open", open_attempt_id: "att_2" },

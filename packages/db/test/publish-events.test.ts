@@ -1,5 +1,14 @@
 import { IdempotencyConflictError } from "@webhooks/core";
-import { createDatabase, createSubscription, deliveryJobChunks, getEvent, publishEvents, publishTestEvent, type Database, type PublishResult } from "@webhooks/db";
+import {
+  createDatabase,
+  createSubscription,
+  type Database,
+  deliveryJobChunks,
+  getEvent,
+  type PublishResult,
+  publishEvents,
+  publishTestEvent,
+} from "@webhooks/db";
 import { describe, expect, it } from "vitest";
 import { fileDatabase, subscriptionContext } from "./file-database.ts";
 
@@ -11,9 +20,13 @@ const file = fileDatabase();
 const ctx = () => ({ sql: file.database.sql });
 
 async function subscribe(events: string[], tenantId: string | null = null): Promise<string> {
-  const { subscription } = await createSubscription(subscriptionContext(file.database), { url: "https://example.com/hook", events });
+  const { subscription } = await createSubscription(subscriptionContext(file.database), {
+    url: "https://example.com/hook",
+    events,
+  });
   // Set directly: the tenant is the subscription's at creation, which this verb's input may not name yet.
-  if (tenantId !== null) await file.database.sql.query("UPDATE subscriptions SET tenant_id = $2 WHERE id = $1", [subscription.id, tenantId]);
+  if (tenantId !== null)
+    await file.database.sql.query("UPDATE subscriptions SET tenant_id = $2 WHERE id = $1", [subscription.id, tenantId]);
   return subscription.id;
 }
 
@@ -78,7 +91,10 @@ describe("publishEvents", () => {
     // once; a replay returns none.
     const created = results.flatMap((r) => (r instanceof Error || !r.created ? [] : r.deliveryIds));
     const createdEvents = results.flatMap((r) => (r instanceof Error || !r.created ? [] : [r.event.id]));
-    const createdRows = await file.database.sql.query<{ id: string }>("SELECT id FROM deliveries WHERE event_id = ANY($1::text[])", [createdEvents]);
+    const createdRows = await file.database.sql.query<{ id: string }>(
+      "SELECT id FROM deliveries WHERE event_id = ANY($1::text[])",
+      [createdEvents],
+    );
     expect([...created].sort()).toEqual(createdRows.map((row) => row.id).sort());
     expect(results.every((r) => r instanceof Error || r.created || r.deliveryIds.length === 0)).toBe(true);
     const count = await file.database.sql.query<{ n: string }>("SELECT count(*) AS n FROM events", []);
@@ -93,8 +109,16 @@ describe("publishEvents", () => {
     try {
       for (let round = 0; round < 20; round++) {
         const keys = Array.from({ length: 100 }, (_, i) => `retry-${round}-${i}`);
-        const batch = (order: string[]) => [{ type: "b.keyless", data: { round } }, ...order.map((key) => ({ type: "b.keyed", data: { key }, idempotencyKey: key }))];
-        const results = (await Promise.all([publishEvents({ sql: pool.sql }, batch(keys)), publishEvents({ sql: pool.sql }, batch([...keys].reverse()))])).flat();
+        const batch = (order: string[]) => [
+          { type: "b.keyless", data: { round } },
+          ...order.map((key) => ({ type: "b.keyed", data: { key }, idempotencyKey: key })),
+        ];
+        const results = (
+          await Promise.all([
+            publishEvents({ sql: pool.sql }, batch(keys)),
+            publishEvents({ sql: pool.sql }, batch([...keys].reverse())),
+          ])
+        ).flat();
         expect(results.filter((result) => result instanceof Error)).toEqual([]);
         // Each key made one event, which both batches answered with.
         const keyed = results.map(ok).filter((result) => result.event.type === "b.keyed");
@@ -113,7 +137,8 @@ describe("publishEvents", () => {
     let lookups = 0;
     const flaky = {
       query: async (text: string, values: unknown[]) => {
-        if (text.includes("FROM events WHERE idempotency_key = ANY") && lookups++ > 0) throw new Error("Connection terminated unexpectedly");
+        if (text.includes("FROM events WHERE idempotency_key = ANY") && lookups++ > 0)
+          throw new Error("Connection terminated unexpectedly");
         return file.database.sql.query(text, values);
       },
     } as unknown as Database["sql"];
@@ -151,16 +176,29 @@ describe("publishEvents", () => {
     expect(forNobody!.deliveryCount).toBe(0);
 
     // Each delivery carries its event's tenant.
-    const byEvent = (eventId: string) => deliveriesOf([eventId]).then((rows) => rows.map(({ subscription_id, tenant_id }) => ({ subscription_id, tenant_id })));
-    expect(await byEvent(forAcme!.event.id)).toEqual([acme, acmeAll].sort().map((id) => ({ subscription_id: id, tenant_id: "acme" })));
-    expect(await byEvent(forPlain!.event.id)).toEqual([plain, plainAll].sort().map((id) => ({ subscription_id: id, tenant_id: null })));
-    expect(await getEvent({ db: file.database.prisma }, forAcme!.event.id)).toMatchObject({ id: forAcme!.event.id, tenantId: "acme" });
+    const byEvent = (eventId: string) =>
+      deliveriesOf([eventId]).then((rows) =>
+        rows.map(({ subscription_id, tenant_id }) => ({ subscription_id, tenant_id })),
+      );
+    expect(await byEvent(forAcme!.event.id)).toEqual(
+      [acme, acmeAll].sort().map((id) => ({ subscription_id: id, tenant_id: "acme" })),
+    );
+    expect(await byEvent(forPlain!.event.id)).toEqual(
+      [plain, plainAll].sort().map((id) => ({ subscription_id: id, tenant_id: null })),
+    );
+    expect(await getEvent({ db: file.database.prisma }, forAcme!.event.id)).toMatchObject({
+      id: forAcme!.event.id,
+      tenantId: "acme",
+    });
     expect(await getEvent({ db: file.database.prisma }, forPlain!.event.id)).toMatchObject({ tenantId: null });
-    for (const id of [acme, acmeAll, plain, plainAll]) await file.database.sql.query("UPDATE subscriptions SET active = false WHERE id = $1", [id]);
+    for (const id of [acme, acmeAll, plain, plainAll])
+      await file.database.sql.query("UPDATE subscriptions SET active = false WHERE id = $1", [id]);
   });
 
   it("tells an Idempotency-Key reused for another tenant from a retry of the same request", async () => {
-    const [first] = await publishEvents(ctx(), [{ type: "t.key", data: { n: 1 }, tenantId: "acme", idempotencyKey: "tenant-key" }]);
+    const [first] = await publishEvents(ctx(), [
+      { type: "t.key", data: { n: 1 }, tenantId: "acme", idempotencyKey: "tenant-key" },
+    ]);
     const [again, otherTenant, noTenant] = await publishEvents(ctx(), [
       { type: "t.key", data: { n: 1 }, tenantId: "acme", idempotencyKey: "tenant-key" },
       { type: "t.key", data: { n: 1 }, tenantId: "globex", idempotencyKey: "tenant-key" },
@@ -178,12 +216,16 @@ describe("publishEvents", () => {
     const untenanted = await publishTestEvent(ctx(), { subscriptionId: plain, type: "t.test", data: {} });
     expect(tenanted.event.tenantId).toBe("acme");
     expect(untenanted.event.tenantId).toBeNull();
-    expect(await deliveriesOf([tenanted.event.id])).toEqual([{ event_id: tenanted.event.id, subscription_id: acme, tenant_id: "acme" }]);
-    expect(await deliveriesOf([untenanted.event.id])).toEqual([{ event_id: untenanted.event.id, subscription_id: plain, tenant_id: null }]);
+    expect(await deliveriesOf([tenanted.event.id])).toEqual([
+      { event_id: tenanted.event.id, subscription_id: acme, tenant_id: "acme" },
+    ]);
+    expect(await deliveriesOf([untenanted.event.id])).toEqual([
+      { event_id: untenanted.event.id, subscription_id: plain, tenant_id: null },
+    ]);
     expect(await getEvent({ db: file.database.prisma }, tenanted.event.id)).toMatchObject({ tenantId: "acme" });
   });
 
-  it("matches in SQL as matchesEventType does: the exact type, or \"*\" for any type but operational ones", async () => {
+  it('matches in SQL as matchesEventType does: the exact type, or "*" for any type but operational ones', async () => {
     await file.database.sql.query("UPDATE subscriptions SET active = false", []);
     const named = await subscribe(["operational.subscription.disabled", "m.other"]);
     const all = await subscribe(["*"]);
@@ -207,7 +249,9 @@ describe("publishEvents", () => {
     await file.database.sql.query("UPDATE subscriptions SET active = false", []);
     const subscribed = [];
     for (let i = 0; i < 5; i++) subscribed.push(await subscribe(["c.many"]));
-    const [result] = (await publishEvents(ctx(), [{ type: "c.many", data: {} }], { returnLimit: 4 })).map((r) => ok(r!));
+    const [result] = (await publishEvents(ctx(), [{ type: "c.many", data: {} }], { returnLimit: 4 })).map((r) =>
+      ok(r!),
+    );
     expect(result).toMatchObject({ deliveryCount: 5, deliveryIds: [] });
     const chunks = [];
     for await (const chunk of deliveryJobChunks(ctx(), result!.deliveryIdBlock, 2)) chunks.push(chunk);

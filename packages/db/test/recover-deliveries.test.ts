@@ -1,11 +1,20 @@
-import { createSubscription, publishEvents, recoverDeliveries, type PublishResult, type RecoveredBatch } from "@webhooks/db";
+import {
+  createSubscription,
+  type PublishResult,
+  publishEvents,
+  type RecoveredBatch,
+  recoverDeliveries,
+} from "@webhooks/db";
 import { expect, it } from "vitest";
 import { fileDatabase, subscriptionContext } from "./file-database.ts";
 
 const file = fileDatabase();
 
 it("resends a delivery that failed in the very millisecond the recovery began", async () => {
-  const { subscription } = await createSubscription(subscriptionContext(file.database), { url: "https://example.com/hook", events: ["r.failed"] });
+  const { subscription } = await createSubscription(subscriptionContext(file.database), {
+    url: "https://example.com/hook",
+    events: ["r.failed"],
+  });
   const [published] = await publishEvents({ sql: file.database.sql }, [{ type: "r.failed", data: {} }]);
   const [deliveryId] = (published as PublishResult).deliveryIds;
 
@@ -16,7 +25,10 @@ it("resends a delivery that failed in the very millisecond the recovery began", 
   const resent = await file.database.prisma.$transaction(async (tx) => {
     await tx.$executeRaw`UPDATE deliveries SET status = 'failed', attempts = 1, next_attempt_at = NULL, updated_at = now() WHERE id = ${deliveryId}`;
     const batches: RecoveredBatch[] = [];
-    const recovery = recoverDeliveries({ db: tx, scope: { kind: "unscoped" } }, { subscriptionId: subscription.id, since: new Date(Date.now() - 3_600_000) });
+    const recovery = recoverDeliveries(
+      { db: tx, scope: { kind: "unscoped" } },
+      { subscriptionId: subscription.id, since: new Date(Date.now() - 3_600_000) },
+    );
     let step = await recovery.next();
     while (!step.done) {
       batches.push(step.value);

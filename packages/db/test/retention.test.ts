@@ -2,12 +2,12 @@ import { SecretBox } from "@webhooks/core";
 import {
   createDatabase,
   createSubscription,
+  type Database,
+  type PrunedRows,
   pruneExpired,
   pruneFinishedDeliveries,
   publishEvents,
   withPrunerLock,
-  type Database,
-  type PrunedRows,
 } from "@webhooks/db";
 import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
 import pg from "pg";
@@ -24,7 +24,12 @@ beforeAll(async () => {
   database = createDatabase({ databaseUrl: testDb.url, poolSize: 2 });
   // A second pool: another worker's pruner, on connections of its own.
   other = createDatabase({ databaseUrl: testDb.url, poolSize: 2 });
-  const ctx = { db: database.prisma, secretBox: new SecretBox(Buffer.alloc(32, 4)), destinationPolicy: { allowHttp: true, allowPrivateNetworks: true }, defaultMaxInFlight: 10 };
+  const ctx = {
+    db: database.prisma,
+    secretBox: new SecretBox(Buffer.alloc(32, 4)),
+    destinationPolicy: { allowHttp: true, allowPrivateNetworks: true },
+    defaultMaxInFlight: 10,
+  };
   await createSubscription(ctx, { url: "https://example.com/a", events: ["order.paid", "order.both"] });
   await createSubscription(ctx, { url: "https://example.com/b", events: ["order.both"] });
 });
@@ -45,7 +50,12 @@ type Age = "old" | "new";
  * order.both two, nothing.matched none) are put in the given states, with `attempts` attempts
  * each; old rows were created two days ago, new ones an hour ago. Returns the ids.
  */
-async function seed(type: "order.paid" | "order.both" | "nothing.matched", age: Age, states: State[], attempts = 1): Promise<{ event: string; deliveries: string[] }> {
+async function seed(
+  type: "order.paid" | "order.both" | "nothing.matched",
+  age: Age,
+  states: State[],
+  attempts = 1,
+): Promise<{ event: string; deliveries: string[] }> {
   const [result] = await publishEvents({ sql: database.sql }, [{ type, data: {} }]);
   if (!result || result instanceof Error) throw new Error("publish failed");
   const deliveries = [...result.deliveryIds].sort();
@@ -55,8 +65,13 @@ async function seed(type: "order.paid" | "order.both" | "nothing.matched", age: 
   for (const [i, id] of deliveries.entries()) {
     const state = states[i]!;
     const status = state === "queued" ? "queued" : state === "delivered" ? "delivered" : "failed";
-    const next = state === "queued" ? "now() - interval '2 days'" : state === "retrying" ? "now() + interval '1 hour'" : "NULL";
-    await sql(testDb.url, `UPDATE deliveries SET status = $2, next_attempt_at = ${next}, attempts = $3, created_at = ${createdAt} WHERE id = $1`, [id, status, state === "queued" ? 0 : attempts]);
+    const next =
+      state === "queued" ? "now() - interval '2 days'" : state === "retrying" ? "now() + interval '1 hour'" : "NULL";
+    await sql(
+      testDb.url,
+      `UPDATE deliveries SET status = $2, next_attempt_at = ${next}, attempts = $3, created_at = ${createdAt} WHERE id = $1`,
+      [id, status, state === "queued" ? 0 : attempts],
+    );
     if (state === "queued") continue;
     await sql(
       testDb.url,
@@ -72,7 +87,12 @@ async function ids(table: "events" | "deliveries"): Promise<string[]> {
   return (await sql<{ id: string }>(testDb.url, `SELECT id FROM ${table} ORDER BY id`)).map((row) => row.id);
 }
 async function attemptsOf(): Promise<string[]> {
-  return (await sql<{ delivery_id: string }>(testDb.url, "SELECT DISTINCT delivery_id FROM delivery_attempts ORDER BY delivery_id")).map((row) => row.delivery_id);
+  return (
+    await sql<{ delivery_id: string }>(
+      testDb.url,
+      "SELECT DISTINCT delivery_id FROM delivery_attempts ORDER BY delivery_id",
+    )
+  ).map((row) => row.delivery_id);
 }
 
 describe("a pruning pass", () => {
@@ -92,22 +112,41 @@ describe("a pruning pass", () => {
 
     // Deleted: finalOld (2 attempts), deliveredOld (1), allGone's two (2 each), someLeft's delivered one (1).
     expect(pass).toMatchObject({ deliveries: 5, attempts: 8, events: 4, complete: true });
-    const survivingDeliveries = [queuedOld, retryingOld, finalNew, deliveredNew].map((s) => s.deliveries[0]!).concat(someLeft.deliveries[1]!);
+    const survivingDeliveries = [queuedOld, retryingOld, finalNew, deliveredNew]
+      .map((s) => s.deliveries[0]!)
+      .concat(someLeft.deliveries[1]!);
     expect(await ids("deliveries")).toEqual(survivingDeliveries.sort());
     // Every surviving delivery that had attempts keeps all of them; the deleted ones have none left.
-    expect(await attemptsOf()).toEqual([retryingOld, finalNew, deliveredNew].map((s) => s.deliveries[0]!).concat(someLeft.deliveries[1]!).sort());
-    const [retryingAttempts] = await sql<{ count: number }>(testDb.url, "SELECT count(*)::int AS count FROM delivery_attempts WHERE delivery_id = $1", [retryingOld.deliveries[0]]);
+    expect(await attemptsOf()).toEqual(
+      [retryingOld, finalNew, deliveredNew]
+        .map((s) => s.deliveries[0]!)
+        .concat(someLeft.deliveries[1]!)
+        .sort(),
+    );
+    const [retryingAttempts] = await sql<{ count: number }>(
+      testDb.url,
+      "SELECT count(*)::int AS count FROM delivery_attempts WHERE delivery_id = $1",
+      [retryingOld.deliveries[0]],
+    );
     expect(retryingAttempts!.count).toBe(3);
-    expect(await ids("events")).toEqual([queuedOld, retryingOld, finalNew, deliveredNew, someLeft, nothingMatchedNew].map((s) => s.event).sort());
+    expect(await ids("events")).toEqual(
+      [queuedOld, retryingOld, finalNew, deliveredNew, someLeft, nothingMatchedNew].map((s) => s.event).sort(),
+    );
     expect(await ids("events")).not.toContain(nothingMatchedOld.event);
     expect(await ids("events")).not.toContain(allGone.event);
     expect(await ids("events")).not.toContain(finalOld.event);
     expect(await ids("events")).not.toContain(deliveredOld.event);
 
     // A second pass finds nothing more.
-    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({ deliveries: 0, attempts: 0, events: 0 });
+    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({
+      deliveries: 0,
+      attempts: 0,
+      events: 0,
+    });
     // The same rows, once the retry is done and RETENTION is shorter than an hour: the rest goes.
-    await sql(testDb.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1)", [[retryingOld.deliveries[0], someLeft.deliveries[1]]]);
+    await sql(testDb.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = ANY($1)", [
+      [retryingOld.deliveries[0], someLeft.deliveries[1]],
+    ]);
     const later = await pruneExpired({ sql: database.sql }, { retentionMs: 30 * 60_000, batchSize: 1_000 });
     expect(later).toMatchObject({ deliveries: 4, attempts: 3 + 1 + 2 + 1, events: 5 });
     expect(await ids("deliveries")).toEqual([queuedOld.deliveries[0]]);
@@ -123,10 +162,18 @@ describe("a pruning pass", () => {
     const before = new Date(Date.now() - DAY);
     const first = await pruneFinishedDeliveries({ sql: database.sql }, { status: "delivered", before, limit: 2 });
     expect(first).toMatchObject({ deliveries: 2, attempts: 2, taken: 2 });
-    const second = await pruneFinishedDeliveries({ sql: database.sql }, { status: "delivered", before, limit: 2, after: first.last });
+    const second = await pruneFinishedDeliveries(
+      { sql: database.sql },
+      { status: "delivered", before, limit: 2, after: first.last },
+    );
     expect(second).toMatchObject({ deliveries: 2, attempts: 2, taken: 2 });
     expect(second.last!.id > first.last!.id).toBe(true);
-    expect(await pruneFinishedDeliveries({ sql: database.sql }, { status: "delivered", before, limit: 2, after: second.last })).toMatchObject({ deliveries: 0, taken: 0 });
+    expect(
+      await pruneFinishedDeliveries(
+        { sql: database.sql },
+        { status: "delivered", before, limit: 2, after: second.last },
+      ),
+    ).toMatchObject({ deliveries: 0, taken: 0 });
 
     // A whole pass with batches of 2: one empty batch of delivered ones (gone already), two for
     // the 3 failed ones, and 12 events looked at 2 by 2 (6 full pages, then an empty one), of
@@ -141,7 +188,10 @@ describe("a pruning pass", () => {
   it("rests before every batch but the first, as long as the caller asks, and stops after a rest when asked to", async () => {
     for (let i = 0; i < 5; i++) await seed("order.paid", "old", ["delivered"]);
     const rests: number[] = [];
-    const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2, rest: async (lastBatchMs) => void rests.push(lastBatchMs) });
+    const pass = await pruneExpired(
+      { sql: database.sql },
+      { retentionMs: DAY, batchSize: 2, rest: async (lastBatchMs) => void rests.push(lastBatchMs) },
+    );
     // Delivered 2 + 2 + 1, failed 0, then the 5 events 2 by 2: 3 + 1 + 3 batches, a rest before each but the first.
     expect(pass).toEqual({ deliveries: 5, attempts: 5, events: 5, batches: 7, complete: true });
     expect(rests).toHaveLength(6);
@@ -153,7 +203,14 @@ describe("a pruning pass", () => {
     let stopping = false;
     const stopped = await pruneExpired(
       { sql: database.sql },
-      { retentionMs: DAY, batchSize: 2, shouldStop: () => stopping, rest: async () => void (stopping = true) },
+      {
+        retentionMs: DAY,
+        batchSize: 2,
+        shouldStop: () => stopping,
+        rest: async () => {
+          stopping = true;
+        },
+      },
     );
     expect(stopped).toEqual({ deliveries: 2, attempts: 2, events: 0, batches: 1, complete: false });
   });
@@ -185,11 +242,18 @@ describe("a pruning pass", () => {
   it("stops between two batches when asked to", async () => {
     for (let i = 0; i < 7; i++) await seed("order.paid", "old", ["delivered"]);
     let asked = 0;
-    const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2, shouldStop: () => ++asked > 2 });
+    const pass = await pruneExpired(
+      { sql: database.sql },
+      { retentionMs: DAY, batchSize: 2, shouldStop: () => ++asked > 2 },
+    );
     expect(pass).toEqual({ deliveries: 4, attempts: 4, events: 0, batches: 2, complete: false });
     expect(await ids("deliveries")).toHaveLength(3);
     // The next pass goes on.
-    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 })).toMatchObject({ deliveries: 3, events: 7, complete: true });
+    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 })).toMatchObject({
+      deliveries: 3,
+      events: 7,
+      complete: true,
+    });
   });
 });
 
@@ -202,14 +266,23 @@ describe("a delivery resent while a pass runs", () => {
     await client.connect();
     try {
       await client.query("BEGIN");
-      await client.query("UPDATE deliveries SET status = 'queued', next_attempt_at = now() WHERE id = $1", [resent.deliveries[0]]);
+      await client.query("UPDATE deliveries SET status = 'queued', next_attempt_at = now() WHERE id = $1", [
+        resent.deliveries[0],
+      ]);
       // The pass does not wait for it, and does not delete it.
-      expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({ deliveries: 1, events: 1, complete: true });
+      expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({
+        deliveries: 1,
+        events: 1,
+        complete: true,
+      });
       await client.query("COMMIT");
     } finally {
       await client.end();
     }
-    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({ deliveries: 0, events: 0 });
+    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1_000 })).toMatchObject({
+      deliveries: 0,
+      events: 0,
+    });
     expect(await ids("deliveries")).toEqual(resent.deliveries);
     expect(await attemptsOf()).toEqual(resent.deliveries);
     expect(await ids("events")).toEqual([resent.event]);
@@ -258,7 +331,9 @@ describe("two pruners at once", () => {
     expect(await ids("events")).toEqual(keptEvents);
 
     // While one holds the lock, the other does not run at all.
-    const inner = await withPrunerLock({ sql: database.sql }, () => withPrunerLock({ sql: other.sql }, async () => "ran"));
+    const inner = await withPrunerLock({ sql: database.sql }, () =>
+      withPrunerLock({ sql: other.sql }, async () => "ran"),
+    );
     expect(inner).toBeUndefined();
     // And the lock is released after a pass.
     expect(await withPrunerLock({ sql: other.sql }, async () => "ran")).toBe("ran");

@@ -1,4 +1,13 @@
-import { deliveryListQuery, pageStatement, subscriptionListQuery, tenantScope, UNSCOPED, type DeliveryFilters, type PageQuery, type TenantScope } from "@webhooks/db";
+import {
+  type DeliveryFilters,
+  deliveryListQuery,
+  type PageQuery,
+  pageStatement,
+  subscriptionListQuery,
+  type TenantScope,
+  tenantScope,
+  UNSCOPED,
+} from "@webhooks/db";
 import { createTestDatabase, type TestDatabase } from "@webhooks/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -76,9 +85,15 @@ function literal(value: unknown): string {
 }
 
 /** The page query's plan for its values (EXPLAIN ANALYZE), and its generic plan. */
-async function plans(query: PageQuery, page: { limit: number; startingAfter?: string }): Promise<{ custom: PlanNode[]; generic: PlanNode[] }> {
+async function plans(
+  query: PageQuery,
+  page: { limit: number; startingAfter?: string },
+): Promise<{ custom: PlanNode[]; generic: PlanNode[] }> {
   const statement = pageStatement(query, page);
-  const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, statement.values);
+  const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
+    `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`,
+    statement.values,
+  );
   await client.query(`PREPARE list_page AS ${statement.text}`);
   try {
     await client.query("SET plan_cache_mode = force_generic_plan");
@@ -93,9 +108,14 @@ async function plans(query: PageQuery, page: { limit: number; startingAfter?: st
 }
 
 function expectIndexWalk(plan: PlanNode[], index: string, label: string) {
-  const summary = plan.map((node) => (node["Index Name"] ? `${node["Node Type"]} using ${node["Index Name"]}` : node["Node Type"])).join(" > ");
+  const summary = plan
+    .map((node) => (node["Index Name"] ? `${node["Node Type"]} using ${node["Index Name"]}` : node["Node Type"]))
+    .join(" > ");
   expect(summary, label).not.toMatch(/Seq Scan|Sort|Bitmap Heap Scan/);
-  expect(plan.some((node) => node["Index Name"] === index), `${label}: ${summary}`).toBe(true);
+  expect(
+    plan.some((node) => node["Index Name"] === index),
+    `${label}: ${summary}`,
+  ).toBe(true);
 }
 
 const deliveryCases: [string, TenantScope, DeliveryFilters, string][] = [
@@ -111,9 +131,24 @@ const deliveryCases: [string, TenantScope, DeliveryFilters, string][] = [
   ["event", T7, { eventType: "invoice.paid" }, "deliveries_tenant_created_at_id_idx"],
   ["since", T7, { since: new Date(Date.now() - 3_600_000) }, "deliveries_tenant_created_at_id_idx"],
   ["subscription_id", T7, { subscriptionId: SUB_OF_T7 }, "deliveries_subscription_id_created_at_id_idx"],
-  ["subscription_id + tenant_id filter", UNSCOPED, { subscriptionId: SUB_OF_T7, tenantId: "t7" }, "deliveries_subscription_id_created_at_id_idx"],
-  ["subscription_id + status", T7, { subscriptionId: SUB_OF_T7, status: "failed" }, "deliveries_subscription_id_status_created_at_id_idx"],
-  ["subscription_id + 5xx", T7, { subscriptionId: SUB_OF_T7, responseCode: { class: 5 } }, "deliveries_subscription_response_5xx_idx"],
+  [
+    "subscription_id + tenant_id filter",
+    UNSCOPED,
+    { subscriptionId: SUB_OF_T7, tenantId: "t7" },
+    "deliveries_subscription_id_created_at_id_idx",
+  ],
+  [
+    "subscription_id + status",
+    T7,
+    { subscriptionId: SUB_OF_T7, status: "failed" },
+    "deliveries_subscription_id_status_created_at_id_idx",
+  ],
+  [
+    "subscription_id + 5xx",
+    T7,
+    { subscriptionId: SUB_OF_T7, responseCode: { class: 5 } },
+    "deliveries_subscription_response_5xx_idx",
+  ],
 ];
 
 describe("per-tenant list plans", () => {
@@ -124,7 +159,9 @@ describe("per-tenant list plans", () => {
   });
 
   it("deliveries, a deep page of a tenant: walks the tenant index from the cursor", async () => {
-    const { rows } = await client.query<{ id: string }>("SELECT id FROM deliveries WHERE tenant_id = 't7' ORDER BY created_at DESC, id DESC OFFSET 900 LIMIT 1");
+    const { rows } = await client.query<{ id: string }>(
+      "SELECT id FROM deliveries WHERE tenant_id = 't7' ORDER BY created_at DESC, id DESC OFFSET 900 LIMIT 1",
+    );
     const { custom, generic } = await plans(deliveryListQuery(T7, {}), { limit: 20, startingAfter: rows[0]!.id });
     expectIndexWalk(custom, "deliveries_tenant_created_at_id_idx", "deep page (custom plan)");
     expectIndexWalk(generic, "deliveries_tenant_created_at_id_idx", "deep page (generic plan)");
@@ -138,7 +175,10 @@ describe("per-tenant list plans", () => {
   });
 
   it("subscriptions of a tenant: walks the partial tenant index", async () => {
-    for (const [scope, filters] of [[T7, {}], [UNSCOPED, { tenantId: "t7" }]] as const) {
+    for (const [scope, filters] of [
+      [T7, {}],
+      [UNSCOPED, { tenantId: "t7" }],
+    ] as const) {
       const { custom, generic } = await plans(subscriptionListQuery(scope, filters), { limit: 20 });
       expectIndexWalk(custom, "subscriptions_tenant_created_at_id_idx", "subscriptions (custom plan)");
       expectIndexWalk(generic, "subscriptions_tenant_created_at_id_idx", "subscriptions (generic plan)");
@@ -147,7 +187,11 @@ describe("per-tenant list plans", () => {
 
   it("untenanted rows have no entry in any tenant index", async () => {
     // A build counts an index's entries exactly (pg_class.reltuples); VACUUM only estimates them.
-    for (const index of ["deliveries_tenant_created_at_id_idx", "deliveries_tenant_status_created_at_id_idx", "subscriptions_tenant_created_at_id_idx"]) {
+    for (const index of [
+      "deliveries_tenant_created_at_id_idx",
+      "deliveries_tenant_status_created_at_id_idx",
+      "subscriptions_tenant_created_at_id_idx",
+    ]) {
       await client.query(`REINDEX INDEX ${index}`);
     }
     const { rows } = await client.query<{ indexname: string; entries: string }>(

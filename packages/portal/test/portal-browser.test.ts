@@ -2,10 +2,10 @@ import { mkdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { sql, waitFor } from "@webhooks/testing";
 import axe from "axe-core";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PORTAL_CSP } from "../src/index.ts";
-import { startPortalStack, type PortalStack } from "./stack.ts";
+import { type PortalStack, startPortalStack } from "./stack.ts";
 
 // Debian's chromium, driven by playwright-core (no browser download); CHROMIUM_PATH points
 // elsewhere on machines that keep it elsewhere.
@@ -21,13 +21,20 @@ let flakyStatus = 500;
 
 beforeAll(async () => {
   stack = await startPortalStack((webhook) => {
-    if (webhook.path === "/flaky" && flakyStatus !== 200) return { status: flakyStatus, body: "receiver is down for maintenance" };
+    if (webhook.path === "/flaky" && flakyStatus !== 200)
+      return { status: flakyStatus, body: "receiver is down for maintenance" };
     if (webhook.path === "/gone") return { status: 410, body: "this endpoint was retired" };
     return { status: 200, body: "thanks" };
   });
   browser = await chromium.launch({
     executablePath: CHROMIUM_PATH,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+    ],
   });
   await mkdir(SCREENSHOTS, { recursive: true });
 });
@@ -49,7 +56,8 @@ const sessions: Session[] = [];
 afterEach(async ({ task }) => {
   for (const [index, session] of sessions.splice(0).entries()) {
     // What the page showed when a test failed, for whoever reads CI's artifacts.
-    if (task.result?.state === "fail") await shot(session.page, `failed-${task.name.slice(0, 40).replace(/\W+/g, "-")}-${index}`).catch(() => {});
+    if (task.result?.state === "fail")
+      await shot(session.page, `failed-${task.name.slice(0, 40).replace(/\W+/g, "-")}-${index}`).catch(() => {});
     await session.context.close();
   }
 });
@@ -63,7 +71,10 @@ async function openBrowser(viewport = { width: 1280, height: 900 }): Promise<Ses
   page.on("websocket", (socket) => session.requested.push(socket.url()));
   page.on("console", (message) => {
     // Chromium logs every 4xx answer as an error; the tests ask for some on purpose.
-    if (message.type() === "error" && !message.text().startsWith("Failed to load resource: the server responded with a status of 4")) {
+    if (
+      message.type() === "error" &&
+      !message.text().startsWith("Failed to load resource: the server responded with a status of 4")
+    ) {
       session.problems.push(message.text());
     }
   });
@@ -91,7 +102,8 @@ function expectSelfContained(session: Session) {
   expect(session.problems).toEqual([]);
 }
 
-const shot = (page: Page, name: string, fullPage = true) => page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage });
+const shot = (page: Page, name: string, fullPage = true) =>
+  page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage });
 
 describe("the customer portal in a browser", () => {
   it("serves the page with a strict CSP and no inline code, and its assets under hashed names, cached for good", async () => {
@@ -103,7 +115,10 @@ describe("the customer portal in a browser", () => {
     const html = await page.text();
     expect(html).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>|\sstyle=|\son[a-z]+=/);
     const assets = [...html.matchAll(/(?:src|href)="(\/portal\/assets\/[^"]+)"/g)].map((match) => match[1]!);
-    expect(assets.map((path) => path.replace(/-[A-Z0-9]+\./, "-HASH."))).toEqual(["/portal/assets/portal-HASH.css", "/portal/assets/portal-HASH.js"]);
+    expect(assets.map((path) => path.replace(/-[A-Z0-9]+\./, "-HASH."))).toEqual([
+      "/portal/assets/portal-HASH.css",
+      "/portal/assets/portal-HASH.js",
+    ]);
     for (const path of assets) {
       const asset = await fetch(`${stack.baseUrl}${path}`);
       expect(asset.status).toBe(200);
@@ -163,13 +178,22 @@ describe("the customer portal in a browser", () => {
     await shot(page, "02-test-delivery");
 
     // Pause and resume.
-    await page.getByRole("main").getByRole("link", { name: `${stack.receiver.url}/hooks` }).click();
+    await page
+      .getByRole("main")
+      .getByRole("link", { name: `${stack.receiver.url}/hooks` })
+      .click();
     await page.getByRole("button", { name: "Pause" }).click();
-    await page.getByRole("status").getByText(/^Paused/).waitFor();
+    await page
+      .getByRole("status")
+      .getByText(/^Paused/)
+      .waitFor();
     const id = page.url().split("/").pop()!;
     expect((await stack.call("GET", `/v1/subscriptions/${id}`)).body.active).toBe(false);
     await page.getByRole("button", { name: "Resume" }).click();
-    await page.getByRole("status").getByText(/^Resumed/).waitFor();
+    await page
+      .getByRole("status")
+      .getByText(/^Resumed/)
+      .waitFor();
     expect((await stack.call("GET", `/v1/subscriptions/${id}`)).body.active).toBe(true);
 
     // Edit the URL, the event types and the headers.
@@ -195,7 +219,10 @@ describe("the customer portal in a browser", () => {
     stack.receiver.secrets.splice(0, stack.receiver.secrets.length, rotated);
     await page.getByRole("button", { name: "Send test event" }).click();
     await page.getByRole("link", { name: "Follow its delivery" }).waitFor();
-    await waitFor(() => stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test").length === 2, { what: "the second test event" });
+    await waitFor(
+      () => stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test").length === 2,
+      { what: "the second test event" },
+    );
     const second = stack.receiver.received.filter((webhook) => webhook.json.type === "webhook.test")[1]!;
     expect(second.signatureValid).toBe(true);
     expect(second.path).toBe("/hooks-v2");
@@ -218,7 +245,9 @@ describe("the customer portal in a browser", () => {
     flakyStatus = 500;
     for (let i = 0; i < 22; i += 1) await publish("order.created", { n: i });
     await publish("order.failed", { n: 0 });
-    await waitFor(async () => (await finishedDeliveries(orders)) === 22 && (await finishedDeliveries(flaky)) === 1, { what: "the seeded deliveries to finish" });
+    await waitFor(async () => (await finishedDeliveries(orders)) === 22 && (await finishedDeliveries(flaky)) === 1, {
+      what: "the seeded deliveries to finish",
+    });
 
     const session = await openBrowser();
     const { page } = session;
@@ -263,14 +292,20 @@ describe("the customer portal in a browser", () => {
     // A value the API refuses: its own message, not a blank table.
     await page.getByLabel("Response code").fill("abc");
     await page.getByRole("button", { name: "Apply filters" }).click();
-    await page.getByRole("alert").getByText(/response_code must be/).waitFor();
+    await page
+      .getByRole("alert")
+      .getByText(/response_code must be/)
+      .waitFor();
     await page.getByLabel("Response code").fill("500");
     await page.getByRole("button", { name: "Apply filters" }).click();
     await expect.poll(() => page.getByRole("alert").count()).toBe(0);
     await expect.poll(() => rows.count()).toBe(1);
 
     // Its attempts, with what the endpoint answered; then a resend once the endpoint is back.
-    await rows.first().getByRole("link", { name: /order\.failed/ }).click();
+    await rows
+      .first()
+      .getByRole("link", { name: /order\.failed/ })
+      .click();
     await page.getByRole("article", { name: "Attempt 2" }).getByText("HTTP 500").waitFor();
     await page.getByRole("article", { name: "Attempt 1" }).getByText("receiver is down for maintenance").waitFor();
     await shot(page, "05-failed-delivery");
@@ -283,14 +318,20 @@ describe("the customer portal in a browser", () => {
     flakyStatus = 500;
     await publish("order.failed", { n: 1 });
     // Failed for good (its one retry made), so nothing but the recovery sends it again.
-    await waitFor(async () => (await deliveriesOf(flaky, "failed")).filter((delivery) => delivery.next_retry_at === null).length === 1, {
-      what: "the second delivery to fail for good",
-    });
+    await waitFor(
+      async () =>
+        (await deliveriesOf(flaky, "failed")).filter((delivery) => delivery.next_retry_at === null).length === 1,
+      {
+        what: "the second delivery to fail for good",
+      },
+    );
     flakyStatus = 200;
     await page.goto(`${stack.baseUrl}/portal#/endpoints/${flaky}`);
     await page.getByRole("button", { name: "Resend failed deliveries" }).click();
     await page.getByRole("status").getByText("1 failed delivery was queued again.").waitFor();
-    await waitFor(async () => (await deliveriesOf(flaky, "delivered")).length === 2, { what: "the recovered delivery" });
+    await waitFor(async () => (await deliveriesOf(flaky, "delivered")).length === 2, {
+      what: "the recovered delivery",
+    });
 
     expectSelfContained(session);
   });
@@ -303,7 +344,12 @@ describe("the customer portal in a browser", () => {
 
     // Tab to "Add endpoint", fill the form, submit with Enter: no mouse.
     const addEndpoint = page.getByRole("link", { name: "Add endpoint" });
-    for (let presses = 0; presses < 10 && !(await addEndpoint.evaluate((link) => link === document.activeElement)); presses += 1) await page.keyboard.press("Tab");
+    for (
+      let presses = 0;
+      presses < 10 && !(await addEndpoint.evaluate((link) => link === document.activeElement));
+      presses += 1
+    )
+      await page.keyboard.press("Tab");
     await page.keyboard.press("Enter");
     await page.getByRole("heading", { name: "Add an endpoint" }).waitFor();
     // A new view puts the focus on its heading, as a new page would; the form comes next.
@@ -319,10 +365,13 @@ describe("the customer portal in a browser", () => {
       // axe-core's own script, run through the DevTools protocol (which the page's CSP does not govern).
       await page.evaluate(axe.source);
       const result = await page.evaluate(() =>
-        (window as unknown as { axe: typeof axe }).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }),
+        (window as unknown as { axe: typeof axe }).axe.run(document, {
+          runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
+        }),
       );
       expect(result.passes.length, `axe checked nothing on ${view}`).toBeGreaterThan(10);
-      for (const violation of result.violations) problems.push(`${view}: ${violation.id} (${violation.nodes.map((node) => node.target.join(" ")).join(", ")})`);
+      for (const violation of result.violations)
+        problems.push(`${view}: ${violation.id} (${violation.nodes.map((node) => node.target.join(" ")).join(", ")})`);
     };
     await check("new endpoint's secret");
     await page.getByRole("link", { name: /go to the endpoint/ }).click();
@@ -350,18 +399,26 @@ describe("the customer portal in a browser", () => {
   it("says why the service disabled an endpoint, shows its health, and Resume turns it back on", async () => {
     const gone = await createEndpoint(`${stack.receiver.url}/gone`, ["shipment.sent"]);
     await publish("shipment.sent", {});
-    await waitFor(async () => (await stack.call("GET", `/v1/subscriptions/${gone}`)).body.disabled_reason === "gone", { what: "the 410 to disable the endpoint" });
+    await waitFor(async () => (await stack.call("GET", `/v1/subscriptions/${gone}`)).body.disabled_reason === "gone", {
+      what: "the 410 to disable the endpoint",
+    });
 
     const session = await openBrowser();
     const { page } = session;
     await page.goto(await portalLink());
-    await page.getByRole("row", { name: /\/gone/ }).getByText("Disabled").waitFor();
+    await page
+      .getByRole("row", { name: /\/gone/ })
+      .getByText("Disabled")
+      .waitFor();
     await page.getByRole("link", { name: `${stack.receiver.url}/gone` }).click();
     await page.getByText(/because it answered 410 Gone/).waitFor();
     await page.getByRole("definition").getByText("Failing", { exact: true }).waitFor();
     await shot(page, "09-endpoint-disabled");
     await page.getByRole("button", { name: "Resume" }).click();
-    await page.getByRole("status").getByText(/^Resumed/).waitFor();
+    await page
+      .getByRole("status")
+      .getByText(/^Resumed/)
+      .waitFor();
     expect(await page.getByText(/because it answered 410 Gone/).count()).toBe(0);
     const resumed = (await stack.call("GET", `/v1/subscriptions/${gone}`)).body;
     expect(resumed).toMatchObject({ active: true, disabled_reason: null });
@@ -405,7 +462,9 @@ describe("the customer portal in a browser", () => {
   it("shows another tenant's session none of this tenant's endpoints or deliveries, not even by id", async () => {
     const endpoint = await createEndpoint(`${stack.receiver.url}/orders`, ["order.created"]);
     await publish("order.created", { n: "foreign" });
-    const delivery = await waitFor(async () => (await deliveriesOf(endpoint, "delivered"))[0], { what: "acme's delivery" });
+    const delivery = await waitFor(async () => (await deliveriesOf(endpoint, "delivered"))[0], {
+      what: "acme's delivery",
+    });
     const session = await openBrowser();
     const { page } = session;
     await page.goto(await portalLink("globex"));
@@ -430,12 +489,19 @@ async function publish(type: string, data: Record<string, unknown>): Promise<voi
   expect((await stack.call("POST", "/v1/events", { type, data, tenant_id: TENANT })).status).toBe(202);
 }
 
-async function deliveriesOf(subscriptionId: string, status: string): Promise<{ id: string; next_retry_at: string | null }[]> {
-  return (await stack.call("GET", `/v1/deliveries?subscription_id=${subscriptionId}&status=${status}&limit=100`)).body.data;
+async function deliveriesOf(
+  subscriptionId: string,
+  status: string,
+): Promise<{ id: string; next_retry_at: string | null }[]> {
+  return (await stack.call("GET", `/v1/deliveries?subscription_id=${subscriptionId}&status=${status}&limit=100`)).body
+    .data;
 }
 
 /** Deliveries that will not change by themselves: delivered, or failed with no retry planned. */
 async function finishedDeliveries(subscriptionId: string): Promise<number> {
   const failed = await deliveriesOf(subscriptionId, "failed");
-  return (await deliveriesOf(subscriptionId, "delivered")).length + failed.filter((delivery) => delivery.next_retry_at === null).length;
+  return (
+    (await deliveriesOf(subscriptionId, "delivered")).length +
+    failed.filter((delivery) => delivery.next_retry_at === null).length
+  );
 }

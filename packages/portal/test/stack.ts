@@ -2,7 +2,16 @@
 // `npm start` starts them, against a database of their own, and a receiver on loopback.
 import { createServer } from "node:net";
 import { createRedisConnection, waitUntilConnected } from "@webhooks/queue";
-import { createTestDatabase, REDIS_URL, spawnService, startReceiver, TEST_API_KEY, testEnv, type TestDatabase, type TestReceiver } from "@webhooks/testing";
+import {
+  createTestDatabase,
+  REDIS_URL,
+  spawnService,
+  startReceiver,
+  TEST_API_KEY,
+  type TestDatabase,
+  type TestReceiver,
+  testEnv,
+} from "@webhooks/testing";
 
 export interface PortalStack {
   baseUrl: string;
@@ -54,7 +63,10 @@ export async function startPortalStack(receiverReply: TestReceiver["reply"]): Pr
     async call(method, path, json, key = TEST_API_KEY) {
       const response = await fetch(`${baseUrl}${path}`, {
         method,
-        headers: { authorization: `Bearer ${key}`, ...(json === undefined ? {} : { "content-type": "application/json" }) },
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(json === undefined ? {} : { "content-type": "application/json" }),
+        },
         body: json === undefined ? undefined : JSON.stringify(json),
       });
       return { status: response.status, body: await response.json() };

@@ -1,6 +1,6 @@
-import { batchLoader, type BatchLoader, type Logger } from "@webhooks/core";
-import { HeldSlots, mayKeepSlots, type HeldSlot } from "./held-slots.ts";
-import { queueLayout, type QueueLayout } from "./queue-layout.ts";
+import { type BatchLoader, batchLoader, type Logger } from "@webhooks/core";
+import { type HeldSlot, HeldSlots, mayKeepSlots } from "./held-slots.ts";
+import { type QueueLayout, queueLayout } from "./queue-layout.ts";
 import type { RedisConnection } from "./redis.ts";
 
 /**
@@ -135,7 +135,14 @@ export interface HeldSlotsOptions {
 export type PrecheckResult = "go" | "joined" | "stays";
 const PRECHECK_RESULTS: readonly PrecheckResult[] = ["go", "joined", "stays"];
 
-export type GateWaitReason = "in_line" | "disabled" | "retry_after" | "circuit_open" | "max_in_flight" | "origin_max_in_flight" | "rate_limit";
+export type GateWaitReason =
+  | "in_line"
+  | "disabled"
+  | "retry_after"
+  | "circuit_open"
+  | "max_in_flight"
+  | "origin_max_in_flight"
+  | "rate_limit";
 
 /** A delivery to wake: run its job at `at` (epoch ms; now or later). */
 export interface Wake {
@@ -575,8 +582,12 @@ export class DeliveryGate {
     redis.defineCommand("gatePrecheck", { numberOfKeys: 7, lua: PRECHECK_LUA });
     this.#redis = redis as RedisConnection & GateCommands;
     this.#batchArguments = [1, `${this.#prefix}lines`, this.#prefix, LOST_TURN_MS, RATE_WINDOW_MS, MAX_WAKES];
-    this.#acquires = batchOf(async (calls) => repliesOf(await this.#redis.gateAcquire(...this.#batchArguments, JSON.stringify(calls)), calls.length));
-    this.#releases = batchOf(async (calls) => repliesOf(await this.#redis.gateRelease(...this.#batchArguments, JSON.stringify(calls)), calls.length));
+    this.#acquires = batchOf(async (calls) =>
+      repliesOf(await this.#redis.gateAcquire(...this.#batchArguments, JSON.stringify(calls)), calls.length),
+    );
+    this.#releases = batchOf(async (calls) =>
+      repliesOf(await this.#redis.gateRelease(...this.#batchArguments, JSON.stringify(calls)), calls.length),
+    );
   }
 
   async acquire(input: GateInput, now = Date.now()): Promise<GateDecision> {
@@ -627,7 +638,10 @@ export class DeliveryGate {
    * the attempt.
    */
   async release(
-    input: Pick<GateInput, "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit" | "leaseMs"> & { holdUntil?: number | null },
+    input: Pick<
+      GateInput,
+      "deliveryId" | "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit" | "leaseMs"
+    > & { holdUntil?: number | null },
     now = Date.now(),
   ): Promise<Wake[]> {
     const holds = input.holdUntil != null && input.holdUntil > now;
@@ -671,15 +685,28 @@ export class DeliveryGate {
     if (!held || !slots || slots.length === 0) return;
     const now = Date.now();
     try {
-      const wakes = await Promise.all(slots.map((slot) => this.#releaseSlot(slot.member, { ...slot, rateLimit: null }, holdUntil, now)));
+      const wakes = await Promise.all(
+        slots.map((slot) => this.#releaseSlot(slot.member, { ...slot, rateLimit: null }, holdUntil, now)),
+      );
       await held.wake(wakes.flat());
     } catch (error) {
-      held.logger.warn({ err: error, slots: slots.length }, "could not release the slots kept at the gate; they expire with their lease");
+      held.logger.warn(
+        { err: error, slots: slots.length },
+        "could not release the slots kept at the gate; they expire with their lease",
+      );
     }
   }
 
   /** Releases one in-flight entry in Redis; returns whom to wake. */
-  async #releaseSlot(member: string, limits: Pick<GateInput, "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit" | "leaseMs">, holdUntil: number | null | undefined, now: number): Promise<Wake[]> {
+  async #releaseSlot(
+    member: string,
+    limits: Pick<
+      GateInput,
+      "subscriptionId" | "origin" | "maxInFlight" | "originMaxInFlight" | "rateLimit" | "leaseMs"
+    >,
+    holdUntil: number | null | undefined,
+    now: number,
+  ): Promise<Wake[]> {
     // In the order RELEASE_LUA reads them.
     const reply = await this.#releases.load([
       member,
@@ -704,7 +731,15 @@ export class DeliveryGate {
    * keeps this wait rare and short.
    */
   async pace(subscriptionId: string, rateLimit: number, deliveryId: string, now = Date.now()): Promise<number> {
-    return Number(await this.#redis.gatePace(this.#key("sent", subscriptionId), now, rateLimit, `${deliveryId}@${now}`, RATE_WINDOW_MS));
+    return Number(
+      await this.#redis.gatePace(
+        this.#key("sent", subscriptionId),
+        now,
+        rateLimit,
+        `${deliveryId}@${now}`,
+        RATE_WINDOW_MS,
+      ),
+    );
   }
 
   /**
@@ -746,7 +781,10 @@ export class DeliveryGate {
    * lost the gate's keys since (or its turn was taken up meanwhile).
    */
   async placeOf(subscriptionId: string, deliveryId: string): Promise<{ turn: number | null; inLine: boolean }> {
-    const [turn, inLine] = await Promise.all([this.turnOf(subscriptionId, deliveryId), this.#redis.zscore(this.#key("line", subscriptionId), deliveryId)]);
+    const [turn, inLine] = await Promise.all([
+      this.turnOf(subscriptionId, deliveryId),
+      this.#redis.zscore(this.#key("line", subscriptionId), deliveryId),
+    ]);
     return { turn, inLine: inLine !== null };
   }
 
@@ -844,7 +882,8 @@ function batchOf<T>(run: (calls: readonly ScriptCall[]) => Promise<T[]>): BatchL
 /** A batch's JSON reply, one array per call (Lua's JSON encoder writes an empty array as {}). */
 function repliesOf(json: string, calls: number): (string | number)[][] {
   const replies: unknown = JSON.parse(json);
-  if (!Array.isArray(replies) || replies.length !== calls) throw new Error(`the gate answered ${json.slice(0, 200)} for ${calls} calls`);
+  if (!Array.isArray(replies) || replies.length !== calls)
+    throw new Error(`the gate answered ${json.slice(0, 200)} for ${calls} calls`);
   return replies.map((reply) => (Array.isArray(reply) ? (reply as (string | number)[]) : []));
 }
 

@@ -1,7 +1,7 @@
-import { jobCatalog, withDeadline, type DeliveryJob, type DispatchJob } from "@webhooks/core";
+import { type DeliveryJob, type DispatchJob, jobCatalog, withDeadline } from "@webhooks/core";
 import { Queue } from "bullmq";
 import type { Wake } from "./delivery-gate.ts";
-import { queueLayout, shardOf, type QueueLayout } from "./queue-layout.ts";
+import { type QueueLayout, queueLayout, shardOf } from "./queue-layout.ts";
 import type { RedisConnection } from "./redis.ts";
 
 const catalog = jobCatalog.deliveries;
@@ -58,7 +58,11 @@ export class DeliveryQueue {
   ) {
     this.layout = typeof layout === "string" ? queueLayout(layout) : layout;
     this.queues = this.layout.shardPrefixes.map((prefix) => {
-      const queue: ShardQueue = new Queue(catalog.queueName, { connection: redis, prefix, defaultJobOptions: catalog.defaultJobOptions });
+      const queue: ShardQueue = new Queue(catalog.queueName, {
+        connection: redis,
+        prefix,
+        defaultJobOptions: catalog.defaultJobOptions,
+      });
       // Without a listener BullMQ prints every connection error; log them, at most every 10 s.
       queue.on("error", (error) => {
         if (Date.now() - this.#lastErrorLog < 10_000) return;
@@ -77,7 +81,8 @@ export class DeliveryQueue {
   /** The only queue, when there is one shard (the default). */
   get queue(): ShardQueue {
     const [only] = this.queues;
-    if (this.queues.length !== 1 || !only) throw new Error("the deliveries queue has several shards: use queueOf(deliveryId)");
+    if (this.queues.length !== 1 || !only)
+      throw new Error("the deliveries queue has several shards: use queueOf(deliveryId)");
     return only;
   }
 
@@ -103,7 +108,9 @@ export class DeliveryQueue {
     await this.#failFast(() =>
       Promise.all(
         [...this.#byShard(deliveryIds)].map(([shard, ids]) =>
-          this.queues[shard]!.addBulk(ids.map((deliveryId) => ({ name: catalog.jobName, data: data(deliveryId), opts: { jobId: deliveryId } }))),
+          this.queues[shard]!.addBulk(
+            ids.map((deliveryId) => ({ name: catalog.jobName, data: data(deliveryId), opts: { jobId: deliveryId } })),
+          ),
         ),
       ),
     );
@@ -141,7 +148,11 @@ export class DeliveryQueue {
   /** The worker is done with these deliveries of a dispatch: each has ended, or has a job of its own. */
   async dispatched(deliveryIds: string[]): Promise<void> {
     if (deliveryIds.length === 0) return;
-    await Promise.all([...this.#byShard(deliveryIds)].map(([shard, ids]) => this.redis.hdel(dispatchingKey(this.queues[shard]!), ...ids)));
+    await Promise.all(
+      [...this.#byShard(deliveryIds)].map(([shard, ids]) =>
+        this.redis.hdel(dispatchingKey(this.queues[shard]!), ...ids),
+      ),
+    );
   }
 
   /**
@@ -150,7 +161,10 @@ export class DeliveryQueue {
    * runs first, and parks itself as the delivery's state then says.
    */
   async schedule(job: DeliveryJob, at: number): Promise<void> {
-    await this.queueOf(job.deliveryId).add(catalog.jobName, job, { jobId: job.deliveryId, delay: Math.max(0, at - Date.now()) });
+    await this.queueOf(job.deliveryId).add(catalog.jobName, job, {
+      jobId: job.deliveryId,
+      delay: Math.max(0, at - Date.now()),
+    });
   }
 
   /** The items grouped by the shard of their delivery (by default, the item is the delivery's id). */
@@ -260,7 +274,8 @@ export class DeliveryQueue {
       [...this.#byShard(deliveryIds)].map(async ([shard, ids]) => {
         const queue = this.queues[shard]!;
         const pipeline = this.redis.pipeline();
-        for (const id of ids) pipeline.hget(queue.toKey(id), "data").zscore(queue.keys.delayed!, id).hget(dispatchingKey(queue), id);
+        for (const id of ids)
+          pipeline.hget(queue.toKey(id), "data").zscore(queue.keys.delayed!, id).hget(dispatchingKey(queue), id);
         const replies = (await pipeline.exec()) ?? [];
         const inDispatch = new Map<string, string>();
         ids.forEach((id, index) => {
@@ -273,7 +288,8 @@ export class DeliveryQueue {
           if (data === null) {
             if (dispatchId === null) missing.add(id);
             else inDispatch.set(id, dispatchId);
-          } else if (score !== null && Math.floor(Number(score) / 0x1000) > now + LATE_JOB_MS && !parkedAtGate(data)) late.add(id);
+          } else if (score !== null && Math.floor(Number(score) / 0x1000) > now + LATE_JOB_MS && !parkedAtGate(data))
+            late.add(id);
         });
         // A delivery whose dispatch is gone (dropped after BullMQ's own retries) is missing.
         for (const id of await this.#dropOrphans(queue, inDispatch)) missing.add(id);
@@ -311,7 +327,9 @@ export class DeliveryQueue {
   async beginReconcilerPass(): Promise<{ state: ReconcilerState | undefined; token: string }> {
     const token = `${Date.now()}:${Math.random().toString(36).slice(2)}`;
     // SET ... GET: the mark as it was, and this pass's token in its place, in one command.
-    const previous = await Promise.all(this.queues.map((_, shard) => this.redis.set(this.#reconciledMarkKey(shard), token, "GET")));
+    const previous = await Promise.all(
+      this.queues.map((_, shard) => this.redis.set(this.#reconciledMarkKey(shard), token, "GET")),
+    );
     if (previous.some((mark) => mark === null)) {
       await this.redis.del(this.#reconcilerKey);
       return { state: undefined, token };
@@ -321,7 +339,10 @@ export class DeliveryQueue {
     return {
       state: {
         watermark: new Date(Number(fields.watermark)),
-        sweep: fields.sweep_at && fields.sweep_id ? { nextAttemptAt: new Date(Number(fields.sweep_at)), id: fields.sweep_id } : undefined,
+        sweep:
+          fields.sweep_at && fields.sweep_id
+            ? { nextAttemptAt: new Date(Number(fields.sweep_at)), id: fields.sweep_id }
+            : undefined,
       },
       token,
     };
@@ -411,7 +432,9 @@ export class DeliveryQueue {
   /** Jobs by state, summed over the shards, for the queue-depth metric. */
   async depth(): Promise<Record<string, number>> {
     const total: Record<string, number> = {};
-    for (const counts of await Promise.all(this.queues.map((queue) => queue.getJobCounts("waiting", "active", "delayed", "prioritized", "failed")))) {
+    for (const counts of await Promise.all(
+      this.queues.map((queue) => queue.getJobCounts("waiting", "active", "delayed", "prioritized", "failed")),
+    )) {
       for (const [state, count] of Object.entries(counts)) total[state] = (total[state] ?? 0) + count;
     }
     return total;

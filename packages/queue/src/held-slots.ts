@@ -41,7 +41,14 @@ export type SlotExit =
  * to take out of Redis; a test goes ahead of the line there.
  */
 export function mayKeepSlots(input: GateInput, now: number): boolean {
-  return input.rateLimit === null && !input.circuitOpen && !input.disabled && (input.heldUntil ?? 0) <= now && input.waited !== true && input.test !== true;
+  return (
+    input.rateLimit === null &&
+    !input.circuitOpen &&
+    !input.disabled &&
+    (input.heldUntil ?? 0) <= now &&
+    input.waited !== true &&
+    input.test !== true
+  );
 }
 
 export class HeldSlots {
@@ -76,7 +83,15 @@ export class HeldSlots {
   /** The attempt got its slot through Redis; `keptUntil` is null when it may not be kept. */
   started(input: GateInput, member: string, keptUntil: number | null): void {
     const { subscriptionId, origin, maxInFlight, originMaxInFlight, leaseMs } = input;
-    this.#inUse.set(input.deliveryId, { member, subscriptionId, origin, maxInFlight, originMaxInFlight, leaseMs, keptUntil });
+    this.#inUse.set(input.deliveryId, {
+      member,
+      subscriptionId,
+      origin,
+      maxInFlight,
+      originMaxInFlight,
+      leaseMs,
+      keptUntil,
+    });
     count(this.#bySubscription, subscriptionId, 1);
     count(this.#byOrigin, origin, 1);
   }
@@ -92,7 +107,9 @@ export class HeldSlots {
     const slot = this.#inUse.get(deliveryId);
     if (!slot) return { kept: false, member: deliveryId };
     this.#inUse.delete(deliveryId);
-    const roomy = (this.#bySubscription.get(slot.subscriptionId) ?? 0) * 4 <= slot.maxInFlight * 3 && (this.#byOrigin.get(slot.origin) ?? 0) * 4 <= slot.originMaxInFlight * 3;
+    const roomy =
+      (this.#bySubscription.get(slot.subscriptionId) ?? 0) * 4 <= slot.maxInFlight * 3 &&
+      (this.#byOrigin.get(slot.origin) ?? 0) * 4 <= slot.originMaxInFlight * 3;
     if (!keep || !roomy || slot.keptUntil === null || slot.keptUntil <= now) {
       this.#forget(slot);
       return { kept: false, member: slot.member };
@@ -166,5 +183,10 @@ function count(counts: Map<string, number>, key: string, delta: number): void {
 }
 
 function sameLimits(slot: HeldSlot, input: GateInput): boolean {
-  return slot.origin === input.origin && slot.maxInFlight === input.maxInFlight && slot.originMaxInFlight === input.originMaxInFlight && slot.leaseMs === input.leaseMs;
+  return (
+    slot.origin === input.origin &&
+    slot.maxInFlight === input.maxInFlight &&
+    slot.originMaxInFlight === input.originMaxInFlight &&
+    slot.leaseMs === input.leaseMs
+  );
 }

@@ -32,7 +32,11 @@ export function queueLayout(queuePrefix: string, options: { shards?: number; has
   if (!Number.isInteger(shards) || shards < 1) throw new Error(`shards must be a positive integer, got ${shards}`);
   if (!(options.hashTagged ?? shards > 1)) {
     if (shards > 1) throw new Error("more than one shard needs the hash-tagged layout");
-    return { shardPrefixes: [queuePrefix], gatePrefix: `${queuePrefix}:gate:`, reconcilerKey: `${queuePrefix}:${QUEUE_NAME}:reconciler` };
+    return {
+      shardPrefixes: [queuePrefix],
+      gatePrefix: `${queuePrefix}:gate:`,
+      reconcilerKey: `${queuePrefix}:${QUEUE_NAME}:reconciler`,
+    };
   }
   return {
     shardPrefixes: Array.from({ length: shards }, (_, shard) => `{${queuePrefix}:${shard}}`),
@@ -42,8 +46,15 @@ export function queueLayout(queuePrefix: string, options: { shards?: number; has
 }
 
 /** The layout a deployment uses: hash-tagged on a cluster or with more than one shard. */
-export function queueLayoutFor(config: { queuePrefix: string; queueShards: number; redisClusterNodes: unknown[] | undefined }): QueueLayout {
-  return queueLayout(config.queuePrefix, { shards: config.queueShards, hashTagged: config.redisClusterNodes !== undefined || config.queueShards > 1 });
+export function queueLayoutFor(config: {
+  queuePrefix: string;
+  queueShards: number;
+  redisClusterNodes: unknown[] | undefined;
+}): QueueLayout {
+  return queueLayout(config.queuePrefix, {
+    shards: config.queueShards,
+    hashTagged: config.redisClusterNodes !== undefined || config.queueShards > 1,
+  });
 }
 
 /**

@@ -17,7 +17,8 @@ export function registerQueueDepthGauge(registry: Registry, queue: DeliveryQueue
     registers: [registry],
     async collect() {
       try {
-        for (const [state, count] of Object.entries(await withDeadline(queue.depth(), SCRAPE_DEADLINE_MS, "Redis"))) this.set({ state }, count);
+        for (const [state, count] of Object.entries(await withDeadline(queue.depth(), SCRAPE_DEADLINE_MS, "Redis")))
+          this.set({ state }, count);
       } catch {
         // Redis unreachable or stalled: report nothing rather than failing or holding the whole scrape.
         this.reset();

@@ -7,9 +7,16 @@ import { clusterCredentials, type RedisTarget } from "./redis.ts";
  * message saying how to start it. A cluster must answer from every master.
  */
 export async function checkRedis(target: string | RedisTarget): Promise<string | undefined> {
-  if (typeof target !== "string" && target.redisClusterNodes) return checkCluster(target.redisClusterNodes, target.redisUrl);
+  if (typeof target !== "string" && target.redisClusterNodes)
+    return checkCluster(target.redisClusterNodes, target.redisUrl);
   const url = typeof target === "string" ? target : target.redisUrl;
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, connectTimeout: 3_000, retryStrategy: () => null });
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    connectTimeout: 3_000,
+    retryStrategy: () => null,
+  });
   // Without retries, ioredis rejects connect() with a bare "Connection is closed."; the cause
   // (refused, unknown host, not a Redis server) only comes as an "error" event before it.
   let cause: unknown;
@@ -42,7 +49,8 @@ async function checkCluster(nodes: { host: string; port: number }[], url: string
   try {
     await cluster.connect();
     const info = String(await cluster.cluster("INFO"));
-    if (!info.includes("cluster_state:ok")) return `${described} is not ready (cluster_state is not ok): check CLUSTER INFO on its nodes.`;
+    if (!info.includes("cluster_state:ok"))
+      return `${described} is not ready (cluster_state is not ok): check CLUSTER INFO on its nodes.`;
     await Promise.all(cluster.nodes("master").map((node) => node.ping()));
     return undefined;
   } catch (error) {

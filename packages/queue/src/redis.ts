@@ -17,7 +17,11 @@ export type RedisRole = "worker" | "producer" | "gate";
  * in the same tick into one round trip, and fails a call after one retry rather than hang a job:
  * the job then fails for our own reason and BullMQ tries it again.
  */
-export function createRedisConnection(url: string, role: RedisRole, socketTimeoutMs = DEFAULT_REDIS_SOCKET_TIMEOUT_MS): Redis {
+export function createRedisConnection(
+  url: string,
+  role: RedisRole,
+  socketTimeoutMs = DEFAULT_REDIS_SOCKET_TIMEOUT_MS,
+): Redis {
   const redis = new Redis(url, {
     maxRetriesPerRequest: role === "worker" ? null : 1,
     enableOfflineQueue: role !== "producer",
@@ -53,7 +57,12 @@ export function connectRedis(target: RedisTarget, role: RedisRole): RedisConnect
  * cluster's redirections (MOVED, ASK) and failovers; the per-command options go to every node's
  * connection, where BullMQ looks for `maxRetriesPerRequest: null` on a worker's.
  */
-export function createClusterConnection(nodes: { host: string; port: number }[], url: string, role: RedisRole, socketTimeoutMs = DEFAULT_REDIS_SOCKET_TIMEOUT_MS): Cluster {
+export function createClusterConnection(
+  nodes: { host: string; port: number }[],
+  url: string,
+  role: RedisRole,
+  socketTimeoutMs = DEFAULT_REDIS_SOCKET_TIMEOUT_MS,
+): Cluster {
   const cluster = new Cluster(nodes, {
     enableOfflineQueue: role !== "producer",
     enableAutoPipelining: role === "gate",

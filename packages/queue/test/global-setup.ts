@@ -3,8 +3,8 @@
 // the shared Redis. Tests delete their own keys as they close, but not all can: a worker process
 // killed on purpose, or a fixture torn down while a job still writes, leaves a few behind.
 import { randomBytes } from "node:crypto";
-import { Redis } from "ioredis";
 import { REDIS_URL, testRunPrefix } from "@webhooks/testing";
+import { Redis } from "ioredis";
 import { deleteKeysMatching } from "../src/redis.ts";
 
 export function setup(): () => Promise<void> {

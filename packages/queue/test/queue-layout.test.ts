@@ -33,21 +33,39 @@ describe("shardOf", () => {
 
 describe("queueLayout", () => {
   it("keeps the keys of a single node with one queue as they always were", () => {
-    expect(queueLayout("webhooks")).toEqual({ shardPrefixes: ["webhooks"], gatePrefix: "webhooks:gate:", reconcilerKey: "webhooks:deliveries:reconciler" });
-    expect(queueLayoutFor({ queuePrefix: "webhooks", queueShards: 1, redisClusterNodes: undefined })).toEqual(queueLayout("webhooks"));
+    expect(queueLayout("webhooks")).toEqual({
+      shardPrefixes: ["webhooks"],
+      gatePrefix: "webhooks:gate:",
+      reconcilerKey: "webhooks:deliveries:reconciler",
+    });
+    expect(queueLayoutFor({ queuePrefix: "webhooks", queueShards: 1, redisClusterNodes: undefined })).toEqual(
+      queueLayout("webhooks"),
+    );
   });
 
   it("hash-tags every key on a cluster: one tag per shard, one for the gate", () => {
-    expect(queueLayoutFor({ queuePrefix: "webhooks", queueShards: 3, redisClusterNodes: [{ host: "10.0.0.1", port: 7000 }] })).toEqual({
+    expect(
+      queueLayoutFor({
+        queuePrefix: "webhooks",
+        queueShards: 3,
+        redisClusterNodes: [{ host: "10.0.0.1", port: 7000 }],
+      }),
+    ).toEqual({
       shardPrefixes: ["{webhooks:0}", "{webhooks:1}", "{webhooks:2}"],
       gatePrefix: "{webhooks:gate}:",
       reconcilerKey: "{webhooks}:deliveries:reconciler",
     });
-    expect(queueLayoutFor({ queuePrefix: "webhooks", queueShards: 1, redisClusterNodes: [{ host: "10.0.0.1", port: 7000 }] }).shardPrefixes).toEqual(["{webhooks:0}"]);
+    expect(
+      queueLayoutFor({ queuePrefix: "webhooks", queueShards: 1, redisClusterNodes: [{ host: "10.0.0.1", port: 7000 }] })
+        .shardPrefixes,
+    ).toEqual(["{webhooks:0}"]);
   });
 
   it("uses the hash-tagged layout for shards on a single node too", () => {
-    expect(queueLayoutFor({ queuePrefix: "p", queueShards: 2, redisClusterNodes: undefined }).shardPrefixes).toEqual(["{p:0}", "{p:1}"]);
+    expect(queueLayoutFor({ queuePrefix: "p", queueShards: 2, redisClusterNodes: undefined }).shardPrefixes).toEqual([
+      "{p:0}",
+      "{p:1}",
+    ]);
     expect(() => queueLayout("p", { shards: 2, hashTagged: false })).toThrow(/hash-tagged/);
     expect(() => queueLayout("p", { shards: 0 })).toThrow(/positive integer/);
   });

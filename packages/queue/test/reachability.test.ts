@@ -1,4 +1,4 @@
-import { createServer, type AddressInfo, type Socket } from "node:net";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { describe, expect, it } from "vitest";
 import { checkRedis } from "../src/reachability.ts";
 
@@ -15,7 +15,9 @@ describe("checkRedis", () => {
   it("names the cause when nothing listens, not ioredis's bare 'Connection is closed.'", async () => {
     const port = await closedPort();
     const message = await checkRedis(`redis://127.0.0.1:${port}`);
-    expect(message).toContain(`Cannot reach Redis at redis://127.0.0.1:${port} (connect ECONNREFUSED 127.0.0.1:${port})`);
+    expect(message).toContain(
+      `Cannot reach Redis at redis://127.0.0.1:${port} (connect ECONNREFUSED 127.0.0.1:${port})`,
+    );
     expect(message).not.toContain("Connection is closed");
   });
 

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { loadConfig, type Config } from "@webhooks/core";
+import { type Config, loadConfig } from "@webhooks/core";
 
 export const TEST_API_KEY = "test_key_0123456789abcdefghijklmnopqrstuv";
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";

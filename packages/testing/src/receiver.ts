@@ -84,7 +84,11 @@ type Verify = (secrets: readonly string[], id: string, timestamp: string, signat
 const verifyWithPackage: Verify = (secrets, id, timestamp, signatures, body) =>
   secrets.some((secret) => {
     try {
-      new Webhook(secret).verify(body, { "webhook-id": id, "webhook-timestamp": timestamp, "webhook-signature": signatures });
+      new Webhook(secret).verify(body, {
+        "webhook-id": id,
+        "webhook-timestamp": timestamp,
+        "webhook-signature": signatures,
+      });
       return true;
     } catch {
       return false;
@@ -100,8 +104,16 @@ function coreVerifier(): Verify {
     const given = signatures.split(" ").map((entry) => Buffer.from(entry));
     return secrets.some((secret) => {
       let key = keys.get(secret);
-      if (!key) keys.set(secret, (key = decodeSigningSecret(secret)));
-      const signed = signWebhook({ secretKeys: [key], messageId: id, timestamp: new Date(Number(timestamp) * 1000), body });
+      if (!key) {
+        key = decodeSigningSecret(secret);
+        keys.set(secret, key);
+      }
+      const signed = signWebhook({
+        secretKeys: [key],
+        messageId: id,
+        timestamp: new Date(Number(timestamp) * 1000),
+        body,
+      });
       const expected = Buffer.from(signed["webhook-signature"]);
       // The header may carry several space-separated signatures (`v1,<base64>`); one valid one is enough.
       return given.some((entry) => entry.length === expected.length && timingSafeEqual(entry, expected));
@@ -120,7 +132,10 @@ function header(req: IncomingMessage, name: string): string {
  * `{ record: false, verifyWith: "core" }` it only verifies and counts, for thousands of requests
  * per second (the bench).
  */
-export async function startReceiver(reply: TestReceiver["reply"] = () => ({ status: 200 }), options: ReceiverOptions = {}): Promise<TestReceiver> {
+export async function startReceiver(
+  reply: TestReceiver["reply"] = () => ({ status: 200 }),
+  options: ReceiverOptions = {},
+): Promise<TestReceiver> {
   const record = options.record ?? true;
   const verify = options.verifyWith === "core" ? coreVerifier() : verifyWithPackage;
   const inFlight = new Map<string, number>();
@@ -163,8 +178,15 @@ export async function startReceiver(reply: TestReceiver["reply"] = () => ({ stat
   };
 
   /** Verifies and counts; undefined when the receiver has no secret to verify with. */
-  const check = (path: string, id: string, req: IncomingMessage, body: string, arrivedAt: number): boolean | undefined => {
-    const secrets = pathSecrets.get(path) ?? (state.secrets.length > 0 || pathSecrets.size > 0 ? state.secrets : undefined);
+  const check = (
+    path: string,
+    id: string,
+    req: IncomingMessage,
+    body: string,
+    arrivedAt: number,
+  ): boolean | undefined => {
+    const secrets =
+      pathSecrets.get(path) ?? (state.secrets.length > 0 || pathSecrets.size > 0 ? state.secrets : undefined);
     if (!secrets) return undefined;
     if (!verify(secrets, id, header(req, "webhook-timestamp"), header(req, "webhook-signature"), body)) {
       state.invalid++;
@@ -221,7 +243,14 @@ export async function startReceiver(reply: TestReceiver["reply"] = () => ({ stat
       } catch {
         json = { type: "", timestamp: "", data: {} };
       }
-      const webhook: ReceivedWebhook = { path, headers: req.headers, body, json, receivedAt: Date.now(), signatureValid };
+      const webhook: ReceivedWebhook = {
+        path,
+        headers: req.headers,
+        body,
+        json,
+        receivedAt: Date.now(),
+        signatureValid,
+      };
       const index = state.received.push(webhook) - 1;
       const answer = state.reply(webhook, index);
       const finish = () => {

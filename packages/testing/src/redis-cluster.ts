@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -44,14 +44,22 @@ async function startNode(port: number, dir: string): Promise<ChildProcess> {
   const child = spawn(
     "redis-server",
     [
-      "--port", String(port),
-      "--bind", "127.0.0.1",
-      "--cluster-enabled", "yes",
-      "--cluster-config-file", join(dir, `nodes-${port}.conf`),
-      "--save", "",
-      "--appendonly", "no",
-      "--maxmemory-policy", "noeviction",
-      "--daemonize", "no",
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--cluster-enabled",
+      "yes",
+      "--cluster-config-file",
+      join(dir, `nodes-${port}.conf`),
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--maxmemory-policy",
+      "noeviction",
+      "--daemonize",
+      "no",
     ],
     { cwd: dir, stdio: ["ignore", "pipe", "pipe"] },
   );
@@ -61,7 +69,9 @@ async function startNode(port: number, dir: string): Promise<ChildProcess> {
       output += chunk.toString();
       if (output.includes("Ready to accept connections")) resolve();
     });
-    child.once("error", (error) => reject(new Error(`could not start redis-server (is it installed?): ${error.message}`)));
+    child.once("error", (error) =>
+      reject(new Error(`could not start redis-server (is it installed?): ${error.message}`)),
+    );
     child.once("exit", (code) => reject(new Error(`redis-server on ${port} exited with ${code}: ${output}`)));
   });
   return child;
@@ -75,7 +85,10 @@ async function kill(child: ChildProcess): Promise<void> {
   });
 }
 
-export async function startPrivateRedisCluster(masters = 3, options: { readyTimeoutMs?: number } = {}): Promise<PrivateRedisCluster> {
+export async function startPrivateRedisCluster(
+  masters = 3,
+  options: { readyTimeoutMs?: number } = {},
+): Promise<PrivateRedisCluster> {
   const dir = await mkdtemp(join(tmpdir(), "redis-cluster-"));
   const children: ChildProcess[] = [];
   const ports: number[] = [];
@@ -99,7 +112,11 @@ export async function startPrivateRedisCluster(masters = 3, options: { readyTime
         }
       }
     }
-    await run("redis-cli", ["--cluster", "create", ...ports.map((port) => `127.0.0.1:${port}`), "--cluster-replicas", "0", "--cluster-yes"], { timeout: 30_000 });
+    await run(
+      "redis-cli",
+      ["--cluster", "create", ...ports.map((port) => `127.0.0.1:${port}`), "--cluster-replicas", "0", "--cluster-yes"],
+      { timeout: 30_000 },
+    );
     const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
     for (const port of ports) {
       for (;;) {

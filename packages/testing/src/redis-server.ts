@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { freePort } from "./ports.ts";
 
 /**
@@ -24,9 +24,24 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     url: `redis://127.0.0.1:${port}`,
     port,
     async start() {
-      const process = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction"], {
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      const process = spawn(
+        "redis-server",
+        [
+          "--port",
+          String(port),
+          "--bind",
+          "127.0.0.1",
+          "--save",
+          "",
+          "--appendonly",
+          "no",
+          "--maxmemory-policy",
+          "noeviction",
+        ],
+        {
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
       child = process;
       await new Promise<void>((resolve, reject) => {
         let output = "";
@@ -35,7 +50,9 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
           if (output.includes("Ready to accept connections")) resolve();
         };
         process.stdout!.on("data", onData);
-        process.once("error", (error) => reject(new Error(`could not start redis-server (is it installed?): ${error.message}`)));
+        process.once("error", (error) =>
+          reject(new Error(`could not start redis-server (is it installed?): ${error.message}`)),
+        );
         process.once("exit", (code) => reject(new Error(`redis-server exited with ${code}: ${output}`)));
       });
     },

@@ -1,4 +1,4 @@
-import { createServer, connect, type Server, type Socket } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 
 /**
  * A TCP proxy on a free loopback port to a server, for tests that take a server away from one
@@ -31,13 +31,14 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     upstream.on("close", () => client.destroy());
     client.pipe(upstream).pipe(client);
   });
-  const listen = (port: number) => new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, "127.0.0.1", () => {
-      server.off("error", reject);
-      resolve();
+  const listen = (port: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, "127.0.0.1", () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
-  });
   await listen(0);
   const port = (server.address() as { port: number }).port;
   const refuse = async () => {

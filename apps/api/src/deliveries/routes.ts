@@ -1,7 +1,13 @@
 import { createRoute } from "@hono/zod-openapi";
 import { getDelivery, listAttempts, listDeliveries, resendDelivery, type TenantScope } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
-import { DEFAULT_PAGE_SIZE, jsonResponse, noParametersBody, noQueryParameters, operationErrors } from "../http/schemas.ts";
+import {
+  DEFAULT_PAGE_SIZE,
+  jsonResponse,
+  noParametersBody,
+  noQueryParameters,
+  operationErrors,
+} from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import {
   attemptListSchema,
@@ -62,13 +68,21 @@ const resendRouteDef = createRoute({
     "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
     "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing, and on one being " +
     "attempted at that moment neither: that attempt is its resend.",
-  request: { query: noQueryParameters, params: deliveryIdParam, body: { required: false, content: { "application/json": { schema: noParametersBody } } } },
+  request: {
+    query: noQueryParameters,
+    params: deliveryIdParam,
+    body: { required: false, content: { "application/json": { schema: noParametersBody } } },
+  },
   responses: { 202: jsonResponse(deliverySchema, "The delivery, queued"), ...operationErrors(404, 413, 415) },
 });
 
 export function deliveryRoutes(deps: ApiDeps) {
   // Every verb below applies the caller's tenant scope itself (packages/db/src/tenant-scope.ts).
-  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ db: deps.prisma, sql: deps.pool, scope: c.var.principal.scope });
+  const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({
+    db: deps.prisma,
+    sql: deps.pool,
+    scope: c.var.principal.scope,
+  });
   return newRouter()
     .openapi(listRouteDef, async (c) => {
       const query = c.req.valid("query");
@@ -83,9 +97,16 @@ export function deliveryRoutes(deps: ApiDeps) {
           responseCode: query.response_code,
           tenantId: query.tenant_id,
         },
-        { limit: query.limit ?? DEFAULT_PAGE_SIZE, startingAfter: query.starting_after, endingBefore: query.ending_before },
+        {
+          limit: query.limit ?? DEFAULT_PAGE_SIZE,
+          startingAfter: query.starting_after,
+          endingBefore: query.ending_before,
+        },
       );
-      return c.json({ object: "list" as const, url: "/v1/deliveries", has_more: page.hasMore, data: page.data.map(toDeliveryJson) }, 200);
+      return c.json(
+        { object: "list" as const, url: "/v1/deliveries", has_more: page.hasMore, data: page.data.map(toDeliveryJson) },
+        200,
+      );
     })
     .openapi(getRouteDef, async (c) => {
       return c.json(toDeliveryJson(await getDelivery(scoped(c), c.req.valid("param").delivery_id)), 200);
@@ -99,7 +120,12 @@ export function deliveryRoutes(deps: ApiDeps) {
         endingBefore: query.ending_before,
       });
       return c.json(
-        { object: "list" as const, url: `/v1/deliveries/${delivery_id}/attempts`, has_more: page.hasMore, data: page.data.map(toAttemptJson) },
+        {
+          object: "list" as const,
+          url: `/v1/deliveries/${delivery_id}/attempts`,
+          has_more: page.hasMore,
+          data: page.data.map(toAttemptJson),
+        },
         200,
       );
     })

@@ -1,7 +1,17 @@
 import { z } from "@hono/zod-openapi";
 import { deliveryStatuses } from "@webhooks/core";
 import type { AttemptRecord, DeliveryRecord, ResponseClass, ResponseCodeFilter } from "@webhooks/db";
-import { cursorQueries, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text, timestampQuery } from "../http/schemas.ts";
+import {
+  cursorQueries,
+  isoTimestamp,
+  limitQuery,
+  listSchema,
+  tenantIdField,
+  tenantIdJson,
+  tenantIdResponseField,
+  text,
+  timestampQuery,
+} from "../http/schemas.ts";
 
 export const deliverySchema = z
   .object({
@@ -12,8 +22,13 @@ export const deliverySchema = z
     event: z.string().openapi({ description: "The event type.", example: "invoice.paid" }),
     status: z.enum(deliveryStatuses),
     attempts: z.number().int().openapi({ description: "Attempts made so far." }),
-    response_code: z.number().int().nullable().openapi({ description: "Status of the last response; null before any response, and after a timeout or network error." }),
-    next_retry_at: z.string().nullable().openapi({ format: "date-time", description: "When the next retry is scheduled; null when none is." }),
+    response_code: z.number().int().nullable().openapi({
+      description: "Status of the last response; null before any response, and after a timeout or network error.",
+    }),
+    next_retry_at: z
+      .string()
+      .nullable()
+      .openapi({ format: "date-time", description: "When the next retry is scheduled; null when none is." }),
     tenant_id: tenantIdResponseField,
     created_at: z.string().openapi({ format: "date-time" }),
   })
@@ -25,19 +40,29 @@ export const attemptSchema = z
     object: z.literal("delivery_attempt"),
     delivery_id: z.string(),
     number: z.number().int().openapi({ description: "1 for the delivery's first attempt." }),
-    url: z.string().openapi({ description: "Where this attempt was sent: the delivery's snapshot of the subscription's url." }),
+    url: z
+      .string()
+      .openapi({ description: "Where this attempt was sent: the delivery's snapshot of the subscription's url." }),
     started_at: z.string().openapi({ format: "date-time" }),
     duration_ms: z.number().int().nullable().openapi({
-      description: "How long the attempt took, in milliseconds; null while it is in flight, and when its outcome is unknown (see error).",
+      description:
+        "How long the attempt took, in milliseconds; null while it is in flight, and when its outcome is unknown (see error).",
     }),
     response_code: z.number().int().nullable(),
     response_body: z.string().nullable().openapi({ description: "The first 4 KiB of the response body." }),
-    error: z.string().nullable().openapi({ description: "Why no response was received (timeout, connection refused, ...); with a response, why its body did not arrive in full (\"response body incomplete: ...\"); or null." }),
+    error: z.string().nullable().openapi({
+      description:
+        'Why no response was received (timeout, connection refused, ...); with a response, why its body did not arrive in full ("response body incomplete: ..."); or null.',
+    }),
   })
   .openapi("DeliveryAttempt");
 
 export const deliveryListSchema = listSchema(deliverySchema, "DeliveryList", "/v1/deliveries");
-export const attemptListSchema = listSchema(attemptSchema, "DeliveryAttemptList", "/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/attempts");
+export const attemptListSchema = listSchema(
+  attemptSchema,
+  "DeliveryAttemptList",
+  "/v1/deliveries/dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q/attempts",
+);
 
 const responseCodeMessage = "response_code must be a status code from 100 to 599, or one of 2xx, 3xx, 4xx, 5xx";
 
@@ -56,7 +81,8 @@ const responseCodeQuery = z
   .openapi({
     type: "string",
     pattern: "^([1-5][0-9]{2}|[2-5]xx)$",
-    description: "Only deliveries whose last response had this status: an exact code (100-599), or a class: 2xx, 3xx, 4xx or 5xx.",
+    description:
+      "Only deliveries whose last response had this status: an exact code (100-599), or a class: 2xx, 3xx, 4xx or 5xx.",
     example: "5xx",
   });
 
@@ -91,7 +117,9 @@ export const listDeliveriesQuery = z
 export const listAttemptsQuery = z.strictObject({ limit: limitQuery, ...cursorQueries });
 
 export const deliveryIdParam = z.object({
-  delivery_id: z.string().openapi({ param: { name: "delivery_id", in: "path" }, example: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
+  delivery_id: z
+    .string()
+    .openapi({ param: { name: "delivery_id", in: "path" }, example: "dlv_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
 });
 
 export function toDeliveryJson(delivery: DeliveryRecord) {

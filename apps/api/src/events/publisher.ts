@@ -1,5 +1,5 @@
 import { batchLoader, type Logger } from "@webhooks/core";
-import { deliveryJobChunks, publishEvents, type PublishInput, type PublishResult, type SqlClient } from "@webhooks/db";
+import { deliveryJobChunks, type PublishInput, type PublishResult, publishEvents, type SqlClient } from "@webhooks/db";
 import type { DeliveryQueue, DispatchEntry } from "@webhooks/queue";
 
 /** Deliveries per enqueue (one MULTI of dispatch jobs per shard), and the most a batch's result carries. */
@@ -43,7 +43,10 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
       await deps.queue.dispatch(deliveries);
       return true;
     } catch (error) {
-      deps.logger.warn({ err: error, deliveries: deliveries.length }, "could not enqueue deliveries; the reconciler will");
+      deps.logger.warn(
+        { err: error, deliveries: deliveries.length },
+        "could not enqueue deliveries; the reconciler will",
+      );
       return false;
     }
   };
@@ -54,7 +57,10 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
         if (!(await dispatch(chunk))) return;
       }
     } catch (error) {
-      deps.logger.warn({ err: error, eventId: result.event.id }, "could not read back the deliveries to enqueue; the reconciler will");
+      deps.logger.warn(
+        { err: error, eventId: result.event.id },
+        "could not read back the deliveries to enqueue; the reconciler will",
+      );
     }
   };
 
@@ -62,7 +68,14 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
     const results = await publishEvents({ sql: deps.sql }, inputs, { returnLimit: ENQUEUE_CHUNK });
     const created = results.flatMap((result) => (result instanceof Error || !result.created ? [] : [result]));
     const returned = created.filter((result) => result.deliveryIds.length === result.deliveryCount);
-    await dispatch(returned.flatMap((result) => result.deliveryIds.map((deliveryId) => ({ deliveryId, subscriptionId: result.subscriptionOf.get(deliveryId)! }))));
+    await dispatch(
+      returned.flatMap((result) =>
+        result.deliveryIds.map((deliveryId) => ({
+          deliveryId,
+          subscriptionId: result.subscriptionOf.get(deliveryId)!,
+        })),
+      ),
+    );
     for (const result of created) {
       if (result.deliveryIds.length === result.deliveryCount) continue;
       const run = enqueueInChunks(result).finally(() => streaming.delete(run));
@@ -71,7 +84,10 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
     return results;
   };
 
-  const loader = batchLoader<PublishInput, PublishResult>((inputs) => writeBatch([...inputs]), { maxBatchSize: 100, inFlight: BATCHES_IN_FLIGHT });
+  const loader = batchLoader<PublishInput, PublishResult>((inputs) => writeBatch([...inputs]), {
+    maxBatchSize: 100,
+    inFlight: BATCHES_IN_FLIGHT,
+  });
   return {
     publish: (input) => loader.load(input),
     async idle() {

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { getEventInScope, requireUnscoped } from "@webhooks/db";
-import { jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import { newRouter } from "../http/router.ts";
+import { jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { eventIdParam, eventSchema, idempotencyHeaders, publishEventBody, toEventJson } from "./schemas.ts";
 
@@ -26,7 +26,8 @@ const publishRouteDef = createRoute({
   responses: {
     202: jsonResponse(eventSchema, "The event was accepted", {
       "Idempotent-Replayed": z.literal("true").optional().openapi({
-        description: "`true` when the Idempotency-Key was seen before and this is the event created then; absent otherwise.",
+        description:
+          "`true` when the Idempotency-Key was seen before and this is the event created then; absent otherwise.",
       }),
     }),
     ...operationErrors(403, 409, 413, 415),
@@ -61,7 +62,10 @@ export function eventRoutes(deps: ApiDeps) {
       return c.json(toEventJson(result.event), 202);
     })
     .openapi(getRouteDef, async (c) => {
-      const event = await getEventInScope({ db: deps.prisma, scope: c.var.principal.scope }, c.req.valid("param").event_id);
+      const event = await getEventInScope(
+        { db: deps.prisma, scope: c.var.principal.scope },
+        c.req.valid("param").event_id,
+      );
       return c.json(toEventJson(event), 200);
     });
 }

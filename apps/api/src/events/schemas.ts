@@ -36,7 +36,12 @@ const eventData = z
     const problem = jsonProblem(data, 1);
     if (problem) ctx.addIssue({ code: "custom", message: `data ${problem}` });
   })
-  .openapi({ type: "object", additionalProperties: true, description: "The event's payload: any JSON object.", example: { invoice_id: "in_123", amount_due: 4200 } });
+  .openapi({
+    type: "object",
+    additionalProperties: true,
+    description: "The event's payload: any JSON object.",
+    example: { invoice_id: "in_123", amount_due: 4200 },
+  });
 
 export const publishEventBody = z
   .strictObject({
@@ -46,7 +51,10 @@ export const publishEventBody = z
       .refine((type) => !isOperationalEventType(type), {
         error: `type must not start with "${OPERATIONAL_PREFIX}": operational events are published by the service itself`,
       })
-      .meta({ description: `The event type. Types starting with "${OPERATIONAL_PREFIX}" are reserved for the service.`, example: "invoice.paid" }),
+      .meta({
+        description: `The event type. Types starting with "${OPERATIONAL_PREFIX}" are reserved for the service.`,
+        example: "invoice.paid",
+      }),
     data: eventData,
     tenant_id: tenantIdField(
       "The tenant (your customer) the event is for: it is delivered only to that tenant's subscriptions. " +
@@ -88,7 +96,14 @@ export const eventIdParam = z.object({
 });
 
 export function toEventJson(event: EventRecord) {
-  return { id: event.id, object: "event" as const, type: event.type, data: event.data, ...tenantIdJson(event.tenantId), created_at: isoTimestamp(event.createdAt) };
+  return {
+    id: event.id,
+    object: "event" as const,
+    type: event.type,
+    data: event.data,
+    ...tenantIdJson(event.tenantId),
+    created_at: isoTimestamp(event.createdAt),
+  };
 }
 
 // The routes' request and response types, for the tests and any TypeScript caller.

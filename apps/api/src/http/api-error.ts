@@ -1,7 +1,20 @@
-import { CursorError, DomainError, IdempotencyConflictError, NotFoundError, PermissionError, ValidationError } from "@webhooks/core";
+import {
+  CursorError,
+  type DomainError,
+  IdempotencyConflictError,
+  NotFoundError,
+  PermissionError,
+  ValidationError,
+} from "@webhooks/core";
 
 /** The error types of contract §2. */
-export type ErrorType = "invalid_request_error" | "authentication_error" | "permission_error" | "idempotency_error" | "rate_limit_error" | "api_error";
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "permission_error"
+  | "idempotency_error"
+  | "rate_limit_error"
+  | "api_error";
 
 /** An error that leaves the API in the contract's shape (contract §2). */
 export class ApiError extends Error {
@@ -23,13 +36,19 @@ export function apiErrorFromDomain(error: DomainError): ApiError {
   if (error instanceof CursorError) {
     const param = error.cursor === "startingAfter" ? "starting_after" : "ending_before";
     const message =
-      error.problem === "both_cursors" ? "starting_after and ending_before cannot be used together" : `${param} names no ${error.resource}: ${error.cursorId}`;
+      error.problem === "both_cursors"
+        ? "starting_after and ending_before cannot be used together"
+        : `${param} names no ${error.resource}: ${error.cursorId}`;
     return new ApiError(400, "invalid_request_error", error.code, message, param);
   }
-  if (error instanceof PermissionError) return new ApiError(403, "permission_error", error.code, error.message, error.param);
-  if (error instanceof NotFoundError) return new ApiError(404, "invalid_request_error", error.code, error.message, error.param);
-  if (error instanceof IdempotencyConflictError) return new ApiError(409, "idempotency_error", error.code, error.message, error.param);
-  if (error instanceof ValidationError) return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);
+  if (error instanceof PermissionError)
+    return new ApiError(403, "permission_error", error.code, error.message, error.param);
+  if (error instanceof NotFoundError)
+    return new ApiError(404, "invalid_request_error", error.code, error.message, error.param);
+  if (error instanceof IdempotencyConflictError)
+    return new ApiError(409, "idempotency_error", error.code, error.message, error.param);
+  if (error instanceof ValidationError)
+    return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);
   return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);
 }
 

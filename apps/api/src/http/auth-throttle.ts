@@ -76,9 +76,16 @@ export function throttledBlock(address: string): string {
 }
 
 export function tooManyFailedAuthentications(retryAfterSeconds: number): ApiError {
-  return new ApiError(429, "rate_limit_error", "too_many_failed_authentications", "Too many failed authentication attempts from this address; try again later", undefined, {
-    "retry-after": String(retryAfterSeconds),
-  });
+  return new ApiError(
+    429,
+    "rate_limit_error",
+    "too_many_failed_authentications",
+    "Too many failed authentication attempts from this address; try again later",
+    undefined,
+    {
+      "retry-after": String(retryAfterSeconds),
+    },
+  );
 }
 
 /**

@@ -1,5 +1,13 @@
 import { timingSafeEqual } from "node:crypto";
-import { findLiveApiKey, findPortalSession, hashApiKey, PORTAL_TOKEN_FORMAT, tenantScope, UNSCOPED, type PrismaClient } from "@webhooks/db";
+import {
+  findLiveApiKey,
+  findPortalSession,
+  hashApiKey,
+  PORTAL_TOKEN_FORMAT,
+  type PrismaClient,
+  tenantScope,
+  UNSCOPED,
+} from "@webhooks/db";
 import type { Context, MiddlewareHandler } from "hono";
 import { ApiError } from "./api-error.ts";
 import { type AuthFailureThrottle, clientAddress, tooManyFailedAuthentications } from "./auth-throttle.ts";
@@ -37,7 +45,10 @@ const EXPIRED: Authentication = Object.freeze({ ok: false, reason: "expired" });
  */
 export class CredentialAuthenticator implements Authenticator {
   readonly #staticKeys: Buffer[];
-  readonly #cache = new Map<string, { principal: Principal; sessionExpiresAt: number | undefined; cachedUntil: number }>();
+  readonly #cache = new Map<
+    string,
+    { principal: Principal; sessionExpiresAt: number | undefined; cachedUntil: number }
+  >();
   readonly #unknown = new Map<string, number>();
 
   /** `now` is the cache's clock; tests move it instead of waiting for entries to expire. */
@@ -91,7 +102,10 @@ export class CredentialAuthenticator implements Authenticator {
   async #findSession(token: string): Promise<{ principal: Principal; sessionExpiresAt: number } | undefined> {
     const session = await findPortalSession({ db: this.db }, token);
     if (session === undefined) return undefined;
-    return { principal: { keyId: session.id, kind: "portal_session", scope: tenantScope(session.tenantId) }, sessionExpiresAt: session.expiresAt.getTime() };
+    return {
+      principal: { keyId: session.id, kind: "portal_session", scope: tenantScope(session.tenantId) },
+      sessionExpiresAt: session.expiresAt.getTime(),
+    };
   }
 }
 
@@ -123,15 +137,30 @@ export function requireApiKey(authenticator: Authenticator, throttle: AuthFailur
       throw authenticationFailed(
         c,
         throttle,
-        new ApiError(401, "authentication_error", "api_key_missing", "No API key provided. Send it as `Authorization: Bearer <key>`."),
+        new ApiError(
+          401,
+          "authentication_error",
+          "api_key_missing",
+          "No API key provided. Send it as `Authorization: Bearer <key>`.",
+        ),
       );
     }
     const authentication = await authenticator.authenticate(key);
     if (!authentication.ok) {
       const refusal =
         authentication.reason === "expired"
-          ? new ApiError(401, "authentication_error", "portal_session_expired", "The portal session has expired. Ask for a new portal link.")
-          : new ApiError(401, "authentication_error", "api_key_invalid", "The API key is not valid, or has been revoked.");
+          ? new ApiError(
+              401,
+              "authentication_error",
+              "portal_session_expired",
+              "The portal session has expired. Ask for a new portal link.",
+            )
+          : new ApiError(
+              401,
+              "authentication_error",
+              "api_key_invalid",
+              "The API key is not valid, or has been revoked.",
+            );
       throw authenticationFailed(c, throttle, refusal);
     }
     c.set("apiKeyId", authentication.principal.keyId);
@@ -149,9 +178,16 @@ export function requireMetricsToken(token: string, throttle: AuthFailureThrottle
       throw authenticationFailed(
         c,
         throttle,
-        new ApiError(401, "authentication_error", "metrics_token_invalid", "The metrics need `Authorization: Bearer <METRICS_TOKEN>`.", undefined, {
-          "www-authenticate": 'Bearer realm="metrics"',
-        }),
+        new ApiError(
+          401,
+          "authentication_error",
+          "metrics_token_invalid",
+          "The metrics need `Authorization: Bearer <METRICS_TOKEN>`.",
+          undefined,
+          {
+            "www-authenticate": 'Bearer realm="metrics"',
+          },
+        ),
       );
     }
     await next();

@@ -25,12 +25,16 @@ export function contentTypeProblem(header: string | undefined): ApiError | undef
   for (const parameter of parameters) {
     const parsed = mediaTypeParameter.exec(parameter);
     if (!parsed) {
-      return unsupported("The Content-Type header is malformed: send Content-Type: application/json, with any parameters as name=value (such as charset=utf-8)");
+      return unsupported(
+        "The Content-Type header is malformed: send Content-Type: application/json, with any parameters as name=value (such as charset=utf-8)",
+      );
     }
     const [, name = "", quoted, token] = parsed;
     const charset = (quoted ?? token ?? "").toLowerCase();
     if (name.toLowerCase() === "charset" && charset !== "utf-8" && charset !== "utf8") {
-      return unsupported("The request body must be UTF-8: send Content-Type: application/json with charset=utf-8, or with no charset");
+      return unsupported(
+        "The request body must be UTF-8: send Content-Type: application/json with charset=utf-8, or with no charset",
+      );
     }
   }
   return undefined;
@@ -45,7 +49,10 @@ export function contentEncodingProblem(header: string | undefined): ApiError | u
   if (header === undefined) return undefined;
   const codings = header.split(",").map((coding) => coding.trim().toLowerCase());
   if (codings.every((coding) => coding === "identity" || coding === "")) return undefined;
-  return unsupported("Content-Encoding is not supported: send the request body uncompressed, with no Content-Encoding (or identity)", {
-    "accept-encoding": "identity",
-  });
+  return unsupported(
+    "Content-Encoding is not supported: send the request body uncompressed, with no Content-Encoding (or identity)",
+    {
+      "accept-encoding": "identity",
+    },
+  );
 }

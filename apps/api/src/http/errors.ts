@@ -23,9 +23,16 @@ export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
     (c.var.logger ?? console).warn({ err }, "database unreachable");
     return respond(
       c,
-      new ApiError(503, "api_error", "service_unavailable", "The service is temporarily unavailable: its database cannot be reached. Try again shortly.", undefined, {
-        "retry-after": String(DATABASE_RETRY_AFTER_SECONDS),
-      }),
+      new ApiError(
+        503,
+        "api_error",
+        "service_unavailable",
+        "The service is temporarily unavailable: its database cannot be reached. Try again shortly.",
+        undefined,
+        {
+          "retry-after": String(DATABASE_RETRY_AFTER_SECONDS),
+        },
+      ),
     );
   }
   if (err instanceof HTTPException && err.status < 500) {
@@ -35,16 +42,40 @@ export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
     delete headers["content-length"];
     const status = err.status as ApiError["status"];
     if (status === 401) {
-      return respond(c, new ApiError(401, "authentication_error", "credentials_required", "Valid credentials are required", undefined, headers));
+      return respond(
+        c,
+        new ApiError(
+          401,
+          "authentication_error",
+          "credentials_required",
+          "Valid credentials are required",
+          undefined,
+          headers,
+        ),
+      );
     }
     if (status === 415) {
       // The routes' validator's own "Unsupported Media Type" says less than json-body.ts's 415s.
-      return respond(c, new ApiError(415, "invalid_request_error", "unsupported_media_type", NOT_JSON_MESSAGE, undefined, headers));
+      return respond(
+        c,
+        new ApiError(415, "invalid_request_error", "unsupported_media_type", NOT_JSON_MESSAGE, undefined, headers),
+      );
     }
     const code = status === 413 ? "body_too_large" : status === 404 ? "resource_missing" : "invalid_request";
-    return respond(c, new ApiError(status, "invalid_request_error", code, err.message || "Invalid request", undefined, headers));
+    return respond(
+      c,
+      new ApiError(status, "invalid_request_error", code, err.message || "Invalid request", undefined, headers),
+    );
   }
   // Anything else is our fault: log it with the request id, answer without any detail.
   (c.var.logger ?? console).error({ err }, "unhandled error");
-  return respond(c, new ApiError(500, "api_error", "internal_error", "An unexpected error occurred. Quote the request id when reporting it."));
+  return respond(
+    c,
+    new ApiError(
+      500,
+      "api_error",
+      "internal_error",
+      "An unexpected error occurred. Quote the request id when reporting it.",
+    ),
+  );
 };

@@ -25,7 +25,11 @@ export function findInexactNumber(text: string): InexactNumber | undefined {
   // Where the scan is: one frame per open object or array, with the current key or index.
   const frames: { key: string | number; inObject: boolean; expectingKey: boolean }[] = [];
   const path = () =>
-    frames.reduce<string>((name, frame) => (typeof frame.key === "number" ? `${name}[${frame.key}]` : name ? `${name}.${frame.key}` : frame.key), "");
+    frames.reduce<string>(
+      (name, frame) =>
+        typeof frame.key === "number" ? `${name}[${frame.key}]` : name ? `${name}.${frame.key}` : frame.key,
+      "",
+    );
 
   for (let i = 0; i < text.length; ) {
     const char = text[i]!;
@@ -65,9 +69,13 @@ function inexactReason(token: string): string | undefined {
   const value = Number(token);
   if (!Number.isFinite(value)) return "is too large to be represented exactly; send it as a string";
   if (/^-?\d+$/.test(token)) {
-    return Number.isSafeInteger(value) ? undefined : "is an integer beyond ±9007199254740991, which JSON parsers do not keep exactly; send it as a string";
+    return Number.isSafeInteger(value)
+      ? undefined
+      : "is an integer beyond ±9007199254740991, which JSON parsers do not keep exactly; send it as a string";
   }
-  return sameDecimal(token, String(value)) ? undefined : "has more digits, or is smaller, than a JSON number keeps exactly; send it as a string";
+  return sameDecimal(token, String(value))
+    ? undefined
+    : "has more digits, or is smaller, than a JSON number keeps exactly; send it as a string";
 }
 
 /** Whether two decimal texts (`1.50`, `15e-1`) denote the same number. */

@@ -7,7 +7,8 @@ import { findInexactNumber } from "./exact-numbers.ts";
 import type { ApiEnv } from "./types.ts";
 
 /** JSON's whitespace: a body of nothing else is no body. */
-const isBlank = (bytes: Uint8Array) => bytes.every((byte) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09);
+const isBlank = (bytes: Uint8Array) =>
+  bytes.every((byte) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09);
 
 /**
  * Request bodies (contract §2), on the routes that take the request's method only: elsewhere the
@@ -29,7 +30,8 @@ const isBlank = (bytes: Uint8Array) => bytes.every((byte) => byte === 0x20 || by
  * @hono/node-server would otherwise build costs a noticeable share of a publish's CPU.
  */
 export function jsonBody(maxBytes: number): MiddlewareHandler<ApiEnv> {
-  const tooLarge = () => new ApiError(413, "invalid_request_error", "body_too_large", `The request body must not exceed ${maxBytes} bytes`);
+  const tooLarge = () =>
+    new ApiError(413, "invalid_request_error", "body_too_large", `The request body must not exceed ${maxBytes} bytes`);
   // ignoreBOM keeps a byte order mark in the text, which JSON.parse then refuses, as it always did.
   const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
@@ -43,14 +45,20 @@ export function jsonBody(maxBytes: number): MiddlewareHandler<ApiEnv> {
 
     if (isBlank(bytes)) {
       if (c.req.method !== "POST") {
-        throw new ApiError(400, "invalid_request_error", "body_missing", "The request body is required: a JSON object with the fields to change");
+        throw new ApiError(
+          400,
+          "invalid_request_error",
+          "body_missing",
+          "The request body is required: a JSON object with the fields to change",
+        );
       }
       // Without a type, the route's validator reads the request as one without a body, instead
       // of refusing a text/plain one with a 415.
       c.req.raw.headers.delete("content-type");
       return next();
     }
-    const refused = contentEncodingProblem(c.req.header("content-encoding")) ?? contentTypeProblem(c.req.header("content-type"));
+    const refused =
+      contentEncodingProblem(c.req.header("content-encoding")) ?? contentTypeProblem(c.req.header("content-type"));
     if (refused) throw refused;
     let text: string;
     try {
@@ -68,7 +76,14 @@ export function jsonBody(maxBytes: number): MiddlewareHandler<ApiEnv> {
       throw new ApiError(400, "invalid_request_error", "invalid_json", "The request body must be a JSON object");
     }
     const inexact = findInexactNumber(text);
-    if (inexact) throw new ApiError(400, "invalid_request_error", "parameter_invalid", `${inexact.path} ${inexact.reason}`, inexact.path);
+    if (inexact)
+      throw new ApiError(
+        400,
+        "invalid_request_error",
+        "parameter_invalid",
+        `${inexact.path} ${inexact.reason}`,
+        inexact.path,
+      );
     // The route's JSON validator parses the cached text. (Hono caches bodies as promises,
     // although its types say otherwise.)
     (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve(text);
@@ -96,7 +111,12 @@ async function readBody(c: Context<ApiEnv>, maxBytes: number, tooLarge: () => Ap
   } catch (error) {
     if (error instanceof ApiError) throw error;
     if (incoming.destroyed || (error as { code?: unknown }).code === "ECONNRESET") {
-      throw new ApiError(499, "invalid_request_error", "client_closed_request", "The client closed the connection before the whole request body arrived");
+      throw new ApiError(
+        499,
+        "invalid_request_error",
+        "client_closed_request",
+        "The client closed the connection before the whole request body arrived",
+      );
     }
     throw error;
   }

@@ -18,9 +18,16 @@ export function rateLimit(perSecond: number): MiddlewareHandler<ApiEnv> {
     buckets.set(key, bucket);
     if (bucket.tokens < 1) {
       const retryAfter = Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond));
-      throw new ApiError(429, "rate_limit_error", "rate_limited", `Too many requests: the limit is ${perSecond} per second`, undefined, {
-        "retry-after": String(retryAfter),
-      });
+      throw new ApiError(
+        429,
+        "rate_limit_error",
+        "rate_limited",
+        `Too many requests: the limit is ${perSecond} per second`,
+        undefined,
+        {
+          "retry-after": String(retryAfter),
+        },
+      );
     }
     bucket.tokens -= 1;
     await next();

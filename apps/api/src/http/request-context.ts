@@ -1,4 +1,4 @@
-import { newId, type Logger } from "@webhooks/core";
+import { type Logger, newId } from "@webhooks/core";
 import type { MiddlewareHandler } from "hono";
 import type { ApiEnv } from "./types.ts";
 
@@ -15,7 +15,12 @@ export function requestContext(logger: Logger): MiddlewareHandler<ApiEnv> {
     c.header("request-id", requestId);
     await next();
     c.var.logger.info(
-      { method: c.req.method, path: c.req.path, status: c.res.status, durationMs: Math.round((performance.now() - started) * 10) / 10 },
+      {
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        durationMs: Math.round((performance.now() - started) * 10) / 10,
+      },
       "request",
     );
   };

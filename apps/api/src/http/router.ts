@@ -11,7 +11,10 @@ export function newRouter(): OpenAPIHono<ApiEnv> {
     defaultHook: (result) => {
       if (!result.success) {
         const input = rawInput(result);
-        throw (result.target === "query" ? repeatedQueryParameterError(result.error, input) : undefined) ?? validationError(result.error, input);
+        throw (
+          (result.target === "query" ? repeatedQueryParameterError(result.error, input) : undefined) ??
+          validationError(result.error, input)
+        );
       }
       return undefined;
     },

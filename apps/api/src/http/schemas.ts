@@ -54,12 +54,18 @@ export const limitQuery = z
   .transform(Number)
   .pipe(z.number({ error: limitMessage }).min(1, limitMessage).max(100, limitMessage))
   .optional()
-  .openapi({ type: "integer", minimum: 1, maximum: 100, default: 20, description: "How many records to return, 1 to 100." });
+  .openapi({
+    type: "integer",
+    minimum: 1,
+    maximum: 100,
+    default: 20,
+    description: "How many records to return, 1 to 100.",
+  });
 
 export const cursorQueries = {
-  starting_after: text(64)
-    .optional()
-    .openapi({ description: "A record id from the previous page: returns the records after it in list order (older ones)." }),
+  starting_after: text(64).optional().openapi({
+    description: "A record id from the previous page: returns the records after it in list order (older ones).",
+  }),
   ending_before: text(64)
     .optional()
     .openapi({ description: "A record id: returns the records before it in list order (newer ones)." }),
@@ -84,18 +90,28 @@ export const tenantIdResponseField = z
   .openapi({ description: "The tenant it belongs to. Absent when it belongs to none.", example: "acme" });
 
 /** `{ tenant_id }` for a resource of a tenant, `{}` for one of none (see tenantIdResponseField). */
-export const tenantIdJson = (tenantId: string | null): { tenant_id?: string } => (tenantId === null ? {} : { tenant_id: tenantId });
+export const tenantIdJson = (tenantId: string | null): { tenant_id?: string } =>
+  tenantId === null ? {} : { tenant_id: tenantId };
 
 /** The query of a route that takes none: a parameter sent anyway is a 400 naming it (contract §2). */
 export const noQueryParameters = z.strictObject({});
 
 /** The body of an action that takes no parameters: none, `{}`, or a 400 naming the unknown one. */
-export const noParametersBody = z.strictObject({}).openapi("NoParameters", { description: "No parameters: send no body, or `{}`." });
+export const noParametersBody = z
+  .strictObject({})
+  .openapi("NoParameters", { description: "No parameters: send no body, or `{}`." });
 
 export const errorSchema = z
   .object({
     error: z.object({
-      type: z.enum(["invalid_request_error", "authentication_error", "permission_error", "idempotency_error", "rate_limit_error", "api_error"]),
+      type: z.enum([
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "idempotency_error",
+        "rate_limit_error",
+        "api_error",
+      ]),
       code: z.string().openapi({ example: "parameter_out_of_range" }),
       message: z.string().openapi({ example: "limit must be an integer between 1 and 100" }),
       param: z.string().optional().openapi({ example: "limit" }),
@@ -122,15 +138,22 @@ const requestIdHeader = z.object({
   }),
 });
 
-const retryAfterHeader = { "Retry-After": z.string().openapi({ description: "Seconds to wait before trying again.", example: "5" }) };
+const retryAfterHeader = {
+  "Retry-After": z.string().openapi({ description: "Seconds to wait before trying again.", example: "5" }),
+};
 
 type HeaderShape = Record<string, z.ZodType>;
 
 /** A response's headers: `request-id`, which every response carries (request-context.ts), and `headers`. */
-export const withStandardHeaders = <H extends HeaderShape = {}>(headers?: H) => requestIdHeader.extend(headers ?? ({} as H));
+export const withStandardHeaders = <H extends HeaderShape = Record<never, z.ZodType>>(headers?: H) =>
+  requestIdHeader.extend(headers ?? ({} as H));
 
 /** An OpenAPI response with a JSON body and the standard headers. */
-export const jsonResponse = <T, H extends HeaderShape = {}>(schema: T, description: string, headers?: H) => ({
+export const jsonResponse = <T, H extends HeaderShape = Record<never, z.ZodType>>(
+  schema: T,
+  description: string,
+  headers?: H,
+) => ({
   description,
   headers: withStandardHeaders(headers),
   content: { "application/json": { schema } },
@@ -138,9 +161,15 @@ export const jsonResponse = <T, H extends HeaderShape = {}>(schema: T, descripti
 
 /** Every error the API answers, by status, as the middleware in http/ and the domain can raise them. */
 export const errorResponses = {
-  400: jsonResponse(errorSchema, "Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object"),
+  400: jsonResponse(
+    errorSchema,
+    "Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object",
+  ),
   401: jsonResponse(errorSchema, "Missing or wrong API key, or an expired portal session token"),
-  403: jsonResponse(errorSchema, "The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant"),
+  403: jsonResponse(
+    errorSchema,
+    "The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant",
+  ),
   404: jsonResponse(errorSchema, "No such resource"),
   405: jsonResponse(errorSchema, "The path does not take this method", {
     Allow: z.string().openapi({ description: "The methods the path takes.", example: "GET, HEAD, PUT, DELETE" }),

@@ -1,7 +1,7 @@
-import { createServer, STATUS_CODES, type Server, type ServerResponse } from "node:http";
+import { createServer, type Server, type ServerResponse, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { getRequestListener, RequestError } from "@hono/node-server";
-import { newId, SERVER_TIMEOUTS, serverTimeoutOptions, type Logger } from "@webhooks/core";
+import { type Logger, newId, SERVER_TIMEOUTS, serverTimeoutOptions } from "@webhooks/core";
 import { ApiError, errorBody } from "./api-error.ts";
 
 type FetchHandler = Parameters<typeof getRequestListener>[0];
@@ -21,8 +21,18 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
       const requestId = newId("request");
       const refused = error instanceof RequestError;
       const apiError = refused
-        ? new ApiError(400, "invalid_request_error", "invalid_request", `The request could not be read: ${error.message}`)
-        : new ApiError(500, "api_error", "internal_error", "An unexpected error occurred. Quote the request id when reporting it.");
+        ? new ApiError(
+            400,
+            "invalid_request_error",
+            "invalid_request",
+            `The request could not be read: ${error.message}`,
+          )
+        : new ApiError(
+            500,
+            "api_error",
+            "internal_error",
+            "An unexpected error occurred. Quote the request id when reporting it.",
+          );
       if (refused) logger.info({ requestId, reason: error.message }, "request refused before routing");
       else logger.error({ requestId, err: error }, "unhandled error");
       return new Response(JSON.stringify(errorBody(apiError, requestId)), {
@@ -78,7 +88,12 @@ function answerUnreadableRequests(server: Server, logger: Logger): void {
     if (error.code === "HPE_HEADER_OVERFLOW") {
       refuse(socket, 431, error.code, "The request's headers are too large");
     } else if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
-      refuse(socket, 408, error.code, `The request did not arrive in time (headers within ${SERVER_TIMEOUTS.headersTimeoutMs / 1000} s, all of it within ${SERVER_TIMEOUTS.requestTimeoutMs / 1000} s)`);
+      refuse(
+        socket,
+        408,
+        error.code,
+        `The request did not arrive in time (headers within ${SERVER_TIMEOUTS.headersTimeoutMs / 1000} s, all of it within ${SERVER_TIMEOUTS.requestTimeoutMs / 1000} s)`,
+      );
     } else {
       refuse(socket, 400, error.code ?? "parse error", "The request could not be read: it is not well-formed HTTP/1.1");
     }
@@ -113,10 +128,21 @@ function answerUnreadableRequests(server: Server, logger: Logger): void {
     if (error.code === "ECONNRESET") socket.destroy();
     else refuseAfterAnswers(error, socket);
   });
-  server.on("connect", (_request, socket: Duplex) => refuse(socket, 400, "CONNECT", "CONNECT is not supported: this server is not a proxy"));
+  server.on("connect", (_request, socket: Duplex) =>
+    refuse(socket, 400, "CONNECT", "CONNECT is not supported: this server is not a proxy"),
+  );
   server.on("checkExpectation", (request, response) => {
-    const { requestId, body } = refusal(417, "Expect", `Expect: ${request.headers.expect} is not supported; only 100-continue is`);
-    response.writeHead(417, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "request-id": requestId, connection: "close" });
+    const { requestId, body } = refusal(
+      417,
+      "Expect",
+      `Expect: ${request.headers.expect} is not supported; only 100-continue is`,
+    );
+    response.writeHead(417, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+      "request-id": requestId,
+      connection: "close",
+    });
     response.end(body);
   });
 }

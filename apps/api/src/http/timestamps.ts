@@ -20,7 +20,14 @@ export function parseIsoTimestamp(text: string): Date | undefined {
   const match = EXTENDED.exec(text) ?? BASIC.exec(text);
   if (!match) return undefined;
   const [, year, month, day, hour, minute, second = "0", fraction = "", zone = "Z"] = match;
-  const [y, mo, d, h, mi, s] = [year, month, day, hour, minute, second].map(Number) as [number, number, number, number, number, number];
+  const [y, mo, d, h, mi, s] = [year, month, day, hour, minute, second].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
   const daysInMonth = mo === 2 && leap ? 29 : DAYS_IN_MONTH[mo - 1];
   if (daysInMonth === undefined || d < 1 || d > daysInMonth || h > 23 || mi > 59 || s > 59) return undefined;

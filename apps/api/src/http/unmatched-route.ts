@@ -22,11 +22,26 @@ export function notFoundOrWrongMethod(routes: { method: string; path: string }[]
     if (allowed.length > 0 && !allowed.includes(c.req.method)) {
       return respond(
         c,
-        new ApiError(405, "invalid_request_error", "method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`, undefined, {
-          allow: allowed.join(", "),
-        }),
+        new ApiError(
+          405,
+          "invalid_request_error",
+          "method_not_allowed",
+          `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`,
+          undefined,
+          {
+            allow: allowed.join(", "),
+          },
+        ),
       );
     }
-    return respond(c, new ApiError(404, "invalid_request_error", "resource_missing", `Unrecognized request URL: ${c.req.method} ${c.req.path}`));
+    return respond(
+      c,
+      new ApiError(
+        404,
+        "invalid_request_error",
+        "resource_missing",
+        `Unrecognized request URL: ${c.req.method} ${c.req.path}`,
+      ),
+    );
   };
 }

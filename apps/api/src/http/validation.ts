@@ -3,7 +3,10 @@ import { ApiError } from "./api-error.ts";
 
 /** `events[0]`, `data.customer`: the name a client would use for the offending field. */
 function paramName(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((name, key) => (typeof key === "number" ? `${name}[${key}]` : name ? `${name}.${String(key)}` : String(key)), "");
+  return path.reduce<string>(
+    (name, key) => (typeof key === "number" ? `${name}[${key}]` : name ? `${name}.${String(key)}` : String(key)),
+    "",
+  );
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
@@ -19,7 +22,11 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
  * Turns the first zod issue of a rejected request into a 400 in the contract's shape, naming the
  * parameter. Schemas give their own messages where a default one would be vague.
  */
-export function validationError(error: z.ZodError, input: unknown, wording: { notUpdatable?: readonly string[] } = {}): ApiError {
+export function validationError(
+  error: z.ZodError,
+  input: unknown,
+  wording: { notUpdatable?: readonly string[] } = {},
+): ApiError {
   const issue = error.issues[0];
   if (!issue) return new ApiError(400, "invalid_request_error", "parameter_invalid", "The request is invalid");
 
@@ -27,9 +34,21 @@ export function validationError(error: z.ZodError, input: unknown, wording: { no
     const key = issue.keys[0] ?? "";
     const param = paramName([...issue.path, key]);
     if (issue.path.length === 0 && wording.notUpdatable?.includes(key)) {
-      return new ApiError(400, "invalid_request_error", "parameter_not_updatable", `${param} cannot be changed by an update`, param);
+      return new ApiError(
+        400,
+        "invalid_request_error",
+        "parameter_not_updatable",
+        `${param} cannot be changed by an update`,
+        param,
+      );
     }
-    return new ApiError(400, "invalid_request_error", "parameter_unknown", `Received unknown parameter: ${param}`, param);
+    return new ApiError(
+      400,
+      "invalid_request_error",
+      "parameter_unknown",
+      `Received unknown parameter: ${param}`,
+      param,
+    );
   }
 
   const param = paramName(issue.path);
@@ -37,7 +56,8 @@ export function validationError(error: z.ZodError, input: unknown, wording: { no
     return new ApiError(400, "invalid_request_error", "parameter_missing", `${param} is required`, param);
   }
   const message = issue.message.startsWith(param) ? issue.message : `${param}: ${issue.message}`;
-  const outOfRange = (issue.code === "too_small" || issue.code === "too_big") && (issue.origin === "number" || issue.origin === "int");
+  const outOfRange =
+    (issue.code === "too_small" || issue.code === "too_big") && (issue.origin === "number" || issue.origin === "int");
   const code = outOfRange ? "parameter_out_of_range" : "parameter_invalid";
   return new ApiError(400, "invalid_request_error", code, message, param || undefined);
 }

@@ -2,8 +2,8 @@ import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { HonoAdapter } from "@bull-board/hono";
 import { serveStatic } from "@hono/node-server/serve-static";
-import type { DeliveryQueue } from "@webhooks/queue";
 import { settlesWithin } from "@webhooks/core";
+import type { DeliveryQueue } from "@webhooks/queue";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { basicAuth } from "hono/basic-auth";
 import { ApiError } from "../http/api-error.ts";
@@ -32,10 +32,18 @@ const LINK_TO_OTHER_ORIGIN = /<link\b[^>]*\bhref="(?:https?:)?\/\/[^"]*"[^>]*>\s
  * dashboard's own origin (refuseCrossSiteWrites). The dashboard may not be framed either, so
  * that no other page can click its buttons for the operator.
  */
-export function adminRoutes(queue: DeliveryQueue, credentials: { username: string; password: string }, throttle: AuthFailureThrottle) {
+export function adminRoutes(
+  queue: DeliveryQueue,
+  credentials: { username: string; password: string },
+  throttle: AuthFailureThrottle,
+) {
   const serverAdapter = new HonoAdapter(serveStatic);
   serverAdapter.setBasePath(ADMIN_BASE_PATH);
-  createBullBoard({ queues: boardQueues(queue), serverAdapter, options: { uiConfig: { boardTitle: "Webhook deliveries" } } });
+  createBullBoard({
+    queues: boardQueues(queue),
+    serverAdapter,
+    options: { uiConfig: { boardTitle: "Webhook deliveries" } },
+  });
   const app = new Hono<ApiEnv>();
   // First: a cross-site request is refused before it can count as a failed password or reach Bull Board.
   app.use("*", async (c, next) => {
@@ -76,7 +84,14 @@ const ADMIN_REDIS_DEADLINE_MS = 5_000;
  */
 function answerWithoutRedis(queue: DeliveryQueue): MiddlewareHandler<ApiEnv> {
   const unavailable = () =>
-    new ApiError(503, "api_error", "service_unavailable", "The queue dashboard cannot reach Redis. Try again shortly.", undefined, { "retry-after": "5" });
+    new ApiError(
+      503,
+      "api_error",
+      "service_unavailable",
+      "The queue dashboard cannot reach Redis. Try again shortly.",
+      undefined,
+      { "retry-after": "5" },
+    );
   return async (c, next) => {
     if (!queue.connected) throw unavailable();
     const handled = next();
@@ -86,7 +101,12 @@ function answerWithoutRedis(queue: DeliveryQueue): MiddlewareHandler<ApiEnv> {
     if (!queue.connected) throw unavailable();
     const detail = await c.res.clone().text();
     c.var.logger.error({ status: c.res.status, detail: detail.slice(0, 500) }, "the queue dashboard failed");
-    throw new ApiError(500, "api_error", "internal_error", "The queue dashboard failed; the error is logged with this request's id.");
+    throw new ApiError(
+      500,
+      "api_error",
+      "internal_error",
+      "The queue dashboard failed; the error is logged with this request's id.",
+    );
   };
 }
 
@@ -101,9 +121,17 @@ function refuseCrossSiteWrites(c: Context<ApiEnv>) {
   if (c.req.method === "GET" || c.req.method === "HEAD") return;
   const fetchSite = c.req.header("sec-fetch-site");
   const origin = c.req.header("origin");
-  const crossSite = fetchSite !== undefined ? fetchSite !== "same-origin" : origin !== undefined && originHost(origin) !== c.req.header("host")?.toLowerCase();
+  const crossSite =
+    fetchSite !== undefined
+      ? fetchSite !== "same-origin"
+      : origin !== undefined && originHost(origin) !== c.req.header("host")?.toLowerCase();
   if (crossSite) {
-    throw new ApiError(403, "permission_error", "cross_site_request", "The queue dashboard takes changes only from its own pages, not from another site");
+    throw new ApiError(
+      403,
+      "permission_error",
+      "cross_site_request",
+      "The queue dashboard takes changes only from its own pages, not from another site",
+    );
   }
 }
 

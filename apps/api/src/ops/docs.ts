@@ -46,7 +46,9 @@ export function docsRoutes() {
   const cache = new Map<string, Promise<Buffer>>();
   return new Hono<ApiEnv>()
     .get("/docs", (c) => c.html(page, 200, pageHeaders))
-    .get("/docs/assets/docs-init.js", (c) => c.body(initScript, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }))
+    .get("/docs/assets/docs-init.js", (c) =>
+      c.body(initScript, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }),
+    )
     .get("/docs/assets/:file", async (c) => {
       const file = c.req.param("file");
       const type = assets.get(file);

@@ -29,11 +29,21 @@ export function healthRoutes(deps: Pick<ApiDeps, "prisma" | "redis">) {
   return new Hono<ApiEnv>()
     .get("/healthz", (c) => c.json({ status: "ok" }))
     .get("/readyz", async (c) => {
-      const [postgres, redis] = await Promise.all([probe(() => deps.prisma.$queryRaw`SELECT 1`), probe(() => deps.redis.ping())]);
-      for (const [name, result] of [["PostgreSQL", postgres], ["Redis", redis]] as const) {
-        if (result.failure !== undefined) c.var.logger.warn({ err: result.failure }, `readiness: ${name} is ${result.check.error}`);
+      const [postgres, redis] = await Promise.all([
+        probe(() => deps.prisma.$queryRaw`SELECT 1`),
+        probe(() => deps.redis.ping()),
+      ]);
+      for (const [name, result] of [
+        ["PostgreSQL", postgres],
+        ["Redis", redis],
+      ] as const) {
+        if (result.failure !== undefined)
+          c.var.logger.warn({ err: result.failure }, `readiness: ${name} is ${result.check.error}`);
       }
       const ready = postgres.check.ok && redis.check.ok;
-      return c.json({ status: ready ? "ready" : "unavailable", checks: { postgres: postgres.check, redis: redis.check } }, ready ? 200 : 503);
+      return c.json(
+        { status: ready ? "ready" : "unavailable", checks: { postgres: postgres.check, redis: redis.check } },
+        ready ? 200 : 503,
+      );
     });
 }

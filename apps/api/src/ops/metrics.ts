@@ -3,7 +3,7 @@ import { countSubscriptionsByHealth, listHeldSubscriptionIds, type PrismaClientO
 import type { DeliveryQueue } from "@webhooks/queue";
 import { registerQueueDepthGauge, SCRAPE_DEADLINE_MS } from "@webhooks/queue";
 import type { MiddlewareHandler } from "hono";
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { ApiEnv } from "../http/types.ts";
 
 /**
@@ -18,7 +18,11 @@ function registerSubscriptionHealthGauges(registry: Registry, db: PrismaClientOr
     registers: [registry],
     async collect() {
       try {
-        const counts = await withDeadline(countSubscriptionsByHealth({ db }, new Date()), SCRAPE_DEADLINE_MS, "PostgreSQL");
+        const counts = await withDeadline(
+          countSubscriptionsByHealth({ db }, new Date()),
+          SCRAPE_DEADLINE_MS,
+          "PostgreSQL",
+        );
         for (const [health, count] of Object.entries(counts)) this.set({ health }, count);
       } catch {
         // Database unreachable or stalled: report nothing rather than failing or holding the whole scrape.
@@ -57,7 +61,11 @@ export function createApiMetrics(queue: DeliveryQueue, db: PrismaClientOrTransac
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [registry],
   });
-  const eventsPublished = new Counter({ name: "webhook_events_published_total", help: "Events accepted", registers: [registry] });
+  const eventsPublished = new Counter({
+    name: "webhook_events_published_total",
+    help: "Events accepted",
+    registers: [registry],
+  });
 
   const measure: MiddlewareHandler<ApiEnv> = async (c, next) => {
     const stop = requests.startTimer();

@@ -17,14 +17,17 @@ export function expiresInMs(text: string): number | undefined {
 
 export const createPortalSessionBody = z
   .strictObject({
-    tenant_id: tenantIdField("The tenant whose portal this opens: the session sees and changes only its subscriptions and deliveries."),
+    tenant_id: tenantIdField(
+      "The tenant whose portal this opens: the session sees and changes only its subscriptions and deliveries.",
+    ),
     expires_in: z
       .string({ error: expiresInMessage })
       .refine((text) => expiresInMs(text) !== undefined, expiresInMessage)
       .optional()
       .openapi({
         default: DEFAULT_EXPIRES_IN,
-        description: "How long the token stays valid: a duration from `1m` to `24h` (`m`, `h`, or `s`/`ms` in that range).",
+        description:
+          "How long the token stays valid: a duration from `1m` to `24h` (`m`, `h`, or `s`/`ms` in that range).",
         example: "1h",
       }),
   })
@@ -40,7 +43,8 @@ export const portalSessionSchema = z
       example: "whps_4hT0m9kS2c1sQ7vJbXgLzE8nR5yWuPaKdF3iO6tHqVw",
     }),
     url: z.string().openapi({
-      description: "Opens the customer portal with this session: PUBLIC_URL/portal#token=... (the token in the fragment, which browsers never send to a server).",
+      description:
+        "Opens the customer portal with this session: PUBLIC_URL/portal#token=... (the token in the fragment, which browsers never send to a server).",
       example: "https://webhooks.example.com/portal#token=whps_4hT0m9kS2c1sQ7vJbXgLzE8nR5yWuPaKdF3iO6tHqVw",
     }),
     expires_at: z.string().openapi({ format: "date-time" }),

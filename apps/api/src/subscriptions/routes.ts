@@ -1,4 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
+import { heldUntil, type Logger, parseDuration, withDeadline } from "@webhooks/core";
 import {
   createSubscription,
   deleteSubscription,
@@ -6,20 +7,19 @@ import {
   getSubscription,
   listSubscriptions,
   publishTestEvent,
+  type RecoveredBatch,
   recoverDeliveries,
   rotateSubscriptionSecret,
-  tenantForNewResource,
-  updateSubscription,
-  type RecoveredBatch,
   type SubscriptionRecord,
   type TenantScope,
+  tenantForNewResource,
+  updateSubscription,
 } from "@webhooks/db";
-import { heldUntil, parseDuration, withDeadline, type Logger } from "@webhooks/core";
 import type { DeliveryQueue, Wake } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { ApiError } from "../http/api-error.ts";
-import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import { newRouter, rawInput } from "../http/router.ts";
+import { DEFAULT_PAGE_SIZE, isoTimestamp, jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { validationError } from "../http/validation.ts";
 import {
@@ -27,16 +27,16 @@ import {
   createSubscriptionBody,
   DEFAULT_OVERLAP,
   DEFAULT_TEST_EVENT,
-  recoverBody,
-  recoverySchema,
-  rotateSecretBody,
-  testEventBody,
   deletedSubscriptionSchema,
   listSubscriptionsQuery,
   notUpdatableFields,
+  recoverBody,
+  recoverySchema,
+  rotateSecretBody,
   subscriptionIdParam,
   subscriptionListSchema,
   subscriptionSchema,
+  testEventBody,
   toSubscriptionJson,
   updateSubscriptionBody,
 } from "./schemas.ts";
@@ -50,8 +50,14 @@ const createRouteDef = createRoute({
   tags,
   summary: "Create a subscription",
   description: "The response is the only one that ever contains the signing secret.",
-  request: { query: noQueryParameters, body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } } },
-  responses: { 201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"), ...operationErrors(403, 413, 415) },
+  request: {
+    query: noQueryParameters,
+    body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } },
+  },
+  responses: {
+    201: jsonResponse(createdSubscriptionSchema, "The subscription, with its signing secret"),
+    ...operationErrors(403, 413, 415),
+  },
 });
 
 const getRouteDef = createRoute({
@@ -89,7 +95,11 @@ const updateRouteDef = createRoute({
     "deliveries created after it; deliveries already created keep the settings they were created with. " +
     "`max_in_flight` and `rate_limit` apply to attempts that start after the change. `active: true` also re-enables a " +
     "subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.",
-  request: { query: noQueryParameters, params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } } },
+  request: {
+    query: noQueryParameters,
+    params: subscriptionIdParam,
+    body: { required: true, content: { "application/json": { schema: updateSubscriptionBody } } },
+  },
   responses: { 200: jsonResponse(subscriptionSchema, "The updated subscription"), ...operationErrors(404, 413, 415) },
 });
 
@@ -120,7 +130,10 @@ const rotateSecretRouteDef = createRoute({
     params: subscriptionIdParam,
     body: { required: false, content: { "application/json": { schema: rotateSecretBody } } },
   },
-  responses: { 200: jsonResponse(createdSubscriptionSchema, "The subscription, with its new signing secret"), ...operationErrors(404, 413, 415) },
+  responses: {
+    200: jsonResponse(createdSubscriptionSchema, "The subscription, with its new signing secret"),
+    ...operationErrors(404, 413, 415),
+  },
 });
 
 const recoverRouteDef = createRoute({
@@ -133,8 +146,15 @@ const recoverRouteDef = createRoute({
     "Queues again every delivery of the subscription that is `failed` (for good, or waiting for a retry) and was " +
     "created in [since, until), each as a manual resend with the url and headers it was created with. The answer comes " +
     "once all of them are queued, with their exact count. Calling it again while one runs resends nothing twice.",
-  request: { query: noQueryParameters, params: subscriptionIdParam, body: { required: true, content: { "application/json": { schema: recoverBody } } } },
-  responses: { 202: jsonResponse(recoverySchema, "The failed deliveries of the window are queued"), ...operationErrors(404, 413, 415) },
+  request: {
+    query: noQueryParameters,
+    params: subscriptionIdParam,
+    body: { required: true, content: { "application/json": { schema: recoverBody } } },
+  },
+  responses: {
+    202: jsonResponse(recoverySchema, "The failed deliveries of the window are queued"),
+    ...operationErrors(404, 413, 415),
+  },
 });
 
 const testEventRouteDef = createRoute({
@@ -174,8 +194,18 @@ const RESUME_TIMEOUT_MS = 2_000;
  * hold it kept, and the head of the line is woken (the rest follow as it makes room). Answered
  * all the same if Redis fails: the mark lapses by itself within minutes and the line moves then.
  */
-async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger, subscriptionId: string): Promise<void> {
-  await wakeLine(deps, logger, subscriptionId, deps.gate.resume(subscriptionId), "could not wake the deliveries waiting for a subscription enabled again; they go within minutes");
+async function resumeLine(
+  deps: Pick<ApiDeps, "gate" | "queue">,
+  logger: Logger,
+  subscriptionId: string,
+): Promise<void> {
+  await wakeLine(
+    deps,
+    logger,
+    subscriptionId,
+    deps.gate.resume(subscriptionId),
+    "could not wake the deliveries waiting for a subscription enabled again; they go within minutes",
+  );
 }
 
 /**
@@ -183,7 +213,11 @@ async function resumeLine(deps: Pick<ApiDeps, "gate" | "queue">, logger: Logger,
  * the new limits have it, instead of when the subscription's next attempt ends. Answered all the
  * same if Redis fails: each attempt that ends wakes the line by the new limits anyway.
  */
-async function resizeLine(deps: Pick<ApiDeps, "gate" | "queue" | "config">, logger: Logger, subscription: SubscriptionRecord): Promise<void> {
+async function resizeLine(
+  deps: Pick<ApiDeps, "gate" | "queue" | "config">,
+  logger: Logger,
+  subscription: SubscriptionRecord,
+): Promise<void> {
   // Held (a Retry-After, an open circuit): the line waits for the hold's end whatever the limits.
   // The gate's own record of the hold lasts at most a lease, so it is not asked.
   if (heldUntil(subscription, new Date()) !== null) return;
@@ -194,11 +228,23 @@ async function resizeLine(deps: Pick<ApiDeps, "gate" | "queue" | "config">, logg
     originMaxInFlight: deps.config.isolation.originMaxInFlight,
     rateLimit: subscription.rateLimit,
   };
-  await wakeLine(deps, logger, subscription.id, deps.gate.resize(limits), "could not wake the deliveries waiting for room under new limits; they go as attempts end");
+  await wakeLine(
+    deps,
+    logger,
+    subscription.id,
+    deps.gate.resize(limits),
+    "could not wake the deliveries waiting for room under new limits; they go as attempts end",
+  );
 }
 
 /** Runs the gate's wakes for a subscription's line within RESUME_TIMEOUT_MS; a failure is logged, never the request's. */
-async function wakeLine(deps: Pick<ApiDeps, "queue">, logger: Logger, subscriptionId: string, wakes: Promise<Wake[]>, failure: string): Promise<void> {
+async function wakeLine(
+  deps: Pick<ApiDeps, "queue">,
+  logger: Logger,
+  subscriptionId: string,
+  wakes: Promise<Wake[]>,
+  failure: string,
+): Promise<void> {
   try {
     await withDeadline(
       wakes.then((due) => deps.queue.wake(due)),
@@ -224,7 +270,12 @@ export function subscriptionRoutes(deps: ApiDeps) {
     .openapi(createRouteDef, async (c) => {
       const { max_in_flight, rate_limit, tenant_id, ...body } = c.req.valid("json");
       const tenantId = tenantForNewResource(c.var.principal.scope, tenant_id);
-      const { subscription, secret } = await createSubscription(base, { ...body, maxInFlight: max_in_flight, rateLimit: rate_limit, tenantId });
+      const { subscription, secret } = await createSubscription(base, {
+        ...body,
+        maxInFlight: max_in_flight,
+        rateLimit: rate_limit,
+        tenantId,
+      });
       return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 201);
     })
     .openapi(getRouteDef, async (c) => {
@@ -233,11 +284,15 @@ export function subscriptionRoutes(deps: ApiDeps) {
     })
     .openapi(listRouteDef, async (c) => {
       const query = c.req.valid("query");
-      const page = await listSubscriptions(scoped(c), { tenantId: query.tenant_id }, {
-        limit: query.limit ?? DEFAULT_PAGE_SIZE,
-        startingAfter: query.starting_after,
-        endingBefore: query.ending_before,
-      });
+      const page = await listSubscriptions(
+        scoped(c),
+        { tenantId: query.tenant_id },
+        {
+          limit: query.limit ?? DEFAULT_PAGE_SIZE,
+          startingAfter: query.starting_after,
+          endingBefore: query.ending_before,
+        },
+      );
       const now = new Date();
       const data = page.data.map((subscription) => toSubscriptionJson(subscription, now));
       return c.json({ object: "list" as const, url: "/v1/subscriptions", has_more: page.hasMore, data }, 200);
@@ -252,17 +307,21 @@ export function subscriptionRoutes(deps: ApiDeps) {
           rateLimit: rate_limit,
         });
         if (changes.active === true) await resumeLine(deps, c.var.logger, subscription.id);
-        if ((max_in_flight !== undefined || rate_limit !== undefined) && subscription.active) await resizeLine(deps, c.var.logger, subscription);
+        if ((max_in_flight !== undefined || rate_limit !== undefined) && subscription.active)
+          await resizeLine(deps, c.var.logger, subscription);
         return c.json(toSubscriptionJson(subscription, new Date()), 200);
       },
       (result) => {
-        if (!result.success) throw validationError(result.error, rawInput(result), { notUpdatable: notUpdatableFields });
+        if (!result.success)
+          throw validationError(result.error, rawInput(result), { notUpdatable: notUpdatableFields });
         return undefined;
       },
     )
     .openapi(rotateSecretRouteDef, async (c) => {
       const overlapMs = parseDuration(c.req.valid("json")?.overlap ?? DEFAULT_OVERLAP) ?? 0;
-      const { subscription, secret } = await rotateSubscriptionSecret(scoped(c), c.req.valid("param").subscription_id, { overlapMs });
+      const { subscription, secret } = await rotateSubscriptionSecret(scoped(c), c.req.valid("param").subscription_id, {
+        overlapMs,
+      });
       return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 200);
     })
     .openapi(recoverRouteDef, async (c) => {
@@ -270,7 +329,13 @@ export function subscriptionRoutes(deps: ApiDeps) {
       const { since, until } = c.req.valid("json");
       // The schema compares since with an until that was sent; the default one is now.
       if (until === undefined && since >= new Date()) {
-        throw new ApiError(400, "invalid_request_error", "parameter_invalid", "since must be earlier than until, which is the time of the request when not sent", "since");
+        throw new ApiError(
+          400,
+          "invalid_request_error",
+          "parameter_invalid",
+          "since must be earlier than until, which is the time of the request when not sent",
+          "since",
+        );
       }
       const ctx = scoped(c);
       await getSubscription(ctx, subscription_id);
@@ -284,7 +349,10 @@ export function subscriptionRoutes(deps: ApiDeps) {
           await enqueueRecovered(deps.queue, step.value);
         } catch (error) {
           const deliveries = step.value.finished.length + step.value.retrying.length;
-          c.var.logger.warn({ err: error, subscriptionId: subscription_id, deliveries }, "could not enqueue recovered deliveries; the reconciler will");
+          c.var.logger.warn(
+            { err: error, subscriptionId: subscription_id, deliveries },
+            "could not enqueue recovered deliveries; the reconciler will",
+          );
         }
         step = await recovery.next();
       }
@@ -306,7 +374,11 @@ export function subscriptionRoutes(deps: ApiDeps) {
       await getSubscription(ctx, subscription_id);
       const { deliveryId } = await publishTestEvent(
         { sql: deps.pool },
-        { subscriptionId: subscription_id, type: body?.type ?? DEFAULT_TEST_EVENT.type, data: body?.data ?? DEFAULT_TEST_EVENT.data },
+        {
+          subscriptionId: subscription_id,
+          type: body?.type ?? DEFAULT_TEST_EVENT.type,
+          data: body?.data ?? DEFAULT_TEST_EVENT.data,
+        },
       );
       // Read before it is enqueued: the answer is the delivery as accepted (queued, no attempt
       // yet), not whatever a worker quick enough to claim it has made of it since.

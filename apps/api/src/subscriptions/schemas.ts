@@ -1,14 +1,35 @@
 import { z } from "@hono/zod-openapi";
-import { customHeadersProblem, healthState, heldUntil, MAX_CUSTOM_HEADERS, MAX_CUSTOM_HEADERS_BYTES, parseDuration, subscribedEventsSchema } from "@webhooks/core";
+import {
+  customHeadersProblem,
+  healthState,
+  heldUntil,
+  MAX_CUSTOM_HEADERS,
+  MAX_CUSTOM_HEADERS_BYTES,
+  parseDuration,
+  subscribedEventsSchema,
+} from "@webhooks/core";
 import type { SubscriptionRecord } from "@webhooks/db";
 import { publishEventBody } from "../events/schemas.ts";
-import { cursorQueries, isoTimestamp, limitQuery, listSchema, tenantIdField, tenantIdJson, tenantIdResponseField, text, timestampString } from "../http/schemas.ts";
+import {
+  cursorQueries,
+  isoTimestamp,
+  limitQuery,
+  listSchema,
+  tenantIdField,
+  tenantIdJson,
+  tenantIdResponseField,
+  text,
+  timestampString,
+} from "../http/schemas.ts";
 
 const events = subscribedEventsSchema.meta({
   description: 'Event types to receive; "*" means every type. An update replaces the whole list.',
   example: ["invoice.paid", "invoice.payment_failed"],
 });
-const url = text(2048).openapi({ description: "HTTPS endpoint that receives deliveries.", example: "https://example.com/webhooks" });
+const url = text(2048).openapi({
+  description: "HTTPS endpoint that receives deliveries.",
+  example: "https://example.com/webhooks",
+});
 const active = z.boolean().openapi({
   description:
     "false pauses deliveries, true resumes them. true also re-enables a subscription the service disabled " +
@@ -24,11 +45,16 @@ const integerBetween = (name: string, min: number, max: number) => {
 const maxInFlightDescription =
   "At most this many attempts to this subscription in flight at once, across every worker, 1 to 1000. " +
   "A change applies to attempts that start after it.";
-const maxInFlight = integerBetween("max_in_flight", 1, 1000).openapi({ description: maxInFlightDescription, example: 10 });
+const maxInFlight = integerBetween("max_in_flight", 1, 1000).openapi({
+  description: maxInFlightDescription,
+  example: 10,
+});
 const rateLimitDescription =
   "At most this many attempts per second to this subscription, across every worker, 1 to 10000; null for no limit. " +
   "A change applies to attempts that start after it.";
-const rateLimit = integerBetween("rate_limit", 1, 10_000).nullable().openapi({ description: rateLimitDescription, example: 50 });
+const rateLimit = integerBetween("rate_limit", 1, 10_000)
+  .nullable()
+  .openapi({ description: rateLimitDescription, example: 50 });
 
 const headersDescription =
   `Extra HTTP headers sent with every delivery: up to ${MAX_CUSTOM_HEADERS}, names are RFC 9110 tokens (case-insensitive), ` +
@@ -70,10 +96,15 @@ const healthSchema = z
         "healthy: the last attempts succeeded (or none was made); failing: attempts have failed since the last success; " +
         "circuit_open: attempts are held until retry_at, after repeated failures or a Retry-After from the endpoint.",
     }),
-    consecutive_failures: z.number().int().openapi({ description: "Timeouts, connection errors and 5xx responses in a row; a success resets it." }),
+    consecutive_failures: z
+      .number()
+      .int()
+      .openapi({ description: "Timeouts, connection errors and 5xx responses in a row; a success resets it." }),
     last_success_at: nullableTimestamp("When an attempt last succeeded, or null."),
     last_failure_at: nullableTimestamp("When an attempt last failed, or null."),
-    retry_at: nullableTimestamp("While attempts are held: when they may start again (the next probe of an open circuit, or the end of a Retry-After). Otherwise null."),
+    retry_at: nullableTimestamp(
+      "While attempts are held: when they may start again (the next probe of an open circuit, or the end of a Retry-After). Otherwise null.",
+    ),
   })
   .openapi("SubscriptionHealth", { description: "The endpoint's health, kept by the service. Read-only." });
 
@@ -86,16 +117,28 @@ export const subscriptionSchema = z
     description: z.string(),
     active: z.boolean(),
     created_at: z.string().openapi({ format: "date-time" }),
-    max_in_flight: z.number().int().openapi({ description: "At most this many attempts in flight at once, across every worker." }),
-    rate_limit: z.number().int().nullable().openapi({ description: "At most this many attempts per second, or null for no limit." }),
-    headers: z.record(z.string(), z.string()).openapi({ description: "Extra HTTP headers sent with every delivery created from now on." }),
+    max_in_flight: z
+      .number()
+      .int()
+      .openapi({ description: "At most this many attempts in flight at once, across every worker." }),
+    rate_limit: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "At most this many attempts per second, or null for no limit." }),
+    headers: z
+      .record(z.string(), z.string())
+      .openapi({ description: "Extra HTTP headers sent with every delivery created from now on." }),
     health: healthSchema,
     tenant_id: tenantIdResponseField,
-    disabled_reason: z.enum(["failing", "gone"]).nullable().openapi({
-      description:
-        "Why the service disabled the subscription (active is then false): failing, no successful attempt for AUTO_DISABLE_AFTER " +
-        "while attempts failed; gone, the endpoint answered 410. null if it did not. PUT active:true clears it. Read-only.",
-    }),
+    disabled_reason: z
+      .enum(["failing", "gone"])
+      .nullable()
+      .openapi({
+        description:
+          "Why the service disabled the subscription (active is then false): failing, no successful attempt for AUTO_DISABLE_AFTER " +
+          "while attempts failed; gone, the endpoint answered 410. null if it did not. PUT active:true clears it. Read-only.",
+      }),
   })
   .openapi("Subscription");
 
@@ -140,7 +183,9 @@ export const updateSubscriptionBody = z
     active: active.optional(),
     max_in_flight: maxInFlight.optional(),
     rate_limit: rateLimit.optional().openapi({ description: `${rateLimitDescription} Send null to remove the limit.` }),
-    headers: customHeaders.optional().openapi({ description: `${headersDescription} An update replaces the whole set; {} removes them.` }),
+    headers: customHeaders
+      .optional()
+      .openapi({ description: `${headersDescription} An update replaces the whole set; {} removes them.` }),
   })
   .openapi("UpdateSubscription");
 
@@ -171,12 +216,21 @@ export const DEFAULT_OVERLAP = "24h";
 
 export const recoverBody = z
   .strictObject({
-    since: timestampString("since").openapi({ type: "string", format: "date-time", description: "Resend failed deliveries created at or after this time." }),
-    until: timestampString("until")
-      .optional()
-      .openapi({ type: "string", format: "date-time", description: "Resend failed deliveries created before this time (exclusive). Default: the time of the request." }),
+    since: timestampString("since").openapi({
+      type: "string",
+      format: "date-time",
+      description: "Resend failed deliveries created at or after this time.",
+    }),
+    until: timestampString("until").optional().openapi({
+      type: "string",
+      format: "date-time",
+      description: "Resend failed deliveries created before this time (exclusive). Default: the time of the request.",
+    }),
   })
-  .refine((body) => body.until === undefined || body.until > body.since, { error: "until must be later than since", path: ["until"] })
+  .refine((body) => body.until === undefined || body.until > body.since, {
+    error: "until must be later than since",
+    path: ["until"],
+  })
   .openapi("RecoverSubscription");
 
 export const recoverySchema = z
@@ -184,18 +238,29 @@ export const recoverySchema = z
     object: z.literal("recovery"),
     subscription_id: z.string(),
     since: z.string().openapi({ format: "date-time" }),
-    until: z.string().openapi({ format: "date-time", description: "The end of the window: the one sent, or the time of the request." }),
+    until: z.string().openapi({
+      format: "date-time",
+      description: "The end of the window: the one sent, or the time of the request.",
+    }),
     deliveries: z.number().int().openapi({ description: "How many failed deliveries were queued again." }),
   })
   .openapi("Recovery");
 
-export const DEFAULT_TEST_EVENT = { type: "webhook.test", data: { message: "This is a test event sent from the webhook service." } };
+export const DEFAULT_TEST_EVENT = {
+  type: "webhook.test",
+  data: { message: "This is a test event sent from the webhook service." },
+};
 
 /** Contract §12: the rules of POST /v1/events for `type` and `data`, both optional here. */
 export const testEventBody = z
   .strictObject({
-    type: publishEventBody.shape.type.optional().openapi({ default: DEFAULT_TEST_EVENT.type, description: "The event type; the rules of POST /v1/events apply." }),
-    data: publishEventBody.shape.data.optional().openapi({ default: DEFAULT_TEST_EVENT.data, description: "The event's payload: any JSON object." }),
+    type: publishEventBody.shape.type.optional().openapi({
+      default: DEFAULT_TEST_EVENT.type,
+      description: "The event type; the rules of POST /v1/events apply.",
+    }),
+    data: publishEventBody.shape.data
+      .optional()
+      .openapi({ default: DEFAULT_TEST_EVENT.data, description: "The event's payload: any JSON object." }),
   })
   .openapi("SendTestEvent");
 
@@ -203,7 +268,9 @@ export const testEventBody = z
 export const notUpdatableFields = ["description", "secret", "health", "disabled_reason", "tenant_id"] as const;
 
 export const subscriptionIdParam = z.object({
-  subscription_id: z.string().openapi({ param: { name: "subscription_id", in: "path" }, example: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
+  subscription_id: z
+    .string()
+    .openapi({ param: { name: "subscription_id", in: "path" }, example: "sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
 });
 
 export const listSubscriptionsQuery = z.strictObject({

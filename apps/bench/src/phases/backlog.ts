@@ -1,15 +1,15 @@
 import { createRedisConnection, DeliveryQueue, waitUntilConnected } from "@webhooks/queue";
-import type pg from "pg";
 import { type TestReceiver, withClient } from "@webhooks/testing";
+import type pg from "pg";
 import { ApiClient } from "../api-client.ts";
 import { onCleanup } from "../cleanup.ts";
-import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
+import { type CpuTarget, type CpuUsage, postgresTarget, startCpuWindow } from "../cpu-usage.ts";
 import { deleteRunKeys, dropDatabase, dropIdleDatabases, freshDatabase } from "../databases.ts";
 import { createUlidFunction, loadWithoutIndexes } from "../seed-sql.ts";
 import { sleep, startApi } from "../services.ts";
-import { SCALE_DATABASES, REDIS_URL, RUN_PREFIX, settings } from "../settings.ts";
-import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
+import { REDIS_URL, RUN_PREFIX, SCALE_DATABASES, settings } from "../settings.ts";
 import { startWatchedWorker, type WatchedWorker } from "../worker-process.ts";
+import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, type WorkerSetup, workerEnv } from "./throughput.ts";
 
 export interface DrainRun {
   deliveries: number;
@@ -65,8 +65,22 @@ export async function measureBacklog(receiver: TestReceiver, setup: WorkerSetup)
     const referenceQueue = new DeliveryQueue(redis, `${keyPrefix}-reference`);
     queues.push(referenceQueue);
     const now = Date.now();
-    await withClient(databaseUrl, (db) => seedQueued(db, { deliveries: s.referenceDeliveries, from: new Date(now - 20 * 60_000), to: new Date(now - 15 * 60_000), offset: 0 }));
-    const reference = await drainInFull(databaseUrl, `${keyPrefix}-reference`, referenceQueue, receiver, setup, s.referenceDeliveries);
+    await withClient(databaseUrl, (db) =>
+      seedQueued(db, {
+        deliveries: s.referenceDeliveries,
+        from: new Date(now - 20 * 60_000),
+        to: new Date(now - 15 * 60_000),
+        offset: 0,
+      }),
+    );
+    const reference = await drainInFull(
+      databaseUrl,
+      `${keyPrefix}-reference`,
+      referenceQueue,
+      receiver,
+      setup,
+      s.referenceDeliveries,
+    );
     console.log(
       `  reference drain: ${reference.deliveries} in ${reference.seconds.toFixed(1)} s = ${Math.round(reference.perSecond)}/s${reference.timedOut ? " (TIMED OUT)" : ""}; ` +
         describeDrainCpu(reference),
@@ -77,7 +91,12 @@ export async function measureBacklog(receiver: TestReceiver, setup: WorkerSetup)
     const seedStarted = performance.now();
     await withClient(databaseUrl, (db) =>
       loadWithoutIndexes(db, ["events", "deliveries"], () =>
-        seedQueued(db, { deliveries: s.deliveries, from: new Date(now - s.spanMs), to: new Date(now - 10 * 60_000), offset: 1_000_000 }),
+        seedQueued(db, {
+          deliveries: s.deliveries,
+          from: new Date(now - s.spanMs),
+          to: new Date(now - 10 * 60_000),
+          offset: 1_000_000,
+        }),
       ),
     );
     const seedSeconds = (performance.now() - seedStarted) / 1000;
@@ -102,7 +121,11 @@ export async function measureBacklog(receiver: TestReceiver, setup: WorkerSetup)
     const firstPassStarted = performance.now();
     // Targets are matched when the window closes, so the worker's group can be filled in once it runs.
     const firstPassWorker: CpuTarget = { label: "worker (including its start)" };
-    const endFirstPass = startCpuWindow([firstPassWorker, postgresTarget([SCALE_DATABASES.backlog]), { label: "redis", command: "redis-server" }]);
+    const endFirstPass = startCpuWindow([
+      firstPassWorker,
+      postgresTarget([SCALE_DATABASES.backlog]),
+      { label: "redis", command: "redis-server" },
+    ]);
     const worker = await startWatchedWorker("backlog-worker", databaseUrl, keyPrefix, workerEnv(setup));
     firstPassWorker.processGroup = worker.processGroup;
     let result: BacklogResult;
@@ -171,7 +194,18 @@ export async function measureBacklog(receiver: TestReceiver, setup: WorkerSetup)
           `(per 10 s: ${slices.map((n) => Math.round(n / 10)).join(", ")}/s); reference ${Math.round(reference.perSecond)}/s; ` +
           `invalid signatures ${drain.invalidSignatures}, duplicates ${drain.duplicates}; ${describeDrainCpu(drain)}`,
       );
-      result = { ...setup, deliveries: enqueued, seedSeconds, enqueueSeconds, redisBytesBefore, redisBytesAfter, firstPass, idle, drain, reference };
+      result = {
+        ...setup,
+        deliveries: enqueued,
+        seedSeconds,
+        enqueueSeconds,
+        redisBytesBefore,
+        redisBytesAfter,
+        firstPass,
+        idle,
+        drain,
+        reference,
+      };
     } finally {
       await stopWatching();
       await worker.stop();
@@ -189,24 +223,39 @@ export async function measureBacklog(receiver: TestReceiver, setup: WorkerSetup)
 }
 
 function cpuTargets(worker: WatchedWorker): CpuTarget[] {
-  return [{ label: "worker", processGroup: worker.processGroup }, postgresTarget([SCALE_DATABASES.backlog]), { label: "redis", command: "redis-server" }];
+  return [
+    { label: "worker", processGroup: worker.processGroup },
+    postgresTarget([SCALE_DATABASES.backlog]),
+    { label: "redis", command: "redis-server" },
+  ];
 }
 
 /** CPU per delivery, by process, and how busy the machine was: tells a slower drain from a busier machine. */
 export function describeDrainCpu(run: DrainRun): string {
-  const perDelivery = run.cpu.cores.map((c) => `${c.label} ${((c.cores * run.cpu.seconds * 1000) / Math.max(1, run.deliveries)).toFixed(2)}`).join(", ");
+  const perDelivery = run.cpu.cores
+    .map((c) => `${c.label} ${((c.cores * run.cpu.seconds * 1000) / Math.max(1, run.deliveries)).toFixed(2)}`)
+    .join(", ");
   const others = run.cpu.others.map((o) => `${o.command} ${o.cores.toFixed(2)}`).join(", ");
   return `ms of CPU per delivery: ${perDelivery}; machine ${run.cpu.machineCores.toFixed(2)} cores busy; others: ${others}`;
 }
 
 /** The phase's subscriptions, through the API (their secrets are real, and the receiver verifies them). */
-async function createSubscriptions(databaseUrl: string, keyPrefix: string, receiver: TestReceiver, setup: WorkerSetup): Promise<void> {
+async function createSubscriptions(
+  databaseUrl: string,
+  keyPrefix: string,
+  receiver: TestReceiver,
+  setup: WorkerSetup,
+): Promise<void> {
   const api = await startApi(databaseUrl, keyPrefix);
   const client = new ApiClient(api.baseUrl, 1);
   try {
     for (let i = 0; i < settings.backlog.subscriptions; i++) {
       const path = `/backlog/s${i}`;
-      const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], subscriptionSettings(setup));
+      const subscription = await client.createSubscription(
+        `${receiver.url}${path}`,
+        [EVENT_TYPE],
+        subscriptionSettings(setup),
+      );
       receiver.useSecret(path, subscription.secret);
     }
   } finally {
@@ -220,7 +269,10 @@ async function createSubscriptions(databaseUrl: string, keyPrefix: string, recei
  * between `from` and `to`, each with one queued delivery per subscription, due since its creation.
  * `offset` keeps the ids of separate calls apart.
  */
-async function seedQueued(db: pg.Client, input: { deliveries: number; from: Date; to: Date; offset: number }): Promise<void> {
+async function seedQueued(
+  db: pg.Client,
+  input: { deliveries: number; from: Date; to: Date; offset: number },
+): Promise<void> {
   await createUlidFunction(db);
   const { rows } = await db.query<{ count: number }>("SELECT count(*)::int AS count FROM subscriptions");
   const subscriptions = rows[0]!.count;
@@ -275,7 +327,14 @@ async function enqueueQueued(databaseUrl: string, queue: DeliveryQueue): Promise
 }
 
 /** Enqueues the queued deliveries into a paused queue, starts a worker, then resumes and times the drain to the last one. */
-async function drainInFull(databaseUrl: string, queuePrefix: string, queue: DeliveryQueue, receiver: TestReceiver, setup: WorkerSetup, deliveries: number): Promise<DrainRun> {
+async function drainInFull(
+  databaseUrl: string,
+  queuePrefix: string,
+  queue: DeliveryQueue,
+  receiver: TestReceiver,
+  setup: WorkerSetup,
+  deliveries: number,
+): Promise<DrainRun> {
   await queue.queue.pause();
   await enqueueQueued(databaseUrl, queue);
   const worker = await startWatchedWorker("reference-worker", databaseUrl, queuePrefix, workerEnv(setup));
@@ -294,7 +353,10 @@ async function drainInFull(databaseUrl: string, queuePrefix: string, queue: Deli
     const all = receiver.whenVerified(deliveries);
     await queue.queue.resume();
     let timer: NodeJS.Timeout | undefined;
-    const finishedAt = await Promise.race([all, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 120_000)))]);
+    const finishedAt = await Promise.race([
+      all,
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 120_000))),
+    ]);
     clearTimeout(timer);
     const cpu = endCpu();
     const seconds = ((finishedAt ?? performance.now()) - started) / 1000;
@@ -333,7 +395,13 @@ function watchPasses(redis: ReturnType<typeof createRedisConnection>, key: strin
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         new Promise<void>((resolve) => waiters.push({ count, resolve })),
-        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`the reconciler made no pass within ${timeoutMs} ms`)), timeoutMs))),
+        new Promise<never>(
+          (_, reject) =>
+            (timer = setTimeout(
+              () => reject(new Error(`the reconciler made no pass within ${timeoutMs} ms`)),
+              timeoutMs,
+            )),
+        ),
       ]).finally(() => clearTimeout(timer));
     },
     async stop(): Promise<void> {

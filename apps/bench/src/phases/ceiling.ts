@@ -1,10 +1,10 @@
+import { freePort, type TestReceiver, withClient } from "@webhooks/testing";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { freePort, type TestReceiver, withClient } from "@webhooks/testing";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { type CpuUsage, postgresTarget, startCpuWindow } from "../cpu-usage.ts";
 import { freshDatabase } from "../databases.ts";
-import { ROOT, serviceEnv, startProcess, type Service } from "../services.ts";
-import { REDIS_URL, RUN_PREFIX, DATABASES, settings } from "../settings.ts";
+import { ROOT, type Service, serviceEnv, startProcess } from "../services.ts";
+import { DATABASES, REDIS_URL, RUN_PREFIX, settings } from "../settings.ts";
 import type { WorkerSetup } from "./throughput.ts";
 
 export interface CeilingResult extends WorkerSetup {
@@ -42,7 +42,11 @@ export async function measureCeiling(receiver: TestReceiver, setup: WorkerSetup)
   const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
   redis.on("error", () => {}); // failures surface through the commands' own errors
   // The product's job options: removed from Redis on completion, like a delivery job.
-  const queue = new Queue("deliveries", { connection: redis, prefix, defaultJobOptions: { removeOnComplete: true, removeOnFail: true } });
+  const queue = new Queue("deliveries", {
+    connection: redis,
+    prefix,
+    defaultJobOptions: { removeOnComplete: true, removeOnFail: true },
+  });
   const workers: Service[] = [];
   try {
     for (let start = 1; start <= jobs; start += 1_000) {
@@ -63,7 +67,14 @@ export async function measureCeiling(receiver: TestReceiver, setup: WorkerSetup)
         CEILING_RECEIVER_URL: `${receiver.url}${path}`,
         CEILING_SECRET,
       });
-      workers.push(await startProcess(`ceiling-worker-${i + 1}`, `${ROOT}apps/bench/src/ceiling-worker.ts`, env, `http://127.0.0.1:${port}/healthz`));
+      workers.push(
+        await startProcess(
+          `ceiling-worker-${i + 1}`,
+          `${ROOT}apps/bench/src/ceiling-worker.ts`,
+          env,
+          `http://127.0.0.1:${port}/healthz`,
+        ),
+      );
     }
 
     const endCpuWindow = startCpuWindow([
@@ -76,7 +87,10 @@ export async function measureCeiling(receiver: TestReceiver, setup: WorkerSetup)
     const done = receiver.whenVerified(jobs);
     await Promise.all(ports.map((port) => fetch(`http://127.0.0.1:${port}/start`, { method: "POST" })));
     let timer: NodeJS.Timeout | undefined;
-    const finishedAt = await Promise.race([done, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), settings.ceiling.timeoutMs)))]);
+    const finishedAt = await Promise.race([
+      done,
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), settings.ceiling.timeoutMs))),
+    ]);
     clearTimeout(timer);
     const cpu = endCpuWindow();
     const seconds = ((finishedAt ?? performance.now()) - started) / 1000;
@@ -84,7 +98,9 @@ export async function measureCeiling(receiver: TestReceiver, setup: WorkerSetup)
 
     await new Promise((resolve) => setTimeout(resolve, 500));
     const rowsUpdated = await withClient(databaseUrl, async (db) => {
-      const { rows } = await db.query<{ count: number }>("SELECT count(*)::int AS count FROM ceiling_rows WHERE status = 'delivered'");
+      const { rows } = await db.query<{ count: number }>(
+        "SELECT count(*)::int AS count FROM ceiling_rows WHERE status = 'delivered'",
+      );
       return rows[0]?.count ?? 0;
     });
     const result: CeilingResult = {

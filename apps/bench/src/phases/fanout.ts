@@ -5,7 +5,7 @@ import { dropIdleDatabases, freshDatabase } from "../databases.ts";
 import { startApi, startWorker } from "../services.ts";
 import { RUN_PREFIX } from "../settings.ts";
 import { percentile } from "../stats.ts";
-import { reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
+import { reportServiceOutput, subscriptionSettings, type WorkerSetup, workerEnv } from "./throughput.ts";
 
 /** Phase 7's figures: one event to `subscriptions` matching subscriptions, `runs` times. */
 export const fanOutSettings = {
@@ -52,11 +52,17 @@ export async function measureFanOut(receiver: TestReceiver, setup: WorkerSetup):
   const prefix = `${RUN_PREFIX}-fanout`;
   const api = await startApi(databaseUrl, prefix);
   const workers = await Promise.all(
-    Array.from({ length: setup.workers }, (_, i) => startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup))),
+    Array.from({ length: setup.workers }, (_, i) =>
+      startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup)),
+    ),
   );
   const client = new ApiClient(api.baseUrl, 2);
   try {
-    const first = await client.createSubscription(`${receiver.url}/fanout/0`, [FAN_OUT_TYPE], subscriptionSettings(setup));
+    const first = await client.createSubscription(
+      `${receiver.url}/fanout/0`,
+      [FAN_OUT_TYPE],
+      subscriptionSettings(setup),
+    );
     const ids = Array.from({ length: subscriptions - 1 }, () => newId("subscription"));
     await withClient(databaseUrl, (db) =>
       db.query(
@@ -81,7 +87,9 @@ export async function measureFanOut(receiver: TestReceiver, setup: WorkerSetup):
       const accepted = performance.now();
       if (status !== 202) throw new Error(`POST /v1/events answered ${status}`);
       let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), fanOutSettings.deliveryTimeoutMs)));
+      const timeout = new Promise<undefined>(
+        (resolve) => (timer = setTimeout(() => resolve(undefined), fanOutSettings.deliveryTimeoutMs)),
+      );
       const finishedAt = await Promise.race([delivered, timeout]);
       clearTimeout(timer);
       acceptMs.push(accepted - started);
@@ -94,7 +102,9 @@ export async function measureFanOut(receiver: TestReceiver, setup: WorkerSetup):
       invalidSignatures += receiver.invalid;
       console.log(
         `  run ${run + 1}: 202 after ${Math.round(accepted - started)} ms; ` +
-          (finishedAt === undefined ? `only ${receiver.verified} delivered (TIMED OUT)` : `all ${subscriptions} delivered after ${Math.round(finishedAt - started)} ms`),
+          (finishedAt === undefined
+            ? `only ${receiver.verified} delivered (TIMED OUT)`
+            : `all ${subscriptions} delivered after ${Math.round(finishedAt - started)} ms`),
       );
     }
     const result: FanOutResult = {
@@ -134,7 +144,9 @@ async function everyDeliveryRecordedOnce(databaseUrl: string, expected: number):
       );
       if (rows[0]!.all === expected && rows[0]!.once === expected) return true;
       if (performance.now() > deadline) {
-        console.log(`  PostgreSQL: ${rows[0]!.once} of ${rows[0]!.all} deliveries delivered after one attempt, ${expected} expected`);
+        console.log(
+          `  PostgreSQL: ${rows[0]!.once} of ${rows[0]!.all} deliveries delivered after one attempt, ${expected} expected`,
+        );
         return false;
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -161,7 +173,10 @@ export function fanOutSection(f: FanOutResult): string[] {
   return [
     `## 7. Fan-out: one event to ${f.subscriptions.toLocaleString("en-US")} subscriptions`,
     `| run | 202 after | all delivered after |\n|---|---|---|\n${f.acceptMs
-      .map((accept, i) => `| ${i + 1} | ${Math.round(accept)} ms | ${Number.isFinite(f.deliveredMs[i]!) ? `${Math.round(f.deliveredMs[i]!)} ms` : "not all"} |`)
+      .map(
+        (accept, i) =>
+          `| ${i + 1} | ${Math.round(accept)} ms | ${Number.isFinite(f.deliveredMs[i]!) ? `${Math.round(f.deliveredMs[i]!)} ms` : "not all"} |`,
+      )
       .join("\n")}`,
     `One event through POST /v1/events per run, until every delivery is verified; median **${Math.round(f.acceptMedianMs)} ms** to the 202 (target <= ${FAN_OUT_TARGET_MS} ms), ` +
       `${Math.round(f.deliveredMedianMs)} ms until all were delivered; duplicates ${f.duplicates}, invalid signatures ${f.invalidSignatures}.`,

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { withClient, type TestReceiver } from "@webhooks/testing";
+import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { freshDatabase } from "../databases.ts";
 import { cpuPerItem, cpuPerItemText } from "../report.ts";
@@ -23,11 +23,17 @@ import { measureThroughput, type ThroughputResult, type WorkerSetup, type Worklo
  * so the pairs alternate, and each round swaps which code goes first. Then phase 2's latency in
  * alternating pairs, and phase 3's list requests sent to both APIs in turn on one seeded log.
  */
-export async function compareWithBaseline(receiver: TestReceiver, baselineDir: string, setup: WorkerSetup, rounds = 3): Promise<void> {
+export async function compareWithBaseline(
+  receiver: TestReceiver,
+  baselineDir: string,
+  setup: WorkerSetup,
+  rounds = 3,
+): Promise<void> {
   // npm runs the bench from apps/bench; a relative path means one from where `npm run bench` was typed.
   const baseline = `${resolve(process.env.INIT_CWD ?? process.cwd(), baselineDir)}/`;
   for (const needed of ["apps/api/src/main.ts", "apps/worker/src/main.ts", "node_modules/tsx"]) {
-    if (!existsSync(`${baseline}${needed}`)) throw new Error(`--baseline ${baselineDir}: ${needed} is missing (a checkout, after npm ci)`);
+    if (!existsSync(`${baseline}${needed}`))
+      throw new Error(`--baseline ${baselineDir}: ${needed} is missing (a checkout, after npm ci)`);
   }
   await compareThroughput(receiver, baseline, setup, rounds);
   await compareLatency(receiver, baseline, setup, rounds);
@@ -35,16 +41,27 @@ export async function compareWithBaseline(receiver: TestReceiver, baselineDir: s
 }
 
 /** Which code runs first in a round: they take turns, so that a drift of the machine's speed falls on both alike. */
-const orderOf = (round: number) => (round % 2 === 0 ? (["current", "baseline"] as const) : (["baseline", "current"] as const));
+const orderOf = (round: number) =>
+  round % 2 === 0 ? (["current", "baseline"] as const) : (["baseline", "current"] as const);
 
-async function compareThroughput(receiver: TestReceiver, baseline: string, setup: WorkerSetup, rounds: number): Promise<void> {
+async function compareThroughput(
+  receiver: TestReceiver,
+  baseline: string,
+  setup: WorkerSetup,
+  rounds: number,
+): Promise<void> {
   const runs: { code: "current" | "baseline"; result: ThroughputResult }[] = [];
   for (let round = 0; round < rounds; round++) {
     for (const workload of ["W10", "W1"] as Workload[]) {
       for (const code of orderOf(round)) {
         console.log(`  round ${round + 1}, ${workload}, ${code} code`);
-        const result = await measureThroughput(receiver, setup, code === "baseline" ? { workload, baseline } : { workload });
-        if (result.timedOut || result.invalidSignatures > 0) throw new Error(`${code} ${workload}: the run did not complete cleanly`);
+        const result = await measureThroughput(
+          receiver,
+          setup,
+          code === "baseline" ? { workload, baseline } : { workload },
+        );
+        if (result.timedOut || result.invalidSignatures > 0)
+          throw new Error(`${code} ${workload}: the run did not complete cleanly`);
         runs.push({ code, result });
       }
     }
@@ -52,8 +69,12 @@ async function compareThroughput(receiver: TestReceiver, baseline: string, setup
 
   // The services' CPU: the API, the worker, PostgreSQL and Redis, not the benchmark's own publisher and receiver.
   const totalPerDelivery = (r: ThroughputResult) =>
-    [...cpuPerItem(r.cpu, r.deliveries)].filter(([label]) => !label.startsWith("benchmark")).reduce((sum, [, ms]) => sum + ms, 0);
-  console.log("\n| round | workload | code | deliveries/s | CPU ms per delivery (API + worker + PostgreSQL + Redis) | by process |");
+    [...cpuPerItem(r.cpu, r.deliveries)]
+      .filter(([label]) => !label.startsWith("benchmark"))
+      .reduce((sum, [, ms]) => sum + ms, 0);
+  console.log(
+    "\n| round | workload | code | deliveries/s | CPU ms per delivery (API + worker + PostgreSQL + Redis) | by process |",
+  );
   console.log("|---|---|---|---|---|---|");
   runs.forEach(({ code, result }, i) => {
     console.log(
@@ -63,14 +84,23 @@ async function compareThroughput(receiver: TestReceiver, baseline: string, setup
   });
   console.log("\ncurrent / baseline, pair by pair (CPU per delivery; deliveries/s):");
   for (const workload of ["W10", "W1"] as Workload[]) {
-    const of = (code: string) => runs.filter((r) => r.code === code && r.result.workload === workload).map((r) => r.result);
+    const of = (code: string) =>
+      runs.filter((r) => r.code === code && r.result.workload === workload).map((r) => r.result);
     const [current, before] = [of("current"), of("baseline")];
-    const pairs = current.map((c, i) => `${(totalPerDelivery(c) / totalPerDelivery(before[i]!)).toFixed(2)}; ${(c.perSecond / before[i]!.perSecond).toFixed(2)}`);
+    const pairs = current.map(
+      (c, i) =>
+        `${(totalPerDelivery(c) / totalPerDelivery(before[i]!)).toFixed(2)}; ${(c.perSecond / before[i]!.perSecond).toFixed(2)}`,
+    );
     console.log(`  ${workload}: ${pairs.join(" | ")}`);
   }
 }
 
-async function compareLatency(receiver: TestReceiver, baseline: string, setup: WorkerSetup, rounds: number): Promise<void> {
+async function compareLatency(
+  receiver: TestReceiver,
+  baseline: string,
+  setup: WorkerSetup,
+  rounds: number,
+): Promise<void> {
   const rate = settings.latency.ratePerSecond;
   console.log(`\n  phase 2: publish -> receive at ${rate} events/s, alternating`);
   const rows: string[] = [];
@@ -84,7 +114,9 @@ async function compareLatency(receiver: TestReceiver, baseline: string, setup: W
       );
     }
   }
-  console.log("\n| round | code | publish -> receive p50 / p99 | 202 p50 / p99 | missing | rejected |\n|---|---|---|---|---|---|");
+  console.log(
+    "\n| round | code | publish -> receive p50 / p99 | 202 p50 / p99 | missing | rejected |\n|---|---|---|---|---|---|",
+  );
   console.log(rows.join("\n"));
 }
 
@@ -102,12 +134,16 @@ async function compareListLatency(baseline: string): Promise<void> {
     current: await startApi(databaseUrl, `${RUN_PREFIX}-list-current`),
     baseline: await startApi(databaseUrl, `${RUN_PREFIX}-list-baseline`, {}, undefined, baseline),
   };
-  const clients = { current: new ApiClient(apis.current.baseUrl, 1), baseline: new ApiClient(apis.baseline.baseUrl, 1) };
+  const clients = {
+    current: new ApiClient(apis.current.baseUrl, 1),
+    baseline: new ApiClient(apis.baseline.baseUrl, 1),
+  };
   const samples = { current: cases.map(() => [] as number[]), baseline: cases.map(() => [] as number[]) };
   const request = async (code: "current" | "baseline", c: ListCase): Promise<number> => {
     const started = performance.now();
     const reply = await clients[code].request<unknown>("GET", c.query);
-    if (reply.status !== 200) throw new Error(`${code}: GET ${c.query} answered ${reply.status}: ${JSON.stringify(reply.body)}`);
+    if (reply.status !== 200)
+      throw new Error(`${code}: GET ${c.query} answered ${reply.status}: ${JSON.stringify(reply.body)}`);
     return performance.now() - started;
   };
   try {
@@ -127,6 +163,8 @@ async function compareListLatency(baseline: string): Promise<void> {
   console.log("\n| case | current p50 / p99 | baseline p50 / p99 |\n|---|---|---|");
   for (const [index, c] of cases.entries()) {
     const [now, before] = [summarize(samples.current[index]!), summarize(samples.baseline[index]!)];
-    console.log(`| ${c.name} | ${now.p50.toFixed(2)} / ${now.p99.toFixed(2)} ms | ${before.p50.toFixed(2)} / ${before.p99.toFixed(2)} ms |`);
+    console.log(
+      `| ${c.name} | ${now.p50.toFixed(2)} / ${now.p99.toFixed(2)} ms | ${before.p50.toFixed(2)} / ${before.p99.toFixed(2)} ms |`,
+    );
   }
 }

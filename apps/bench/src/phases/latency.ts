@@ -1,11 +1,11 @@
 import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { type CpuUsage, postgresTarget, startCpuWindow } from "../cpu-usage.ts";
 import { freshDatabaseFor } from "../databases.ts";
 import { sleep, startApi, startWorker } from "../services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
-import { summarize, type Summary } from "../stats.ts";
-import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, workerEnv, type WorkerSetup } from "./throughput.ts";
+import { type Summary, summarize } from "../stats.ts";
+import { EVENT_TYPE, reportServiceOutput, subscriptionSettings, type WorkerSetup, workerEnv } from "./throughput.ts";
 
 export interface LatencyResult extends WorkerSetup {
   targetRate: number;
@@ -56,7 +56,11 @@ export async function measureLatency(
   const client = new ApiClient(api.baseUrl, connections);
   try {
     const path = "/latency";
-    const subscription = await client.createSubscription(`${receiver.url}${path}`, [EVENT_TYPE], subscriptionSettings(setup, options.baseline));
+    const subscription = await client.createSubscription(
+      `${receiver.url}${path}`,
+      [EVENT_TYPE],
+      subscriptionSettings(setup, options.baseline),
+    );
     receiver.useSecret(path, subscription.secret);
     receiver.resetCounts();
 
@@ -130,7 +134,9 @@ export async function measureLatency(
       achievedDeliveryRate: endToEnd.length / ((lastReceivedAt - windowStart) / 1000),
       endToEnd: summarize(endToEnd),
       publish: summarize(publish),
-      afterAccept: summarize([...acceptedAt].flatMap(([seq, at]) => (receivedAt.has(seq) ? [receivedAt.get(seq)! - at] : []))),
+      afterAccept: summarize(
+        [...acceptedAt].flatMap(([seq, at]) => (receivedAt.has(seq) ? [receivedAt.get(seq)! - at] : [])),
+      ),
       missing: measured - endToEnd.length,
       rejected,
       invalidSignatures: receiver.invalid,

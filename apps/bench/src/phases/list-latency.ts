@@ -1,14 +1,20 @@
-import { deliveryListQuery, pageWithCursorCheck, UNSCOPED, type DeliveryFilters } from "@webhooks/db";
-import type pg from "pg";
+import { type DeliveryFilters, deliveryListQuery, pageWithCursorCheck, UNSCOPED } from "@webhooks/db";
 import { withClient } from "@webhooks/testing";
+import type pg from "pg";
 import { ApiClient } from "../api-client.ts";
+import { type CpuUsage, postgresTarget, startCpuWindow } from "../cpu-usage.ts";
 import { freshDatabase } from "../databases.ts";
-import { seedDeliveryLog } from "./list-seed.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
-import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "../profiling/profile.ts";
+import {
+  cpuProfileArgs,
+  mainProfileIn,
+  type ProfileSummary,
+  profileDirectory,
+  summarizeProfile,
+} from "../profiling/profile.ts";
 import { startApi } from "../services.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
-import { summarize, type Summary } from "../stats.ts";
+import { type Summary, summarize } from "../stats.ts";
+import { seedDeliveryLog } from "./list-seed.ts";
 
 export interface ListCase {
   name: string;
@@ -69,16 +75,30 @@ export async function measureListLatency(options: { profile: boolean }): Promise
     await requestRounds(client, cases, 10);
     // The cases take turns, one request each, so that whatever else the machine is doing at a
     // given moment falls on all of them alike.
-    const endCpuWindow = startCpuWindow([{ label: "api", processGroup: api.processGroup }, postgresTarget([DATABASES.list])]);
+    const endCpuWindow = startCpuWindow([
+      { label: "api", processGroup: api.processGroup },
+      postgresTarget([DATABASES.list]),
+    ]);
     const { samples, rows } = await requestRounds(client, cases, settings.list.requestsPerCase);
     cpu = endCpuWindow();
     for (const [index, c] of cases.entries()) {
-      const plan = c.reference ? { plan: "-", indexScan: true, executionMs: Number.NaN } : await withClient(databaseUrl, (db) => explain(db, c));
-      const result = { name: c.name, query: c.query, reference: c.reference ?? false, latency: summarize(samples[index]!), rows: rows[index]!, ...plan };
+      const plan = c.reference
+        ? { plan: "-", indexScan: true, executionMs: Number.NaN }
+        : await withClient(databaseUrl, (db) => explain(db, c));
+      const result = {
+        name: c.name,
+        query: c.query,
+        reference: c.reference ?? false,
+        latency: summarize(samples[index]!),
+        rows: rows[index]!,
+        ...plan,
+      };
       results.push(result);
       console.log(
         `  ${c.name.padEnd(32)} p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms` +
-          (c.reference ? "" : `; ${result.rows} rows; ${plan.indexScan ? "index scan" : "NOT an index scan"}: ${plan.plan} (${plan.executionMs.toFixed(2)} ms in PostgreSQL)`),
+          (c.reference
+            ? ""
+            : `; ${result.rows} rows; ${plan.indexScan ? "index scan" : "NOT an index scan"}: ${plan.plan} (${plan.executionMs.toFixed(2)} ms in PostgreSQL)`),
       );
     }
   } finally {
@@ -97,7 +117,11 @@ export async function measureListLatency(options: { profile: boolean }): Promise
   };
 }
 
-async function requestRounds(client: ApiClient, cases: ListCase[], rounds: number): Promise<{ samples: number[][]; rows: number[] }> {
+async function requestRounds(
+  client: ApiClient,
+  cases: ListCase[],
+  rounds: number,
+): Promise<{ samples: number[][]; rows: number[] }> {
   const samples = cases.map(() => [] as number[]);
   const rows = cases.map(() => 0);
   for (let i = 0; i < rounds; i++) {
@@ -105,7 +129,8 @@ async function requestRounds(client: ApiClient, cases: ListCase[], rounds: numbe
       const started = performance.now();
       const reply = await client.request<{ data?: unknown[] }>("GET", c.query);
       samples[index]!.push(performance.now() - started);
-      if (reply.status !== 200) throw new Error(`GET ${c.query} answered ${reply.status}: ${JSON.stringify(reply.body)}`);
+      if (reply.status !== 200)
+        throw new Error(`GET ${c.query} answered ${reply.status}: ${JSON.stringify(reply.body)}`);
       rows[index] = reply.body.data?.length ?? 0;
     }
   }
@@ -117,11 +142,19 @@ async function profileListRequests(databaseUrl: string, cases: ListCase[]): Prom
   const dir = profileDirectory();
   const api = await startApi(databaseUrl, `${RUN_PREFIX}-list-profile`, {}, cpuProfileArgs(dir));
   const client = new ApiClient(api.baseUrl, 1);
-  let window;
+  let window: { fromUs: number; toUs: number } | undefined;
   try {
-    await requestRounds(client, cases.filter((c) => !c.reference), 10);
+    await requestRounds(
+      client,
+      cases.filter((c) => !c.reference),
+      10,
+    );
     const fromUs = Number(process.hrtime.bigint() / 1000n);
-    await requestRounds(client, cases.filter((c) => !c.reference), 100);
+    await requestRounds(
+      client,
+      cases.filter((c) => !c.reference),
+      100,
+    );
     window = { fromUs, toUs: Number(process.hrtime.bigint() / 1000n) };
   } finally {
     await client.close();
@@ -141,7 +174,10 @@ const PAGE_SIZE = 20;
 function pageSql(filters: DeliveryFilters, startingAfter?: string): { sql: string; params: unknown[] } {
   const statement = pageWithCursorCheck(deliveryListQuery(UNSCOPED, filters), { limit: PAGE_SIZE, startingAfter });
   // Dates as ISO text: explain() spells the values as SQL literals for the generic plan.
-  return { sql: statement.text, params: statement.values.map((value) => (value instanceof Date ? value.toISOString() : value)) };
+  return {
+    sql: statement.text,
+    params: statement.values.map((value) => (value instanceof Date ? value.toISOString() : value)),
+  };
 }
 
 export async function buildCases(db: pg.Client): Promise<ListCase[]> {
@@ -155,7 +191,9 @@ export async function buildCases(db: pg.Client): Promise<ListCase[]> {
   const deep = settings.list.deepOffset;
   // Cursors ~900,000 rows deep in newest-first order: any row there, a failed one there, and one
   // of our subscription's there (each is what the previous page of that filtered list would end with).
-  const { id: deepCursor } = await one<{ id: string }>(`SELECT id FROM deliveries ORDER BY created_at DESC, id DESC OFFSET ${deep} LIMIT 1`);
+  const { id: deepCursor } = await one<{ id: string }>(
+    `SELECT id FROM deliveries ORDER BY created_at DESC, id DESC OFFSET ${deep} LIMIT 1`,
+  );
   const { id: deepFailed } = await one<{ id: string }>(
     `SELECT id FROM (SELECT id, status, created_at FROM deliveries ORDER BY created_at DESC, id DESC OFFSET ${deep} LIMIT 100) AS d
      WHERE status = 'failed' ORDER BY created_at DESC, id DESC LIMIT 1`,
@@ -177,7 +215,11 @@ export async function buildCases(db: pg.Client): Promise<ListCase[]> {
   );
   const tenantCases: ListCase[] = [
     { name: "tenant_id", query: `/v1/deliveries?tenant_id=${tenant}`, ...pageSql({ tenantId: tenant }) },
-    { name: "tenant_id + status=failed", query: `/v1/deliveries?tenant_id=${tenant}&status=failed`, ...pageSql({ tenantId: tenant, status: "failed" }) },
+    {
+      name: "tenant_id + status=failed",
+      query: `/v1/deliveries?tenant_id=${tenant}&status=failed`,
+      ...pageSql({ tenantId: tenant, status: "failed" }),
+    },
     {
       name: "tenant_id + response_code=5xx",
       query: `/v1/deliveries?tenant_id=${tenant}&response_code=5xx`,
@@ -196,16 +238,32 @@ export async function buildCases(db: pg.Client): Promise<ListCase[]> {
   ];
   return [
     { name: "no filter", query: "/v1/deliveries", ...pageSql({}) },
-    { name: "subscription_id", query: `/v1/deliveries?subscription_id=${subscription}`, ...pageSql({ subscriptionId: subscription }) },
+    {
+      name: "subscription_id",
+      query: `/v1/deliveries?subscription_id=${subscription}`,
+      ...pageSql({ subscriptionId: subscription }),
+    },
     { name: "status=failed", query: "/v1/deliveries?status=failed", ...pageSql({ status: "failed" }) },
     {
       name: "subscription_id + status=failed",
       query: `/v1/deliveries?subscription_id=${subscription}&status=failed`,
       ...pageSql({ subscriptionId: subscription, status: "failed" }),
     },
-    { name: "event=invoice.paid", query: "/v1/deliveries?event=invoice.paid", ...pageSql({ eventType: "invoice.paid" }) },
-    { name: "since (7 days ago)", query: `/v1/deliveries?since=${encodeURIComponent(since.toISOString())}`, ...pageSql({ since }) },
-    { name: "deep page (~900,000 rows in)", query: `/v1/deliveries?starting_after=${deepCursor}`, ...pageSql({}, deepCursor) },
+    {
+      name: "event=invoice.paid",
+      query: "/v1/deliveries?event=invoice.paid",
+      ...pageSql({ eventType: "invoice.paid" }),
+    },
+    {
+      name: "since (7 days ago)",
+      query: `/v1/deliveries?since=${encodeURIComponent(since.toISOString())}`,
+      ...pageSql({ since }),
+    },
+    {
+      name: "deep page (~900,000 rows in)",
+      query: `/v1/deliveries?starting_after=${deepCursor}`,
+      ...pageSql({}, deepCursor),
+    },
     {
       name: "deep page + status=failed",
       query: `/v1/deliveries?status=failed&starting_after=${deepFailed}`,
@@ -218,8 +276,16 @@ export async function buildCases(db: pg.Client): Promise<ListCase[]> {
     },
     // Contract §12: an exact code walks (response_code, created_at, id); a class, its partial
     // index, whose predicate packages/db writes as literals.
-    { name: "response_code=500", query: "/v1/deliveries?response_code=500", ...pageSql({ responseCode: { code: 500 } }) },
-    { name: "response_code=5xx", query: "/v1/deliveries?response_code=5xx", ...pageSql({ responseCode: { class: 5 } }) },
+    {
+      name: "response_code=500",
+      query: "/v1/deliveries?response_code=500",
+      ...pageSql({ responseCode: { code: 500 } }),
+    },
+    {
+      name: "response_code=5xx",
+      query: "/v1/deliveries?response_code=5xx",
+      ...pageSql({ responseCode: { class: 5 } }),
+    },
     {
       name: "subscription_id + response_code=500",
       query: `/v1/deliveries?subscription_id=${subscription}&response_code=500`,
@@ -255,7 +321,9 @@ interface Plan {
  */
 async function explain(db: pg.Client, c: ListCase): Promise<{ plan: string; indexScan: boolean; executionMs: number }> {
   const custom = await planOf(db, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${c.sql}`, c.params);
-  const values = c.params.map((value) => (typeof value === "number" ? String(value) : db.escapeLiteral(String(value)))).join(", ");
+  const values = c.params
+    .map((value) => (typeof value === "number" ? String(value) : db.escapeLiteral(String(value))))
+    .join(", ");
   await db.query(`PREPARE bench_case AS ${c.sql}`);
   let generic: Plan;
   try {
@@ -279,7 +347,11 @@ async function planOf(db: pg.Client, sql: string, params: unknown[]): Promise<Pl
   const nodes: string[] = [];
   let indexScan = true;
   const walk = (node: PlanNode) => {
-    nodes.push(node["Index Name"] ? `${node["Node Type"]} ${node["Scan Direction"] === "Backward" ? "Backward " : ""}using ${node["Index Name"]}` : node["Node Type"]);
+    nodes.push(
+      node["Index Name"]
+        ? `${node["Node Type"]} ${node["Scan Direction"] === "Backward" ? "Backward " : ""}using ${node["Index Name"]}`
+        : node["Node Type"],
+    );
     if (/Seq Scan|Sort|Bitmap Heap Scan/.test(node["Node Type"])) indexScan = false;
     for (const child of node.Plans ?? []) walk(child);
   };

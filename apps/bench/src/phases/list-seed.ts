@@ -2,7 +2,13 @@ import type pg from "pg";
 import { createUlidFunction } from "../seed-sql.ts";
 import { settings } from "../settings.ts";
 
-export const EVENT_TYPES = ["invoice.paid", "invoice.created", "customer.updated", "charge.refunded", "payout.failed"] as const;
+export const EVENT_TYPES = [
+  "invoice.paid",
+  "invoice.created",
+  "customer.updated",
+  "charge.refunded",
+  "payout.failed",
+] as const;
 
 /**
  * Seeds the delivery log with SQL alone (generate_series), in well under a minute:

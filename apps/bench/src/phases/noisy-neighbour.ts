@@ -3,12 +3,12 @@ import type { AddressInfo } from "node:net";
 import type { TestReceiver } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
 import { onCleanup } from "../cleanup.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { type CpuUsage, postgresTarget, startCpuWindow } from "../cpu-usage.ts";
 import { freshDatabase } from "../databases.ts";
 import { sleep, startApi } from "../services.ts";
-import { startWatchedWorker, type WatchedWorker } from "../worker-process.ts";
 import { DATABASES, RUN_PREFIX, settings } from "../settings.ts";
-import { summarize, type Summary } from "../stats.ts";
+import { type Summary, summarize } from "../stats.ts";
+import { startWatchedWorker, type WatchedWorker } from "../worker-process.ts";
 import { reportServiceOutput } from "./throughput.ts";
 
 /** Type A goes to the healthy subscription only, type B to the 10 bad ones only. */
@@ -78,7 +78,15 @@ export interface NoisyNeighbourResult {
 }
 
 /** The reasons webhook_delivery_waits_total counts, in the order the report lists them. */
-export const WAIT_REASONS = ["in_line", "max_in_flight", "origin_max_in_flight", "rate_limit", "retry_after", "circuit_open", "disabled"] as const;
+export const WAIT_REASONS = [
+  "in_line",
+  "max_in_flight",
+  "origin_max_in_flight",
+  "rate_limit",
+  "retry_after",
+  "circuit_open",
+  "disabled",
+] as const;
 
 /**
  * A loopback endpoint that misbehaves: "hang" accepts the connection and reads the request but
@@ -183,15 +191,27 @@ async function startSteadyReceiver(serviceMs: number) {
   });
   server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const close = onCleanup("close the hand-off receiver", () => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, peakOpen: () => peakOpen, close };
+  const close = onCleanup(
+    "close the hand-off receiver",
+    () => new Promise<void>((resolve) => server.close(() => resolve())),
+  );
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    peakOpen: () => peakOpen,
+    close,
+  };
 }
 
 async function measureHandoff(client: ApiClient): Promise<HandoffResult> {
   const s = settings.noisyNeighbour.handoff;
   const steady = await startSteadyReceiver(s.serviceMs);
   try {
-    const created = await client.request<{ id: string }>("POST", "/v1/subscriptions", { url: `${steady.url}/handoff`, events: [HANDOFF_TYPE], max_in_flight: 1 });
+    const created = await client.request<{ id: string }>("POST", "/v1/subscriptions", {
+      url: `${steady.url}/handoff`,
+      events: [HANDOFF_TYPE],
+      max_in_flight: 1,
+    });
     if (created.status !== 201) throw new Error(`POST /v1/subscriptions answered ${created.status}`);
     await Promise.all(Array.from({ length: s.deliveries }, (_, seq) => client.publish(HANDOFF_TYPE, { seq })));
     const deadline = performance.now() + s.timeoutMs;
@@ -212,8 +232,12 @@ async function measureHandoff(client: ApiClient): Promise<HandoffResult> {
 export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<NoisyNeighbourResult> {
   const s = settings.noisyNeighbour;
   const hangingTogether = { open: 0, peakOpen: 0 };
-  const hanging = await Promise.all(Array.from({ length: s.hangingReceivers }, () => new BadReceiver("hang", hangingTogether).start()));
-  const erroring = await Promise.all(Array.from({ length: s.erroringReceivers }, () => new BadReceiver("error").start()));
+  const hanging = await Promise.all(
+    Array.from({ length: s.hangingReceivers }, () => new BadReceiver("hang", hangingTogether).start()),
+  );
+  const erroring = await Promise.all(
+    Array.from({ length: s.erroringReceivers }, () => new BadReceiver("error").start()),
+  );
   const databaseUrl = await freshDatabase(DATABASES.main);
   const prefix = `${RUN_PREFIX}-noisy`;
   const api = await startApi(databaseUrl, prefix);
@@ -246,14 +270,21 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
       const endCpuWindow = startCpuWindow(cpuTargets);
       const t0 = performance.now() + 20;
       const [{ rejected }] = await Promise.all([
-        publishOpenLoop(client, HEALTHY_TYPE, s.healthyRatePerSecond, count, t0, (seq, due) => ({ part, seq, scheduled_at: due })),
+        publishOpenLoop(client, HEALTHY_TYPE, s.healthyRatePerSecond, count, t0, (seq, due) => ({
+          part,
+          seq,
+          scheduled_at: due,
+        })),
         noise?.(),
       ]);
       const deadline = t0 + durationMs + s.drainMs;
       const arrived = () => [...receivedAt.keys()].filter((key) => key.startsWith(`${part} `)).length;
       while (arrived() < count - rejected && performance.now() < deadline) await sleep(10);
       const cpu = endCpuWindow();
-      const latencies = Array.from({ length: count }, (_, seq) => receivedAt.get(`${part} ${seq}`) ?? Number.POSITIVE_INFINITY);
+      const latencies = Array.from(
+        { length: count },
+        (_, seq) => receivedAt.get(`${part} ${seq}`) ?? Number.POSITIVE_INFINITY,
+      );
       const delivered = latencies.filter(Number.isFinite);
       return {
         sent: count,
@@ -279,11 +310,20 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
     const waitsBefore = await gateWaits(worker);
     const beside = await healthyRun("beside", s.besideMs, async () => {
       noiseSent = Math.round((s.besideMs / 1000) * s.noiseRatePerSecond);
-      ({ rejected: noiseRejected } = await publishOpenLoop(client, NOISE_TYPE, s.noiseRatePerSecond, noiseSent, performance.now() + 20, (seq) => ({ seq })));
+      ({ rejected: noiseRejected } = await publishOpenLoop(
+        client,
+        NOISE_TYPE,
+        s.noiseRatePerSecond,
+        noiseSent,
+        performance.now() + 20,
+        (seq) => ({ seq }),
+      ));
     });
     receiver.onVerified = undefined;
     const waitsAfter = await gateWaits(worker);
-    const besideWaits = Object.fromEntries(WAIT_REASONS.map((reason) => [reason, (waitsAfter[reason] ?? 0) - (waitsBefore[reason] ?? 0)]));
+    const besideWaits = Object.fromEntries(
+      WAIT_REASONS.map((reason) => [reason, (waitsAfter[reason] ?? 0) - (waitsBefore[reason] ?? 0)]),
+    );
 
     const result: NoisyNeighbourResult = {
       alone,
@@ -303,7 +343,9 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
       (run.rejected ? ` (${run.rejected} rejected)` : "") +
       `; the ${SLOWEST_SHOWN} slowest sent at ${run.slowestSentAt.map((at) => at.toFixed(2)).join(", ")} s into the part`;
     console.log(`  healthy alone, ${s.healthyRatePerSecond} events/s for ${s.aloneMs / 1000} s: ${show(alone)}`);
-    console.log(`  healthy beside ${s.noiseRatePerSecond} noise events/s x 10 bad subscriptions for ${s.besideMs / 1000} s: ${show(beside)}`);
+    console.log(
+      `  healthy beside ${s.noiseRatePerSecond} noise events/s x 10 bad subscriptions for ${s.besideMs / 1000} s: ${show(beside)}`,
+    );
     console.log(
       `  hanging receivers: at most ${Math.max(...result.hangingPeakOpen)} requests open at once (${result.hangingPeakOpen.join(", ")}; ` +
         `${result.hangingPeakOpenTogether} together), ` +
@@ -325,12 +367,16 @@ export async function measureNoisyNeighbour(receiver: TestReceiver): Promise<Noi
 
 /** "in_line 2,062, circuit_open 5, ...": the reasons with any wait. */
 export function describeWaits(waits: Record<string, number>): string {
-  const counted = WAIT_REASONS.filter((reason) => (waits[reason] ?? 0) > 0).map((reason) => `${reason} ${(waits[reason] ?? 0).toLocaleString("en-US")}`);
+  const counted = WAIT_REASONS.filter((reason) => (waits[reason] ?? 0) > 0).map(
+    (reason) => `${reason} ${(waits[reason] ?? 0).toLocaleString("en-US")}`,
+  );
   return counted.length ? counted.join(", ") : "none";
 }
 
 async function gateWaits(worker: WatchedWorker): Promise<Record<string, number>> {
-  const counts = await Promise.all(WAIT_REASONS.map((reason) => worker.counter("webhook_delivery_waits_total", { name: "reason", value: reason })));
+  const counts = await Promise.all(
+    WAIT_REASONS.map((reason) => worker.counter("webhook_delivery_waits_total", { name: "reason", value: reason })),
+  );
   return Object.fromEntries(WAIT_REASONS.map((reason, i) => [reason, counts[i]!]));
 }
 

@@ -1,13 +1,13 @@
 import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
-import { postgresTarget, startCpuWindow, type CpuUsage } from "../cpu-usage.ts";
+import { type CpuUsage, postgresTarget, startCpuWindow } from "../cpu-usage.ts";
 import { dropDatabase, dropIdleDatabases, freshDatabase } from "../databases.ts";
-import { seedRetentionLog, type SeededLog } from "./retention-seed.ts";
 import { sleep, startApi } from "../services.ts";
-import { SCALE_DATABASES, RUN_PREFIX, settings } from "../settings.ts";
-import { summarize, type Summary } from "../stats.ts";
-import { reportServiceOutput } from "./throughput.ts";
+import { RUN_PREFIX, SCALE_DATABASES, settings } from "../settings.ts";
+import { type Summary, summarize } from "../stats.ts";
 import { startWatchedWorker } from "../worker-process.ts";
+import { type SeededLog, seedRetentionLog } from "./retention-seed.ts";
+import { reportServiceOutput } from "./throughput.ts";
 
 const LOAD_TYPE = "invoice.paid";
 
@@ -80,7 +80,9 @@ export async function measureRetention(receiver: TestReceiver): Promise<Retentio
       const subscription = await client.createSubscription(`${receiver.url}/retention`, [LOAD_TYPE]);
       receiver.useSecret("/retention", subscription.secret);
       const seededSubscription = await withClient(databaseUrl, async (db) => {
-        const { rows } = await db.query<{ id: string }>("SELECT id FROM subscriptions WHERE url LIKE 'http://127.0.0.1:9/%' ORDER BY id LIMIT 1");
+        const { rows } = await db.query<{ id: string }>(
+          "SELECT id FROM subscriptions WHERE url LIKE 'http://127.0.0.1:9/%' ORDER BY id LIMIT 1",
+        );
         return rows[0]!.id;
       });
       const listPaths = [
@@ -90,13 +92,29 @@ export async function measureRetention(receiver: TestReceiver): Promise<Retentio
         `/v1/deliveries?subscription_id=${seededSubscription}&status=failed`,
       ];
       const quiet = (n: number) => ({ label: `without pruning (${n})`, env: { RETENTION: "off" } });
-      const pruning = (n: number) => ({ label: `pruning (${n}, RETENTION=${r.retentionDays}d)`, env: { RETENTION: `${r.retentionDays}d`, PRUNE_INTERVAL: "1s" } });
-      const plans: { label: string; env: Record<string, string> }[] = [quiet(1), pruning(1), quiet(2), pruning(2), quiet(3)];
+      const pruning = (n: number) => ({
+        label: `pruning (${n}, RETENTION=${r.retentionDays}d)`,
+        env: { RETENTION: `${r.retentionDays}d`, PRUNE_INTERVAL: "1s" },
+      });
+      const plans: { label: string; env: Record<string, string> }[] = [
+        quiet(1),
+        pruning(1),
+        quiet(2),
+        pruning(2),
+        quiet(3),
+      ];
       for (const plan of plans) {
         // The dirty pages of the seed, and of the window before, are written now, not by a
         // checkpoint in the middle of the measurements.
         await withClient(databaseUrl, (db) => db.query("CHECKPOINT"));
-        const window = await runWindow({ databaseUrl, prefix, api: { processGroup: api.processGroup }, client, listPaths, ...plan });
+        const window = await runWindow({
+          databaseUrl,
+          prefix,
+          api: { processGroup: api.processGroup },
+          client,
+          listPaths,
+          ...plan,
+        });
         windows.push(window);
         console.log(`  ${describeWindow(window)}`);
       }
@@ -167,7 +185,11 @@ async function runWindow(input: {
   const after = await deletedRows(input.databaseUrl);
   return {
     ...measured,
-    deleted: { deliveries: after.deliveries - before.deliveries, attempts: after.attempts - before.attempts, events: after.events - before.events },
+    deleted: {
+      deliveries: after.deliveries - before.deliveries,
+      attempts: after.attempts - before.attempts,
+      events: after.events - before.events,
+    },
     workerSeconds,
   };
 }
@@ -228,12 +250,20 @@ async function runLoad(
   const deadline = performance.now() + 10_000;
   while (pending.size > 0 && performance.now() < deadline) await sleep(10);
   publishRejected += pending.size;
-  return { seconds: (performance.now() - started) / 1000, publish: summarize(publishLatency), publishRejected, list: summarize(listLatency), listErrors };
+  return {
+    seconds: (performance.now() - started) / 1000,
+    publish: summarize(publishLatency),
+    publishRejected,
+    list: summarize(listLatency),
+    listErrors,
+  };
 }
 
 async function walTotals(databaseUrl: string): Promise<{ bytes: number; fullPageImages: number }> {
   return withClient(databaseUrl, async (db) => {
-    const { rows } = await db.query<{ bytes: string; fpi: string }>("SELECT wal_bytes::text AS bytes, wal_fpi::text AS fpi FROM pg_stat_wal");
+    const { rows } = await db.query<{ bytes: string; fpi: string }>(
+      "SELECT wal_bytes::text AS bytes, wal_fpi::text AS fpi FROM pg_stat_wal",
+    );
     return { bytes: Number(rows[0]!.bytes), fullPageImages: Number(rows[0]!.fpi) };
   });
 }

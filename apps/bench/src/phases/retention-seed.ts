@@ -3,7 +3,13 @@ import { createUlidFunction, loadWithoutIndexes, type SeedSteps } from "../seed-
 import { settings } from "../settings.ts";
 
 /** Event types of the seeded log; none of them is the type the load publishes. */
-export const SEEDED_TYPES = ["order.created", "order.paid", "customer.updated", "charge.refunded", "payout.failed"] as const;
+export const SEEDED_TYPES = [
+  "order.created",
+  "order.paid",
+  "customer.updated",
+  "charge.refunded",
+  "payout.failed",
+] as const;
 
 export interface SeededLog {
   deliveries: number;
@@ -92,7 +98,13 @@ export async function seedRetentionLog(db: pg.Client): Promise<SeededLog> {
        FROM deliveries AS d, generate_series(1, d.attempts) AS i`,
     );
   });
-  const { rows } = await db.query<{ deliveries: number; attempts: number; events: number; prunable: number; bytes: string }>(
+  const { rows } = await db.query<{
+    deliveries: number;
+    attempts: number;
+    events: number;
+    prunable: number;
+    bytes: string;
+  }>(
     // The totals from the statistics VACUUM just wrote (exact after a VACUUM of an insert-only table).
     `SELECT (SELECT reltuples::int FROM pg_class WHERE relname = 'deliveries') AS deliveries,
             (SELECT reltuples::int FROM pg_class WHERE relname = 'delivery_attempts') AS attempts,

@@ -1,11 +1,11 @@
 import { existsSync } from "node:fs";
 import { type TestReceiver, withClient } from "@webhooks/testing";
 import { ApiClient } from "../api-client.ts";
-import { postgresTarget, startCpuWindow, type CpuTarget, type CpuUsage } from "../cpu-usage.ts";
+import { type CpuTarget, type CpuUsage, postgresTarget, startCpuWindow } from "../cpu-usage.ts";
 import { freshDatabaseFor } from "../databases.ts";
-import { seedHistory } from "./history-seed.ts";
-import { startApi, startWorker, type Service } from "../services.ts";
+import { type Service, startApi, startWorker } from "../services.ts";
 import { ADMIN_DATABASE_URL, DATABASES, RUN_PREFIX, settings } from "../settings.ts";
+import { seedHistory } from "./history-seed.ts";
 
 export interface WorkerSetup {
   workers: number;
@@ -21,7 +21,10 @@ export interface WorkerSetup {
  * next attempts only while the origin has a quarter of its cap to spare, see the gate).
  */
 export function workerEnv(setup: WorkerSetup): Record<string, string> {
-  return { WORKER_CONCURRENCY: String(setup.concurrency), ORIGIN_MAX_IN_FLIGHT: String(2 * setup.concurrency * setup.workers) };
+  return {
+    WORKER_CONCURRENCY: String(setup.concurrency),
+    ORIGIN_MAX_IN_FLIGHT: String(2 * setup.concurrency * setup.workers),
+  };
 }
 
 /**
@@ -140,7 +143,14 @@ export async function measureThroughput(
   const api = await startApi(databaseUrl, prefix, {}, options.nodeArgs?.api, options.baseline);
   const workers = await Promise.all(
     Array.from({ length: setup.workers }, (_, i) =>
-      startWorker(`worker-${i + 1}`, databaseUrl, prefix, workerEnv(setup), options.nodeArgs?.worker(i), options.baseline),
+      startWorker(
+        `worker-${i + 1}`,
+        databaseUrl,
+        prefix,
+        workerEnv(setup),
+        options.nodeArgs?.worker(i),
+        options.baseline,
+      ),
     ),
   );
   options.onStarted?.({ api: api.pid, workers: workers.map((worker) => worker.pid) });
@@ -151,7 +161,11 @@ export async function measureThroughput(
   try {
     for (let i = 0; i < subscriptions; i++) {
       const path = `/t${run}/s${i}`;
-      const subscription = await client.createSubscription(`${receiver.url}${path}`, [typeOf(i)], subscriptionSettings(setup, options.baseline));
+      const subscription = await client.createSubscription(
+        `${receiver.url}${path}`,
+        [typeOf(i)],
+        subscriptionSettings(setup, options.baseline),
+      );
       receiver.useSecret(path, subscription.secret);
     }
     const { seededBefore } = await seedHistory(databaseUrl, settings.throughput.historyDeliveries);
@@ -178,7 +192,12 @@ export async function measureThroughput(
     const publisher = async () => {
       while (next < events) {
         const seq = next++;
-        const status = await client.publish(typeOf(seq % subscriptions), { invoice_id: `in_${run}_${seq}`, amount_due: 4200, currency: "usd", seq });
+        const status = await client.publish(typeOf(seq % subscriptions), {
+          invoice_id: `in_${run}_${seq}`,
+          amount_due: 4200,
+          currency: "usd",
+          seq,
+        });
         if (status !== 202) rejected++;
       }
     };
@@ -187,7 +206,9 @@ export async function measureThroughput(
     const publishFailed = publishing.then(() => new Promise<never>(() => {}));
 
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), options.timeoutMs ?? settings.throughput.timeoutMs)));
+    const timeout = new Promise<undefined>(
+      (resolve) => (timer = setTimeout(() => resolve(undefined), options.timeoutMs ?? settings.throughput.timeoutMs)),
+    );
     const finishedAt = await Promise.race([allReceived, timeout, publishFailed]);
     clearTimeout(timer);
     const cpu = endCpuWindow();
@@ -270,9 +291,17 @@ export async function connectionShortfall(setup: WorkerSetup): Promise<string | 
 /** The services log at warn level: anything they printed is worth a look, so show its start. */
 export function reportServiceOutput(services: Service[]): void {
   for (const service of services) {
-    const lines = service.output().split("\n").filter((line) => line.trim() !== "");
+    const lines = service
+      .output()
+      .split("\n")
+      .filter((line) => line.trim() !== "");
     if (lines.length === 0) continue;
-    console.log(`    ${service.name} printed ${lines.length} line(s), e.g.: ${lines.slice(0, 2).map((line) => line.slice(0, 300)).join(" | ")}`);
+    console.log(
+      `    ${service.name} printed ${lines.length} line(s), e.g.: ${lines
+        .slice(0, 2)
+        .map((line) => line.slice(0, 300))
+        .join(" | ")}`,
+    );
   }
 }
 
@@ -282,7 +311,9 @@ function watchConnections(databaseUrl: string): { stop(): Promise<number> } {
   let stopped = false;
   const watching = withClient(databaseUrl, async (db) => {
     while (!stopped) {
-      const { rows } = await db.query<{ count: number }>("SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = current_database()");
+      const { rows } = await db.query<{ count: number }>(
+        "SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = current_database()",
+      );
       // Minus this watcher's own connection.
       peak = Math.max(peak, (rows[0]?.count ?? 1) - 1);
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -333,10 +364,14 @@ function since(after: DatabaseWork, before: DatabaseWork | undefined): DatabaseW
 
 async function databaseWork(databaseUrl: string): Promise<DatabaseWork> {
   return withClient(databaseUrl, async (db) => {
-    const { rows: [database] } = await db.query<{ xact_commit: string; tup_inserted: string; tup_updated: string }>(
+    const {
+      rows: [database],
+    } = await db.query<{ xact_commit: string; tup_inserted: string; tup_updated: string }>(
       "SELECT xact_commit, tup_inserted, tup_updated FROM pg_stat_database WHERE datname = current_database()",
     );
-    const { rows: [deliveries] } = await db.query<{ n_tup_upd: string; n_tup_hot_upd: string; indexes: number; fillfactor: number | null }>(
+    const {
+      rows: [deliveries],
+    } = await db.query<{ n_tup_upd: string; n_tup_hot_upd: string; indexes: number; fillfactor: number | null }>(
       `SELECT n_tup_upd, n_tup_hot_upd, (SELECT count(*)::int FROM pg_indexes WHERE tablename = 'deliveries') AS indexes,
               (SELECT substring(option FROM 'fillfactor=(\\d+)')::int FROM pg_class, unnest(reloptions) AS option
                WHERE relname = 'deliveries' AND option LIKE 'fillfactor=%') AS fillfactor

@@ -1,6 +1,6 @@
 import type { TestReceiver } from "@webhooks/testing";
 import { settings } from "../settings.ts";
-import { measureCeiling, type CeilingResult } from "./ceiling.ts";
+import { type CeilingResult, measureCeiling } from "./ceiling.ts";
 import { measureThroughput, publishersFor, type ThroughputResult, type WorkerSetup } from "./throughput.ts";
 
 export interface W1ShareRound {
@@ -32,7 +32,10 @@ export interface W1ShareResult extends WorkerSetup {
 export async function measureW1Share(receiver: TestReceiver, setup: WorkerSetup): Promise<W1ShareResult> {
   const rounds: W1ShareRound[] = [];
   for (let round = 1; round <= settings.w1Share.rounds; round++) {
-    const w1FewPublishers = await measureThroughput(receiver, setup, { workload: "W1", publishers: publishersFor("W10") });
+    const w1FewPublishers = await measureThroughput(receiver, setup, {
+      workload: "W1",
+      publishers: publishersFor("W10"),
+    });
     const w1 = await measureThroughput(receiver, setup, { workload: "W1" });
     const ceiling = await measureCeiling(receiver, setup);
     const share = w1.perSecond / ceiling.perSecond;

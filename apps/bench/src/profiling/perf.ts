@@ -20,7 +20,9 @@ export function perfAvailable(): boolean {
 
 /** Starts `perf record -a -g`; stop() ends it and resolves with the data file, or undefined. */
 export function startMachineRecording(file: string): { stop(): Promise<string | undefined> } {
-  const child = spawn("perf", ["record", "-a", "-g", "-e", "cpu-clock", "-F", "499", "-o", file], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn("perf", ["record", "-a", "-g", "-e", "cpu-clock", "-F", "499", "-o", file], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let errors = "";
   child.stderr!.on("data", (chunk: Buffer) => (errors += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
@@ -83,7 +85,10 @@ export function removePerfMaps(pids: number[]): void {
 }
 
 function report(file: string, args: string[]): string {
-  return spawnSync("perf", ["report", "-i", file, "--stdio", "-g", "none", ...args], { encoding: "utf8", maxBuffer: 256 * 1024 * 1024 }).stdout;
+  return spawnSync("perf", ["report", "-i", file, "--stdio", "-g", "none", ...args], {
+    encoding: "utf8",
+    maxBuffer: 256 * 1024 * 1024,
+  }).stdout;
 }
 
 export interface ThreadProfile extends ProfileSummary {
@@ -98,7 +103,10 @@ export interface ThreadProfile extends ProfileSummary {
  */
 export function threadProfile(file: string, tid: number): ThreadProfile | undefined {
   keepNewestMapEntries(tid);
-  const script = spawnSync("perf", ["script", "-i", file, "--tid", String(tid), "-F", "ip,sym,dso"], { encoding: "utf8", maxBuffer: 512 * 1024 * 1024 }).stdout;
+  const script = spawnSync("perf", ["script", "-i", file, "--tid", String(tid), "-F", "ip,sym,dso"], {
+    encoding: "utf8",
+    maxBuffer: 512 * 1024 * 1024,
+  }).stdout;
   const owners = new Map<string, number>();
   const functions = new Map<string, { name: string; owner: string; count: number }>();
   let samples = 0;
@@ -139,7 +147,9 @@ export function threadProfile(file: string, tid: number): ThreadProfile | undefi
     file,
     busyMs: samples * 2.004, // -F 499
     kernelShare: kernel / samples,
-    byOwner: [...owners].map(([owner, count]) => ({ owner, ms: count * 2.004, share: count / samples })).sort((a, b) => b.share - a.share),
+    byOwner: [...owners]
+      .map(([owner, count]) => ({ owner, ms: count * 2.004, share: count / samples }))
+      .sort((a, b) => b.share - a.share),
     byLayer: [...layers].map(([layer, count]) => ({ layer, share: count / samples })).sort((a, b) => b.share - a.share),
     topFunctions: [...functions.values()]
       .map((entry) => ({ name: entry.name, owner: entry.owner, ms: entry.count * 2.004, share: entry.count / samples }))
@@ -155,7 +165,14 @@ export function threadProfile(file: string, tid: number): ThreadProfile | undefi
  */
 const STAGES = [
   { label: "parse (raw parser)", symbols: ["pg_parse_query"] },
-  { label: "analyze and rewrite", symbols: ["pg_analyze_and_rewrite_varparams", "pg_analyze_and_rewrite_fixedparams", "pg_analyze_and_rewrite_withcb"] },
+  {
+    label: "analyze and rewrite",
+    symbols: [
+      "pg_analyze_and_rewrite_varparams",
+      "pg_analyze_and_rewrite_fixedparams",
+      "pg_analyze_and_rewrite_withcb",
+    ],
+  },
   { label: "plan", symbols: ["pg_plan_queries"] },
   { label: "execute", symbols: ["PortalRun"] },
   { label: "  of which index maintenance", symbols: ["ExecInsertIndexTuples"] },

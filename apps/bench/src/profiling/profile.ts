@@ -101,7 +101,9 @@ export function summarizeProfile(file: string, window?: { fromUs: number; toUs: 
     busyUs += us;
     const owner = chargeTo(id);
     owners.set(owner, (owners.get(owner) ?? 0) + us);
-    const where = node.callFrame.url ? `${node.callFrame.url.replace(/^.*\/(node_modules|main)\//, "")}:${node.callFrame.lineNumber + 1}` : "native";
+    const where = node.callFrame.url
+      ? `${node.callFrame.url.replace(/^.*\/(node_modules|main)\//, "")}:${node.callFrame.lineNumber + 1}`
+      : "native";
     const name = `${node.callFrame.functionName || "(anonymous)"} ${where}`;
     const key = `${name}\u0000${owner}`;
     const entry = functions.get(key) ?? { name, owner, us: 0 };
@@ -127,12 +129,18 @@ const LAYERS: [RegExp, string][] = [
   [/^(@prisma\/|prisma generated client)/, "Prisma (client runtime, pg adapter)"],
   [/^(pg|pg-protocol|pg-pool|pg-types|postgres-\w+)$/, "node-postgres (incl. its socket writes)"],
   // debug is ioredis's logging helper: ioredis asks it whether logging is enabled on every command.
-  [/^(bullmq|ioredis|@ioredis\/.*|msgpackr|cluster-key-slot|denque|redis-.*|standard-as-callback|debug|cron-parser|lodash)$/, "BullMQ + ioredis"],
+  [
+    /^(bullmq|ioredis|@ioredis\/.*|msgpackr|cluster-key-slot|denque|redis-.*|standard-as-callback|debug|cron-parser|lodash)$/,
+    "BullMQ + ioredis",
+  ],
   [/^undici$/, "undici (webhook HTTP client)"],
   [/^(hono|@hono\/.*)$/, "Hono + @hono/node-server (HTTP server)"],
   [/^(zod|@asteasolutions\/.*)$/, "zod (validation)"],
   [/^ulid$/, "ulid (ids)"],
-  [/^(pino|pino-.*|@pinojs\/.*|sonic-boom|thread-stream|fast-redact|on-exit-leak-free|quick-format-unescaped|atomic-sleep|safe-stable-stringify)$/, "pino (logs)"],
+  [
+    /^(pino|pino-.*|@pinojs\/.*|sonic-boom|thread-stream|fast-redact|on-exit-leak-free|quick-format-unescaped|atomic-sleep|safe-stable-stringify)$/,
+    "pino (logs)",
+  ],
   [/^(prom-client|tdigest|bintrees)$/, "prom-client (metrics)"],
   [/^(tsx|esbuild|get-tsconfig|swagger-ui-dist)$/, "start-up (tsx compiling, docs assets)"],
   [/^(apps|packages)\//, "our code (apps/, packages/)"],
@@ -147,7 +155,9 @@ export function layerOf(owner: string): string {
 
 /** The biggest profile in a directory: tsx's launcher writes a small one beside the service's. */
 export function mainProfileIn(dir: string): string | undefined {
-  const files = readdirSync(dir).filter((name) => name.endsWith(".cpuprofile")).map((name) => join(dir, name));
+  const files = readdirSync(dir)
+    .filter((name) => name.endsWith(".cpuprofile"))
+    .map((name) => join(dir, name));
   return files.sort((a, b) => statSync(b).size - statSync(a).size)[0];
 }
 

@@ -2,11 +2,19 @@ import { join } from "node:path";
 import type { TestReceiver } from "@webhooks/testing";
 import { onCleanup } from "../cleanup.ts";
 import { databaseUrl } from "../databases.ts";
-import { PERF_NODE_FLAGS, perfAvailable, postgresBreakdown, removePerfMaps, startMachineRecording, threadProfile, type PostgresBreakdown } from "./perf.ts";
-import { cpuProfileArgs, mainProfileIn, profileDirectory, summarizeProfile, type ProfileSummary } from "./profile.ts";
-import { measureQueryOverhead, type QueryOverhead } from "./query-overhead.ts";
-import { DATABASES, settings } from "../settings.ts";
 import { measureThroughput, type ThroughputResult, type WorkerSetup, type Workload } from "../phases/throughput.ts";
+import { DATABASES, settings } from "../settings.ts";
+import {
+  PERF_NODE_FLAGS,
+  type PostgresBreakdown,
+  perfAvailable,
+  postgresBreakdown,
+  removePerfMaps,
+  startMachineRecording,
+  threadProfile,
+} from "./perf.ts";
+import { cpuProfileArgs, mainProfileIn, type ProfileSummary, profileDirectory, summarizeProfile } from "./profile.ts";
+import { measureQueryOverhead, type QueryOverhead } from "./query-overhead.ts";
 
 export interface Profiles {
   /** perf: sampled by Linux perf while on a CPU; v8: node --cpu-prof (when perf is unavailable). */
@@ -26,12 +34,19 @@ export interface Profiles {
  * their JS frames for it), which also breaks PostgreSQL's time down; without it, the two node
  * processes run under `node --cpu-prof`. Its throughput is not a result: profiling costs CPU.
  */
-export async function profileThroughput(receiver: TestReceiver, setup: WorkerSetup, workload: Workload = "W10"): Promise<Profiles> {
+export async function profileThroughput(
+  receiver: TestReceiver,
+  setup: WorkerSetup,
+  workload: Workload = "W10",
+): Promise<Profiles> {
   const dir = profileDirectory();
   const withPerf = perfAvailable();
   const nodeArgs = withPerf
     ? { api: PERF_NODE_FLAGS, worker: (index: number) => (index === 0 ? PERF_NODE_FLAGS : []) }
-    : { api: cpuProfileArgs(join(dir, "api")), worker: (index: number) => (index === 0 ? cpuProfileArgs(join(dir, "worker")) : []) };
+    : {
+        api: cpuProfileArgs(join(dir, "api")),
+        worker: (index: number) => (index === 0 ? cpuProfileArgs(join(dir, "worker")) : []),
+      };
 
   let recording: ReturnType<typeof startMachineRecording> | undefined;
   let perfTimer: NodeJS.Timeout | undefined;
@@ -46,7 +61,11 @@ export async function profileThroughput(receiver: TestReceiver, setup: WorkerSet
     },
     onMeasuring: () => {
       // From a moment after the first publish: the first requests and jobs still load modules lazily.
-      if (withPerf) perfTimer = setTimeout(() => (recording = startMachineRecording(join(dir, "perf.data"))), settings.profile.perfDelayMs);
+      if (withPerf)
+        perfTimer = setTimeout(
+          () => (recording = startMachineRecording(join(dir, "perf.data"))),
+          settings.profile.perfDelayMs,
+        );
     },
     onMeasured: async () => {
       clearTimeout(perfTimer);
@@ -58,7 +77,8 @@ export async function profileThroughput(receiver: TestReceiver, setup: WorkerSet
   const queryOverhead = await measureQueryOverhead(databaseUrl(DATABASES.main));
   if (withPerf) {
     const api = perfFile ? threadProfile(perfFile, run.pids.api) : undefined;
-    const worker = perfFile && run.pids.workers[0] !== undefined ? threadProfile(perfFile, run.pids.workers[0]) : undefined;
+    const worker =
+      perfFile && run.pids.workers[0] !== undefined ? threadProfile(perfFile, run.pids.workers[0]) : undefined;
     return {
       method: "perf",
       run,
@@ -73,5 +93,13 @@ export async function profileThroughput(receiver: TestReceiver, setup: WorkerSet
     const profile = mainProfileIn(join(dir, name));
     return profile ? summarizeProfile(profile, run.windowUs) : undefined;
   };
-  return { method: "v8", run, api: summary("api"), worker: summary("worker"), postgres: undefined, kernelShare: { api: undefined, worker: undefined }, queryOverhead };
+  return {
+    method: "v8",
+    run,
+    api: summary("api"),
+    worker: summary("worker"),
+    postgres: undefined,
+    kernelShare: { api: undefined, worker: undefined },
+    queryOverhead,
+  };
 }

@@ -1,4 +1,4 @@
-import { execFile, type ChildProcess } from "node:child_process";
+import { type ChildProcess, execFile } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createDatabase } from "@webhooks/db";
 import pg from "pg";
@@ -25,7 +25,9 @@ export async function measureQueryOverhead(databaseUrl: string): Promise<QueryOv
   const tsx = fileURLToPath(new URL("../../../../node_modules/.bin/tsx", import.meta.url));
   let child: ChildProcess | undefined;
   const stdout = new Promise<string>((resolve, reject) => {
-    child = execFile(tsx, [fileURLToPath(import.meta.url), databaseUrl], { timeout: 120_000 }, (error, out) => (error ? reject(error) : resolve(out)));
+    child = execFile(tsx, [fileURLToPath(import.meta.url), databaseUrl], { timeout: 120_000 }, (error, out) =>
+      error ? reject(error) : resolve(out),
+    );
   });
   const stop = onCleanup("stop the query-overhead child", async () => void child?.kill("SIGTERM"));
   try {
@@ -53,7 +55,10 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   pool.on("error", () => {}); // an idle connection lost: the next query reports it
   try {
-    const result: QueryOverhead = { prisma: await measure(() => prisma.$queryRaw`SELECT 1`), pg: await measure(() => pool.query("SELECT 1")) };
+    const result: QueryOverhead = {
+      prisma: await measure(() => prisma.$queryRaw`SELECT 1`),
+      pg: await measure(() => pool.query("SELECT 1")),
+    };
     console.log(JSON.stringify(result));
   } finally {
     await database.close();

@@ -1,5 +1,5 @@
-import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "@webhooks/client";
+import createClient, { type Client } from "openapi-fetch";
 
 // Types only: the page bundles openapi-fetch, not the client package's Node-side helpers.
 type Schemas = components["schemas"];
@@ -60,7 +60,10 @@ export async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; respo
         ? "Too many requests. Wait a moment and try again."
         : `The service answered with an unexpected error (HTTP ${response.status}). Try again later.`;
   const param = typeof body.error?.param === "string" ? body.error.param : undefined;
-  const requestId = typeof body.error?.request_id === "string" ? body.error.request_id : (response.headers.get("request-id") ?? undefined);
+  const requestId =
+    typeof body.error?.request_id === "string"
+      ? body.error.request_id
+      : (response.headers.get("request-id") ?? undefined);
   throw new ApiError(response.status, message, param, requestId);
 }
 

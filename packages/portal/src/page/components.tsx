@@ -50,22 +50,41 @@ export function SecretOnce({ secret, title }: { secret: string; title: string })
     <section class="secret" aria-labelledby="secret-title">
       <h2 id="secret-title">{title}</h2>
       <p>
-        Use it to verify the <code>webhook-signature</code> header of every webhook. <strong>Store it now: it will not be shown again.</strong>
+        Use it to verify the <code>webhook-signature</code> header of every webhook.{" "}
+        <strong>Store it now: it will not be shown again.</strong>
       </p>
       <label for="secret-value">Signing secret</label>
       <div class="secret-row">
-        <input id="secret-value" class="mono" readOnly value={secret} onFocus={(event) => event.currentTarget.select()} />
+        <input
+          id="secret-value"
+          class="mono"
+          readOnly
+          value={secret}
+          onFocus={(event) => event.currentTarget.select()}
+        />
         <button type="button" onClick={copy}>
           Copy
         </button>
       </div>
-      {copied && <p role="status" class="small">{copied}</p>}
+      {copied && (
+        <p role="status" class="small">
+          {copied}
+        </p>
+      )}
     </section>
   );
 }
 
 /** Newer/older buttons for cursor paging: never a page count, which would mean counting a million rows. */
-export function Pager({ label, onNewer, onOlder }: { label: string; onNewer: (() => void) | undefined; onOlder: (() => void) | undefined }) {
+export function Pager({
+  label,
+  onNewer,
+  onOlder,
+}: {
+  label: string;
+  onNewer: (() => void) | undefined;
+  onOlder: (() => void) | undefined;
+}) {
   if (!onNewer && !onOlder) return null;
   return (
     <nav class="pager" aria-label={label}>

@@ -1,9 +1,9 @@
 import { useState } from "preact/hooks";
-import { unwrap, type DeliveryStatus, type Subscription } from "./api.ts";
+import { type DeliveryStatus, type Subscription, unwrap } from "./api.ts";
 import { Badge, ErrorAlert, Pager, Time, ViewTitle } from "./components.tsx";
 import { deliveryStatus, retriesSoon } from "./format.ts";
 import { useClient, useLoad, usePolling } from "./hooks.ts";
-import { cursorFrom, pageMoves, type Cursor } from "./paging.ts";
+import { type Cursor, cursorFrom, pageMoves } from "./paging.ts";
 import { deliveriesHref, deliveryHref, endpointHref, navigate } from "./route.ts";
 
 const PAGE_SIZE = 20;
@@ -39,12 +39,17 @@ export function DeliveriesView({ query }: { query: URLSearchParams }) {
   const client = useClient();
   const filters = filtersFrom(query);
   const cursor = cursorFrom(query);
-  const endpoints = useLoad(() => unwrap(client.GET("/v1/subscriptions", { params: { query: { limit: ENDPOINT_CHOICES } } })), "endpoints");
+  const endpoints = useLoad(
+    () => unwrap(client.GET("/v1/subscriptions", { params: { query: { limit: ENDPOINT_CHOICES } } })),
+    "endpoints",
+  );
   const page = useLoad(
     () =>
       unwrap(
         client.GET("/v1/deliveries", {
-          params: { query: { limit: PAGE_SIZE, ...filters, status: filters.status as DeliveryStatus | undefined, ...cursor } },
+          params: {
+            query: { limit: PAGE_SIZE, ...filters, status: filters.status as DeliveryStatus | undefined, ...cursor },
+          },
         }),
       ),
     query.toString(),
@@ -126,7 +131,10 @@ function FilterForm({ filters, endpoints }: { filters: Filters; endpoints: Subsc
   const [event, setEvent] = useState(filters.event ?? "");
   const [responseCode, setResponseCode] = useState(filters.response_code ?? "");
   // An endpoint reached from its own page may be beyond the first hundred: still offer it.
-  const choices = endpoints.some((endpoint) => endpoint.id === subscriptionId) || !subscriptionId ? endpoints : [...endpoints, { id: subscriptionId, url: subscriptionId }];
+  const choices =
+    endpoints.some((endpoint) => endpoint.id === subscriptionId) || !subscriptionId
+      ? endpoints
+      : [...endpoints, { id: subscriptionId, url: subscriptionId }];
   return (
     <form
       class="filters"
@@ -134,7 +142,14 @@ function FilterForm({ filters, endpoints }: { filters: Filters; endpoints: Subsc
       onSubmit={(submitted) => {
         submitted.preventDefault();
         // New filters start again from the newest page.
-        navigate(deliveriesHref({ subscription_id: subscriptionId, status, event: event.trim(), response_code: responseCode.trim() }));
+        navigate(
+          deliveriesHref({
+            subscription_id: subscriptionId,
+            status,
+            event: event.trim(),
+            response_code: responseCode.trim(),
+          }),
+        );
       }}
     >
       <div class="field">
@@ -160,11 +175,22 @@ function FilterForm({ filters, endpoints }: { filters: Filters; endpoints: Subsc
       </div>
       <div class="field">
         <label for="filter-event">Event type</label>
-        <input id="filter-event" placeholder="invoice.paid" value={event} onInput={(e) => setEvent(e.currentTarget.value)} />
+        <input
+          id="filter-event"
+          placeholder="invoice.paid"
+          value={event}
+          onInput={(e) => setEvent(e.currentTarget.value)}
+        />
       </div>
       <div class="field">
         <label for="filter-code">Response code</label>
-        <input id="filter-code" aria-describedby="filter-code-help" placeholder="500 or 5xx" value={responseCode} onInput={(e) => setResponseCode(e.currentTarget.value)} />
+        <input
+          id="filter-code"
+          aria-describedby="filter-code-help"
+          placeholder="500 or 5xx"
+          value={responseCode}
+          onInput={(e) => setResponseCode(e.currentTarget.value)}
+        />
         <p id="filter-code-help" class="help">
           An exact code, or 2xx, 3xx, 4xx, 5xx.
         </p>

@@ -1,5 +1,5 @@
 import { useCallback, useState } from "preact/hooks";
-import { unwrap, type DeliveryAttempt } from "./api.ts";
+import { type DeliveryAttempt, unwrap } from "./api.ts";
 import { Badge, ErrorAlert, Notice, Time, ViewTitle } from "./components.tsx";
 import { deliveryStatus, retriesSoon } from "./format.ts";
 import { useAction, useClient, useLoad, usePolling } from "./hooks.ts";
@@ -14,7 +14,12 @@ export function DeliveryView({ id }: { id: string }) {
   const params = { params: { path: { delivery_id: id } } };
   const delivery = useLoad(() => unwrap(client.GET("/v1/deliveries/{delivery_id}", params)), id);
   const attempts = useLoad(
-    () => unwrap(client.GET("/v1/deliveries/{delivery_id}/attempts", { params: { path: { delivery_id: id }, query: { limit: ATTEMPTS_SHOWN } } })),
+    () =>
+      unwrap(
+        client.GET("/v1/deliveries/{delivery_id}/attempts", {
+          params: { path: { delivery_id: id }, query: { limit: ATTEMPTS_SHOWN } },
+        }),
+      ),
     id,
   );
   const [resent, setResent] = useState(false);
@@ -94,14 +99,18 @@ export function DeliveryView({ id }: { id: string }) {
           Resend
         </button>
         <ErrorAlert error={resend.error} />
-        {resent && <Notice>Queued: the delivery will be sent again now, with the same content and signature scheme.</Notice>}
+        {resent && (
+          <Notice>Queued: the delivery will be sent again now, with the same content and signature scheme.</Notice>
+        )}
       </section>
       <section aria-labelledby="attempts-title">
         <h2 id="attempts-title">Attempts</h2>
         <ErrorAlert error={attempts.error} />
         {attempts.data && attempts.data.data.length === 0 && <p class="empty">No attempt yet.</p>}
         <ol class="attempts" reversed>
-          {attempts.data?.data.map((attempt) => <Attempt key={attempt.id} attempt={attempt} />)}
+          {attempts.data?.data.map((attempt) => (
+            <Attempt key={attempt.id} attempt={attempt} />
+          ))}
         </ol>
         {attempts.data?.has_more && <p class="small">Only the newest {ATTEMPTS_SHOWN} attempts are shown.</p>}
       </section>
@@ -155,7 +164,10 @@ function Attempt({ attempt }: { attempt: DeliveryAttempt }) {
 /** The endpoint's URL, which says more than its id; the id if the endpoint was deleted since. */
 function EndpointLink({ id }: { id: string }) {
   const client = useClient();
-  const endpoint = useLoad(() => unwrap(client.GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: id } } })), id);
+  const endpoint = useLoad(
+    () => unwrap(client.GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: id } } })),
+    id,
+  );
   if (endpoint.error?.status === 404) return <span class="mono break">{id} (deleted)</span>;
   return (
     <a class="mono break" href={endpointHref(id)}>

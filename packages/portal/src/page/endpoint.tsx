@@ -1,5 +1,5 @@
 import { useState } from "preact/hooks";
-import { unwrap, type Delivery, type Recovery, type Subscription, type SubscriptionWithSecret } from "./api.ts";
+import { type Delivery, type Recovery, type Subscription, type SubscriptionWithSecret, unwrap } from "./api.ts";
 import { Badge, ErrorAlert, Notice, SecretOnce, Time, ViewTitle } from "./components.tsx";
 import {
   disabledReasonText,
@@ -18,7 +18,10 @@ import { deliveriesHref, deliveryHref, endpointsHref, navigate } from "./route.t
 /** One endpoint: its state and health, and everything its owner can do with it. */
 export function EndpointView({ id }: { id: string }) {
   const client = useClient();
-  const loaded = useLoad(() => unwrap(client.GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: id } } })), id);
+  const loaded = useLoad(
+    () => unwrap(client.GET("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: id } } })),
+    id,
+  );
   // The latest answer of an action replaces the loaded one, so the page shows what the API says now.
   const [updated, setUpdated] = useState<Subscription | undefined>(undefined);
   const subscription = updated?.id === id ? updated : loaded.data;
@@ -46,7 +49,13 @@ export function EndpointView({ id }: { id: string }) {
   return <EndpointDetail key={subscription.id} subscription={subscription} onChange={setUpdated} />;
 }
 
-function EndpointDetail({ subscription, onChange }: { subscription: Subscription; onChange: (subscription: Subscription) => void }) {
+function EndpointDetail({
+  subscription,
+  onChange,
+}: {
+  subscription: Subscription;
+  onChange: (subscription: Subscription) => void;
+}) {
   const status = endpointStatus(subscription);
   const health = healthLabel(subscription);
   return (
@@ -93,7 +102,9 @@ function EndpointDetail({ subscription, onChange }: { subscription: Subscription
           <dt>Event types</dt>
           <dd>{formatEventTypes(subscription.events)}</dd>
           <dt>Extra headers</dt>
-          <dd>{Object.keys(subscription.headers).length > 0 ? Object.keys(subscription.headers).join(", ") : "None"}</dd>
+          <dd>
+            {Object.keys(subscription.headers).length > 0 ? Object.keys(subscription.headers).join(", ") : "None"}
+          </dd>
           <dt>Created</dt>
           <dd>
             <Time iso={subscription.created_at} />
@@ -123,10 +134,17 @@ function PauseResume({ subscription, onChange }: SectionProps) {
   const toggle = useAction(async () => {
     const active = !subscription.active;
     const changed = await unwrap(
-      client.PUT("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } }, body: { active } }),
+      client.PUT("/v1/subscriptions/{subscription_id}", {
+        params: { path: { subscription_id: subscription.id } },
+        body: { active },
+      }),
     );
     onChange(changed);
-    setDone(active ? "Resumed: new events are delivered to this endpoint again." : "Paused: new events are not delivered to this endpoint until you resume it.");
+    setDone(
+      active
+        ? "Resumed: new events are delivered to this endpoint again."
+        : "Paused: new events are not delivered to this endpoint until you resume it.",
+    );
   });
   return (
     <section aria-labelledby="pause-title" class="panel">
@@ -149,7 +167,14 @@ function TestEvent({ subscription }: { subscription: Subscription }) {
   const client = useClient();
   const [sent, setSent] = useState<Delivery | undefined>(undefined);
   const send = useAction(async () => {
-    setSent(await unwrap(client.POST("/v1/subscriptions/{subscription_id}/test", { params: { path: { subscription_id: subscription.id } }, body: {} })));
+    setSent(
+      await unwrap(
+        client.POST("/v1/subscriptions/{subscription_id}/test", {
+          params: { path: { subscription_id: subscription.id } },
+          body: {},
+        }),
+      ),
+    );
   });
   return (
     <section aria-labelledby="test-title" class="panel">
@@ -206,18 +231,38 @@ function EditEndpoint({ subscription, onChange }: SectionProps) {
       >
         <div class="field">
           <label for="edit-url">Endpoint URL</label>
-          <input id="edit-url" type="url" required inputMode="url" value={url} onInput={(e) => setUrl(e.currentTarget.value)} />
+          <input
+            id="edit-url"
+            type="url"
+            required
+            inputMode="url"
+            value={url}
+            onInput={(e) => setUrl(e.currentTarget.value)}
+          />
         </div>
         <div class="field">
           <label for="edit-events">Event types</label>
-          <input id="edit-events" required aria-describedby="edit-events-help" value={events} onInput={(e) => setEvents(e.currentTarget.value)} />
+          <input
+            id="edit-events"
+            required
+            aria-describedby="edit-events-help"
+            value={events}
+            onInput={(e) => setEvents(e.currentTarget.value)}
+          />
           <p id="edit-events-help" class="help">
             Separate them with commas; <code>*</code> means every event type.
           </p>
         </div>
         <div class="field">
           <label for="edit-headers">Extra HTTP headers</label>
-          <textarea id="edit-headers" rows={3} class="mono" aria-describedby="edit-headers-help" value={headers} onInput={(e) => setHeaders(e.currentTarget.value)} />
+          <textarea
+            id="edit-headers"
+            rows={3}
+            class="mono"
+            aria-describedby="edit-headers-help"
+            value={headers}
+            onInput={(e) => setHeaders(e.currentTarget.value)}
+          />
           <p id="edit-headers-help" class="help">
             One a line, <code>Name: value</code>. Leave empty for none.
           </p>
@@ -253,7 +298,10 @@ function RotateSecret({ subscription, onChange }: SectionProps) {
   const [rotated, setRotated] = useState<SubscriptionWithSecret | undefined>(undefined);
   const rotate = useAction(async () => {
     const result = await unwrap(
-      client.POST("/v1/subscriptions/{subscription_id}/rotate_secret", { params: { path: { subscription_id: subscription.id } }, body: { overlap } }),
+      client.POST("/v1/subscriptions/{subscription_id}/rotate_secret", {
+        params: { path: { subscription_id: subscription.id } },
+        body: { overlap },
+      }),
     );
     setRotated(result);
     const { secret: _secret, ...withoutSecret } = result;
@@ -263,8 +311,8 @@ function RotateSecret({ subscription, onChange }: SectionProps) {
     <section aria-labelledby="rotate-title" class="panel">
       <h2 id="rotate-title">Signing secret</h2>
       <p class="help">
-        Rotating makes a new secret. Until the overlap ends, every webhook is signed with both the new and the old secret, so you can update your
-        receiver without missing any.
+        Rotating makes a new secret. Until the overlap ends, every webhook is signed with both the new and the old
+        secret, so you can update your receiver without missing any.
       </p>
       {rotated ? (
         <SecretOnce secret={rotated.secret} title="Your new signing secret" />
@@ -325,7 +373,9 @@ function Recover({ subscription }: { subscription: Subscription }) {
   return (
     <section aria-labelledby="recover-title" class="panel">
       <h2 id="recover-title">Resend failed deliveries</h2>
-      <p class="help">After an outage of your endpoint: sends again every failed delivery created in this time window.</p>
+      <p class="help">
+        After an outage of your endpoint: sends again every failed delivery created in this time window.
+      </p>
       <form
         class="form inline"
         onSubmit={(event) => {
@@ -335,11 +385,22 @@ function Recover({ subscription }: { subscription: Subscription }) {
       >
         <div class="field">
           <label for="recover-since">From</label>
-          <input id="recover-since" type="datetime-local" required value={since} onInput={(e) => setSince(e.currentTarget.value)} />
+          <input
+            id="recover-since"
+            type="datetime-local"
+            required
+            value={since}
+            onInput={(e) => setSince(e.currentTarget.value)}
+          />
         </div>
         <div class="field">
           <label for="recover-until">Until (optional; now if empty)</label>
-          <input id="recover-until" type="datetime-local" value={until} onInput={(e) => setUntil(e.currentTarget.value)} />
+          <input
+            id="recover-until"
+            type="datetime-local"
+            value={until}
+            onInput={(e) => setUntil(e.currentTarget.value)}
+          />
         </div>
         <div class="actions">
           <button type="submit" disabled={recover.busy}>
@@ -355,7 +416,8 @@ function Recover({ subscription }: { subscription: Subscription }) {
       <ErrorAlert error={recover.error} />
       {recovery && (
         <Notice>
-          {recovery.deliveries === 1 ? "1 failed delivery was" : `${recovery.deliveries} failed deliveries were`} queued again.
+          {recovery.deliveries === 1 ? "1 failed delivery was" : `${recovery.deliveries} failed deliveries were`} queued
+          again.
         </Notice>
       )}
     </section>
@@ -366,7 +428,9 @@ function DeleteEndpoint({ subscription }: { subscription: Subscription }) {
   const client = useClient();
   const [confirming, setConfirming] = useState(false);
   const remove = useAction(async () => {
-    await unwrap(client.DELETE("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } }));
+    await unwrap(
+      client.DELETE("/v1/subscriptions/{subscription_id}", { params: { path: { subscription_id: subscription.id } } }),
+    );
     navigate(endpointsHref);
   });
   return (
@@ -374,14 +438,15 @@ function DeleteEndpoint({ subscription }: { subscription: Subscription }) {
       <h2 id="delete-title">Delete this endpoint</h2>
       <p class="help">It gets no more webhooks. Its delivery log stays available.</p>
       {confirming ? (
-        <div class="actions" role="group" aria-label="Confirm deletion">
+        <fieldset class="actions confirm">
+          <legend class="sr-only">Confirm deletion</legend>
           <button type="button" class="danger" onClick={() => void remove.run()} disabled={remove.busy}>
             Yes, delete it
           </button>
           <button type="button" onClick={() => setConfirming(false)}>
             Keep it
           </button>
-        </div>
+        </fieldset>
       ) : (
         <button type="button" class="danger" onClick={() => setConfirming(true)}>
           Delete endpoint

@@ -1,9 +1,9 @@
 import { useState } from "preact/hooks";
-import { unwrap, type SubscriptionWithSecret } from "./api.ts";
+import { type SubscriptionWithSecret, unwrap } from "./api.ts";
 import { Badge, ErrorAlert, Pager, SecretOnce, Time, ViewTitle } from "./components.tsx";
 import { endpointStatus, formatEventTypes, healthLabel, parseEventTypes, parseHeaders } from "./format.ts";
 import { useAction, useClient, useLoad } from "./hooks.ts";
-import { pageMoves, type Cursor } from "./paging.ts";
+import { type Cursor, pageMoves } from "./paging.ts";
 import { endpointHref, newEndpointHref } from "./route.ts";
 
 const PAGE_SIZE = 20;
@@ -24,7 +24,9 @@ export function EndpointsView() {
           Add endpoint
         </a>
       </div>
-      <p class="lead">An endpoint is a URL of yours that receives webhooks: we send it an HTTP POST for each event it subscribes to.</p>
+      <p class="lead">
+        An endpoint is a URL of yours that receives webhooks: we send it an HTTP POST for each event it subscribes to.
+      </p>
       <ErrorAlert error={page.error} />
       {page.data && page.data.data.length === 0 && !cursor.starting_after && !cursor.ending_before && (
         <p class="empty">No endpoints yet. Add one to start receiving webhooks.</p>
@@ -91,7 +93,12 @@ export function NewEndpointView() {
       return;
     }
     setFormProblem(undefined);
-    const body = { url: url.trim(), events: parseEventTypes(events), headers: parsed.headers, ...(description.trim() ? { description: description.trim() } : {}) };
+    const body = {
+      url: url.trim(),
+      events: parseEventTypes(events),
+      headers: parsed.headers,
+      ...(description.trim() ? { description: description.trim() } : {}),
+    };
     setCreated(await unwrap(client.POST("/v1/subscriptions", { body })));
   });
 
@@ -124,22 +131,49 @@ export function NewEndpointView() {
       >
         <div class="field">
           <label for="new-url">Endpoint URL</label>
-          <input id="new-url" type="url" required inputMode="url" placeholder="https://example.com/webhooks" value={url} onInput={(e) => setUrl(e.currentTarget.value)} />
+          <input
+            id="new-url"
+            type="url"
+            required
+            inputMode="url"
+            placeholder="https://example.com/webhooks"
+            value={url}
+            onInput={(e) => setUrl(e.currentTarget.value)}
+          />
         </div>
         <div class="field">
           <label for="new-events">Event types</label>
-          <input id="new-events" required aria-describedby="new-events-help" value={events} onInput={(e) => setEvents(e.currentTarget.value)} />
+          <input
+            id="new-events"
+            required
+            aria-describedby="new-events-help"
+            value={events}
+            onInput={(e) => setEvents(e.currentTarget.value)}
+          />
           <p id="new-events-help" class="help">
-            Separate them with commas, such as <code>invoice.paid, invoice.payment_failed</code>. <code>*</code> means every event type.
+            Separate them with commas, such as <code>invoice.paid, invoice.payment_failed</code>. <code>*</code> means
+            every event type.
           </p>
         </div>
         <div class="field">
           <label for="new-description">Description (optional)</label>
-          <input id="new-description" maxLength={1024} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+          <input
+            id="new-description"
+            maxLength={1024}
+            value={description}
+            onInput={(e) => setDescription(e.currentTarget.value)}
+          />
         </div>
         <div class="field">
           <label for="new-headers">Extra HTTP headers (optional)</label>
-          <textarea id="new-headers" rows={3} class="mono" aria-describedby="new-headers-help" value={headers} onInput={(e) => setHeaders(e.currentTarget.value)} />
+          <textarea
+            id="new-headers"
+            rows={3}
+            class="mono"
+            aria-describedby="new-headers-help"
+            value={headers}
+            onInput={(e) => setHeaders(e.currentTarget.value)}
+          />
           <p id="new-headers-help" class="help">
             One a line, such as <code>Authorization: Bearer 3c1f0e</code>. We send them with every webhook.
           </p>

@@ -1,6 +1,6 @@
 import { createContext } from "preact";
 import { useCallback, useContext, useEffect, useRef, useState } from "preact/hooks";
-import { asApiError, type ApiError, type PortalClient } from "./api.ts";
+import { type ApiError, asApiError, type PortalClient } from "./api.ts";
 
 export const ClientContext = createContext<PortalClient | undefined>(undefined);
 
@@ -34,7 +34,9 @@ export function useLoad<T>(load: () => Promise<T>, key: string): Loaded<T> {
     setState((previous) => ({ ...previous, loading: true }));
     load().then(
       (data) => request === latest.current && setState({ data, error: undefined, loading: false }),
-      (error: unknown) => request === latest.current && setState((previous) => ({ data: previous.data, error: asApiError(error), loading: false })),
+      (error: unknown) =>
+        request === latest.current &&
+        setState((previous) => ({ data: previous.data, error: asApiError(error), loading: false })),
     );
     // `load` is a new closure each render; `key` says when what it loads has changed.
   }, [key, generation]);

@@ -200,6 +200,9 @@ const envSchema = z.object({
   SHUTDOWN_TIMEOUT: duration.default(30_000),
 });
 
+/** The names of every variable the configuration reads (docs/configuration.md lists each one). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
 export interface Config {
   env: "development" | "test" | "production";
   host: string;

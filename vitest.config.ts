@@ -1,7 +1,7 @@
 import { defineConfig } from "vitest/config";
 
-// One suite for the whole repository, against real PostgreSQL and Redis (see the README's
-// "Tests"). Each test file gets its own database and queue prefix, so files run in parallel.
+// One suite for the whole repository, against real PostgreSQL and Redis (docs/testing.md).
+// Each test file gets its own database and queue prefix, so files run in parallel.
 export default defineConfig({
   test: {
     include: ["apps/*/test/**/*.test.ts", "packages/*/test/**/*.test.ts"],

@@ -66,7 +66,7 @@ async function listAll(api: TestApi, filters: URLSearchParams, limit: number): P
 }
 
 describe("GET /v1/deliveries", () => {
-  test("returns the list object of spec §2.1 with delivery records of §2.2", async ({ api, database, seed }) => {
+  test("returns the list object with delivery records", async ({ api, database, seed }) => {
     const { rows } = seed;
     const body = await list(api, "");
     expect(body).toMatchObject({ object: "list", url: "/v1/deliveries", has_more: true });

@@ -238,7 +238,7 @@ describe("POST /v1/events", () => {
     expect(response.body.error).toMatchObject({ type: "invalid_request_error", code, param });
   });
 
-  test("refuses operational event types, which only the service publishes (contract §11)", async ({ api }) => {
+  test("refuses operational event types, which only the service publishes", async ({ api }) => {
     // A subscription may name them: that is how it receives them.
     const listener = await subscribeTo(api, ["operational.subscription.disabled"]);
     for (const type of ["operational.subscription.disabled", "operational.anything"]) {

@@ -6,7 +6,7 @@ import { eventSchema } from "../src/events/schemas.ts";
 import { apiTest } from "./fixtures.ts";
 
 /**
- * One event to 10,000 subscriptions (issue 10 item 3): the deliveries are matched and numbered
+ * One event to 10,000 subscriptions: the deliveries are matched and numbered
  * in SQL, and their jobs are added after commit in chunks, after the 202.
  */
 const FAN_OUT = 10_000;

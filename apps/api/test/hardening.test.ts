@@ -290,7 +290,7 @@ describe("item 16: client aborts and an unreachable database", () => {
 });
 
 describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
-  test("answers them in the contract's shape, with a request-id", async ({ api, database }) => {
+  test("answers them in the error shape, with a request-id", async ({ api, database }) => {
     const requests = [
       "GET /v1\\deliveries HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
       "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
@@ -306,10 +306,7 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
     }
   });
 
-  test("answers what Node's HTTP parser refuses in the contract's shape too, and then closes", async ({
-    api,
-    database,
-  }) => {
+  test("answers what Node's HTTP parser refuses in the error shape too, and then closes", async ({ api, database }) => {
     const cases: [string, number][] = [
       ["FOO /v1/deliveries HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400],
       ["GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\u0001b\r\n\r\n", 400],
@@ -395,7 +392,7 @@ describe("item 17: requests the HTTP adapter refuses, and slow clients", () => {
       while (closedAfter.length < 200 && Date.now() - started < deadline)
         await new Promise((resolve) => setTimeout(resolve, 200));
       expect(closedAfter).toHaveLength(200);
-      // Closed by the headers timeout, not earlier, with a 408 in the contract's shape.
+      // Closed by the headers timeout, not earlier, with a 408 in the error shape.
       expect(Math.min(...closedAfter)).toBeGreaterThanOrEqual(SERVER_TIMEOUTS.headersTimeoutMs - 1_000);
       const timedOut = parseRawResponse(firstAnswer);
       expect(timedOut.status).toBe(408);

@@ -4,8 +4,8 @@ import { sql, testEnv } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { apiTest } from "./fixtures.ts";
 
-// `npm run keys -- create --tenant T` (contract §13), run as the README says, and the key it
-// prints used on the API: it sees only its tenant.
+// `npm run keys -- create --tenant T` (docs/api.md#tenant-scoped-api-keys), run as the docs say,
+// and the key it prints used on the API: it sees only its tenant.
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
 const test = apiTest();

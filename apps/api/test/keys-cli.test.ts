@@ -5,7 +5,8 @@ import { ADMIN_DATABASE_URL, databaseUrl, sql, testEnv } from "@webhooks/testing
 import { describe, expect } from "vitest";
 import { apiTest } from "./fixtures.ts";
 
-// `npm run keys` exactly as the README tells a newcomer to run it, from the repository root.
+// `npm run keys` exactly as docs/operations.md#api-keys tells a newcomer to run it, from the
+// repository root.
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
 // The database alone: the CLI is the only thing here that uses it.

@@ -6,7 +6,7 @@ import { apiTest } from "./fixtures.ts";
 
 /**
  * "No client input may produce a 500": a seeded stream of hostile requests against every route.
- * Each must get a non-5xx answer, and every error must be in the contract's shape.
+ * Each must get a non-5xx answer, and every error must be in the error shape.
  */
 interface SeedIds {
   sub: string;
@@ -125,7 +125,7 @@ const params = [
 ];
 const fields = ["url", "events", "active", "description", "type", "data", "secret", "id"];
 
-test("answers every hostile request without a 5xx, in the contract's error shape", async ({ api, ids }) => {
+test("answers every hostile request without a 5xx, in the error shape", async ({ api, ids }) => {
   const random = prng(20261122);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
   for (let i = 0; i < 600; i++) {

@@ -7,8 +7,9 @@ import { type CreatePortalSessionRequest, portalSessionSchema } from "../src/por
 import { subscriptionListSchema } from "../src/subscriptions/schemas.ts";
 import { apiTest } from "./fixtures.ts";
 
-// Contract §13: POST /v1/portal_sessions and the tokens it hands out. The API's clock (which the
-// authenticator uses) is the test's, so a token expires by moving it, without waiting.
+// docs/api.md#portal-sessions: POST /v1/portal_sessions and the tokens it hands out. The API's
+// clock (which the authenticator uses) is the test's, so a token expires by moving it, without
+// waiting.
 
 let offsetMs = 0;
 const clock = () => Date.now() + offsetMs;

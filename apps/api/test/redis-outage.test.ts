@@ -6,7 +6,7 @@ import { apiTest } from "./fixtures.ts";
 
 /**
  * What reads Redis on a request outside the publish path (the queue-depth gauge of /metrics, Bull
- * Board's JSON API) answers in bounded time and in the contract's shape when Redis is stalled
+ * Board's JSON API) answers in bounded time and in the error shape when Redis is stalled
  * (frozen: connections open, nothing answered) or down. A Redis of the file's own, since these
  * freeze and kill it.
  */
@@ -34,7 +34,7 @@ async function timed(url: string, headers: Record<string, string> = {}) {
 }
 
 describe("with Redis stalled, then down", () => {
-  test("the metrics scrape and the queue dashboard answer in seconds, in the contract's shape", async ({
+  test("the metrics scrape and the queue dashboard answer in seconds, in the error shape", async ({
     outage: { redis, api },
   }) => {
     const healthy = await timed(`${api.baseUrl}/admin/queues/api/queues`, admin);

@@ -14,9 +14,9 @@ import {
 } from "../src/subscriptions/schemas.ts";
 import { apiTest } from "./fixtures.ts";
 
-// Contract §12 through the API alone (no worker runs here, so queued deliveries stay queued).
-// The end-to-end side (signatures during an overlap, headers on the wire, test events arriving)
-// is in apps/worker/test/self-service.test.ts.
+// Self-service operations (docs/api.md#subscriptions) through the API alone (no worker runs here,
+// so queued deliveries stay queued). The end-to-end side (signatures during an overlap, headers on
+// the wire, test events arriving) is in apps/worker/test/self-service.test.ts.
 
 const test = apiTest();
 

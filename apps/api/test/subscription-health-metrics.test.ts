@@ -30,7 +30,7 @@ function samples(text: string, metric: string, label: string): Record<string, nu
   return found;
 }
 
-describe("/metrics: endpoint health (contract §11)", () => {
+describe("/metrics: endpoint health", () => {
   test("counts subscriptions by health and lists the held ones, from the database at each scrape", async ({
     api,
     database,

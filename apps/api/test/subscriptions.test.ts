@@ -91,7 +91,7 @@ describe("POST /v1/subscriptions", () => {
 });
 
 describe("GET /v1/subscriptions/{id}", () => {
-  test("returns 404 in the contract's shape for an unknown or malformed id", async ({ api, database }) => {
+  test("returns 404 in the error shape for an unknown or malformed id", async ({ api, database }) => {
     for (const id of ["sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q", "nope", "sub_%00"]) {
       const response = await api.get(`/v1/subscriptions/${id}`, 404);
       expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "resource_missing" });
@@ -286,7 +286,7 @@ describe("DELETE /v1/subscriptions/{id}", () => {
   });
 });
 
-describe("endpoint isolation settings and health (contract §11)", () => {
+describe("endpoint isolation settings and health", () => {
   const healthy = {
     state: "healthy",
     consecutive_failures: 0,

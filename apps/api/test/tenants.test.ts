@@ -12,9 +12,10 @@ import {
 } from "../src/subscriptions/schemas.ts";
 import { apiTest } from "./fixtures.ts";
 
-// Contract §13 through the API: two tenants with the same event types, untenanted resources
-// beside them, and the two kinds of scoped credential (a scoped API key and a portal session
-// token) checked route by route. No worker runs here: deliveries stay as the test sets them.
+// Tenants (docs/api.md#tenants) through the API: two tenants with the same event types, untenanted
+// resources beside them, and the two kinds of scoped credential (a scoped API key and a portal
+// session token) checked route by route. No worker runs here: deliveries stay as the test sets
+// them.
 
 const A = "acme";
 const B = "globex:eu-1";

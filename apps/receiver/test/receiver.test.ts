@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-// `npm run receiver` as the README runs it, from the repository root.
+// `npm run receiver` as docs/receiving.md#trying-it-locally runs it, from the repository root.
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const SECRET = `whsec_${randomBytes(32).toString("base64")}`;
 

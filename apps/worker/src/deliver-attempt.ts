@@ -55,8 +55,8 @@ export type NextStep =
  *    and never recorded is closed, as one of unknown outcome);
  * 2. gate: may it start now, within its destination's limits? If not, the attempt is taken back
  *    and the delivery waits, unspent;
- * 3. sign with the subscription's secrets (both during a rotation's overlap, contract §12) and
- *    send to the delivery's own snapshot of url and custom headers (contract §8);
+ * 3. sign with the subscription's secrets (both during a rotation's overlap) and send to the
+ *    delivery's own snapshot of url and custom headers (docs/api.md#updates-apply-to-the-next-delivery);
  * 4. decide the delivery's next state (core's lifecycle);
  * 5. record the outcome, and the endpoint's health (which may open or close its circuit);
  * 6. release the gate's slot, waking whoever may go next (nobody, if the health just written
@@ -194,7 +194,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   }
 }
 
-/** Contract §11: the receiver never sees more than rate_limit requests in a second. */
+/** The receiver never sees more than rate_limit requests in a second (docs/api.md#endpoint-limits). */
 async function paceSend(
   deps: AttemptDeps,
   subscriptionId: string,
@@ -329,7 +329,7 @@ function pick(result: SendResult) {
   };
 }
 
-/** Contract §9: `{"type","timestamp","data"}`; data goes out exactly as PostgreSQL stores it. */
+/** `{"type","timestamp","data"}` (docs/receiving.md#the-request); data goes out exactly as PostgreSQL stores it. */
 function webhookBody(delivery: ClaimedDelivery): string {
   return `{"type":${JSON.stringify(delivery.eventType)},"timestamp":${JSON.stringify(delivery.eventCreatedAt.toISOString())},"data":${delivery.eventDataJson}}`;
 }

@@ -94,7 +94,7 @@ export function createDeliveryWorker(
         throw new DelayedError();
       }
       if (next.kind === "parked") {
-        // Out of the worker slot until its turn (contract §11: a waiting delivery holds no slot).
+        // Out of the worker slot until its turn: a waiting delivery holds no slot.
         const parkedUntil = next.turnAt ?? fallbackAt(next.stillInLine);
         // Marked, and naming its subscription, so that its next run is pre-checked before any claim.
         if (

@@ -11,7 +11,7 @@ export interface OpsServer {
 const ALLOWED_METHODS = "GET, HEAD";
 
 /**
- * Answers in the contract's shape (contract §2), as the API does: every response carries a
+ * Answers in the API's error shape (docs/api.md#errors), as the API does: every response carries a
  * `request-id`, and an error repeats it in its body.
  */
 function sendError(

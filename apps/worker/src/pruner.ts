@@ -3,35 +3,25 @@ import { type PrunedRows, type PrunePass, pruneExpired, type SqlClient, withPrun
 import type { WorkerMetrics } from "./metrics.ts";
 
 /**
- * Deliveries deleted per statement. Each batch is one short transaction (a few dozen index probes
- * and row deletions, a couple of milliseconds), so a pass never holds locks or the disk for long.
- * Small, because what a pass costs the publishes is its bursts of WAL: a publish that commits
- * during one waits for the flush of it. On 10,000,000 deliveries (bench phase 8, 2-core machine,
- * 2026-11-27, windows taking turns with quiet ones, two of each setting), at a tenth of the time,
- * batches of 500 deleted ~6,900 deliveries/s and moved the publish p99 by +1.5 to +2.1 ms;
- * batches of 100, ~3,700-4,000/s and +0.6 to +1.0 ms; batches of 50, ~2,700/s and +0.2 ms. Batches
- * of 500 at a twentieth of the time (~3,000/s) still moved it by +1.5 ms: the burst's size
- * matters, not the rate.
+ * Deliveries deleted per statement. Each batch is one short transaction, so a pass never holds
+ * locks or the disk for long. Small, because what a pass costs the publishes is its bursts of
+ * WAL: a publish that commits during one waits for the flush of it, and the size of each burst
+ * matters more than the rate (docs/operations.md#retention).
  */
 const BATCH_SIZE = 50;
 
 /**
  * After each batch the pass rests this many times as long as the batch took, so that it keeps a
- * PostgreSQL backend busy at most a tenth of the time, whatever the machine. Measured on
- * 10,000,000 deliveries (bench phase 8, 2-core machine, 2026-11-27, batches of 500): resting three
- * times as long (a quarter of the time), a pass deleted 8,300-8,800 deliveries/s and wrote ~6 MB
- * of WAL a second, mostly full-page images, and moved the publish p99 by +9.7 ms against a noise
- * of 4.1 ms; resting nine times as long, +1.5 ms against a noise of 9.7 ms on a slow host. With
- * batches of 50 (above), ~2,700 deliveries/s on a fast host: about what the same host's service
- * can insert at most. Only a first pass over a big log is long: each later one deletes what aged
- * out since the one before.
+ * PostgreSQL backend busy at most a tenth of the time, whatever the machine, and still deletes
+ * faster than the service can insert. Only a first pass over a big log is long: each later one
+ * deletes what aged out since the one before.
  */
 const REST_RATIO = 9;
 
 const TABLES = ["deliveries", "delivery_attempts", "events"] as const;
 
 /**
- * Retention (contract §14): every PRUNE_INTERVAL, deletes finished deliveries older than
+ * Retention (docs/api.md#retention): every PRUNE_INTERVAL, deletes finished deliveries older than
  * RETENTION with their attempts, then the events left without deliveries. Every worker runs one;
  * a session advisory lock lets one of them prune at a time, and the batches themselves skip rows
  * another pruner holds, so two pruners never fail on or count the same row. Stopping the worker

@@ -23,9 +23,9 @@ const SWEEP_PER_PASS = 1_000;
 /**
  * A delivery that came due this recently and has no job yet may still be on its way: the API
  * enqueues a big fan-out's deliveries after its commit, 1,000 at a time, which on a loaded machine
- * takes longer than the grace (seen: 1,110 and 1,854 of a 10,000-delivery fan-out in one pass).
- * Such deliveries are enqueued all the same (a job id is the delivery id, so the API's own add
- * that follows does nothing), but they are not reported as lost jobs.
+ * can take longer than the grace. Such deliveries are enqueued all the same (a job id is the
+ * delivery id, so the API's own add that follows does nothing), but they are not reported as lost
+ * jobs.
  */
 const JUST_DUE_MS = 30_000;
 /** Entries of the index of dispatched deliveries a pass looks at, per shard, for what dropped dispatches left. */
@@ -49,10 +49,11 @@ export interface ReconcilePass {
 }
 
 /**
- * PostgreSQL is the source of truth, Redis the fast path (contract §7). If Redis loses jobs (a
- * flush, a failover, an API that could not reach it when the event was published), deliveries
- * are still due in PostgreSQL. The reconciler finds the due ones without a job and enqueues
- * them. Job id = delivery id, so even if two reconcilers raced, nothing would be queued twice.
+ * PostgreSQL is the source of truth, Redis the fast path (docs/architecture.md#the-reconciler). If
+ * Redis loses jobs (a flush, a failover, an API that could not reach it when the event was
+ * published), deliveries are still due in PostgreSQL. The reconciler finds the due ones without a
+ * job and enqueues them. Job id = delivery id, so even if two reconcilers raced, nothing would be
+ * queued twice.
  *
  * Its work is proportional to what may be missing, not to the backlog: a pass checks the
  * deliveries that came due since the last pass (a watermark kept in Redis, so that a Redis that

@@ -3,10 +3,10 @@ import type { LookupFunction } from "node:net";
 import { isPublicAddress } from "@webhooks/core";
 
 /**
- * Raised when a destination resolves only to addresses we refuse to connect to (contract §10).
- * The message becomes the attempt's `error`, which the tenant sees in the portal, so it does not
- * name the addresses: they would map our internal network for whoever owns the DNS name. They are
- * kept in `addresses`, for the worker's log.
+ * Raised when a destination resolves only to addresses we refuse to connect to
+ * (docs/api.md#webhook-urls-and-egress-safety). The message becomes the attempt's `error`, which
+ * the tenant sees in the portal, so it does not name the addresses: they would map our internal
+ * network for whoever owns the DNS name. They are kept in `addresses`, for the worker's log.
  */
 export class DestinationNotAllowedError extends Error {
   readonly code = "DESTINATION_NOT_ALLOWED";

@@ -136,7 +136,7 @@ async function expectAllDelivered(s: ClusterSetup, rx: TestReceiver, eventIds: s
   expect(await countByStatus(s.database.url)).toEqual({ delivered: eventIds.length * perEvent });
   expect([...counts.keys()].sort()).toEqual([...eventIds].sort());
   expect(rx.received.every((webhook) => webhook.signatureValid)).toBe(true);
-  // Contract §5: every request the receiver saw is an attempt in the delivery's log.
+  // docs/api.md#delivery-states: every request the receiver saw is an attempt in the delivery's log.
   expect([...logged.values()].every((row) => row.logged === row.attempts)).toBe(true);
   return { ...dup, unknown };
 }

@@ -3,9 +3,9 @@ import { describe, expect } from "vitest";
 import { type AttemptDeps, deliverAttempt } from "../src/deliver-attempt.ts";
 import { workerTest } from "./fixtures.ts";
 
-// The claim records the attempt as started (contract §5); when the gate does not let it start,
-// whether it says "wait" or cannot be asked at all, the attempt must be taken back: nothing was
-// sent, so nothing may count (contract §11: waiting spends no attempt).
+// The claim records the attempt as started (docs/api.md#delivery-states); when the gate does not
+// let it start, whether it says "wait" or cannot be asked at all, the attempt must be taken back:
+// nothing was sent, so nothing may count: waiting spends no attempt.
 
 /** `setUp(acquire)`: one queued delivery, and an attempt's dependencies around a gate the test controls. */
 const it = workerTest.extend(

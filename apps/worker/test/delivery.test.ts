@@ -86,8 +86,9 @@ describe("a delivery", () => {
     const eventId = (await publish(s.api, { type: "state.walk", data: {} })).id;
     const [created] = await deliveriesOf(s.api, eventId);
     expect(created).toMatchObject({ status: "queued", response_code: null, next_retry_at: null });
-    // 0, or 1 if the worker has already begun the first attempt: the claim counts an attempt
-    // before its request leaves (contract §5), so `attempts` never hides a request in flight.
+    // 0, or 1 if the worker has already begun the first attempt: the claim counts an attempt before
+    // its request leaves (docs/api.md#delivery-states), so `attempts` never hides a request in
+    // flight.
     expect([0, 1]).toContain(created!.attempts);
 
     const seen: Record<string, any>[] = [];
@@ -332,7 +333,7 @@ describe("manual resend", () => {
   });
 });
 
-describe("snapshot semantics (contract §8)", () => {
+describe("snapshot semantics (docs/api.md#updates-apply-to-the-next-delivery)", () => {
   it("keeps retries on the old url after an update; new events go to the new one", async ({ stack, receiver }) => {
     const s = await stack({ RETRY_SCHEDULE: "400ms,400ms,400ms" });
     const a = await receiver(() => ({ status: 500 }));

@@ -6,9 +6,10 @@ import { HttpSender } from "../src/index.ts";
 import type { Resolver } from "../src/safe-lookup.ts";
 
 /**
- * Contract §10, table-driven: with production's policy, every way of spelling a private,
- * loopback, link-local, CGNAT, metadata, ULA or IPv4-mapped address is refused before a byte is
- * sent, whether it is written in the URL or is what a host name resolves to when connecting.
+ * Egress safety (docs/api.md#webhook-urls-and-egress-safety), table-driven: with production's
+ * policy, every way of spelling a private, loopback, link-local, CGNAT, metadata, ULA or
+ * IPv4-mapped address is refused before a byte is sent, whether it is written in the URL or is what
+ * a host name resolves to when connecting.
  */
 let rx: TestReceiver;
 let port: string;

@@ -6,8 +6,7 @@ import { gateTestRedis } from "./gate-redis.ts";
 /**
  * The gate while a subscription is held (an open circuit waiting for its next probe, or a
  * Retry-After): an attempt that ends must not wake the deliveries in line, since each would be
- * claimed only to be taken back; the head's turn is for the hold's end. Measured before this
- * rule, bench phase 5 made ~1,000 such claims in its 20 s beside the failing endpoints.
+ * claimed only to be taken back; the head's turn is for the hold's end.
  *
  * Real Redis, the gate alone, with explicit clocks: `now` is passed to every call.
  */

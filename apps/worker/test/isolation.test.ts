@@ -7,9 +7,9 @@ import { workerTest } from "./fixtures.ts";
 import { publish, subscribe } from "./stack.ts";
 
 /**
- * Endpoint isolation (contract §11), with real receivers on loopback: one customer's slow, dead
- * or refusing endpoint never delays anyone else's webhooks, and the limits a subscription sets
- * hold across every worker process.
+ * Endpoint isolation (docs/api.md#endpoint-isolation), with real receivers on loopback: one
+ * customer's slow, dead or refusing endpoint never delays anyone else's webhooks, and the limits a
+ * subscription sets hold across every worker process.
  *
  * `twoWorkerProcesses(overrides)`: two worker processes sharing the API's database and queue, as
  * in production.
@@ -276,11 +276,10 @@ describe("endpoint isolation", () => {
     // Any 6 requests leave at least 1.1 s apart (the limiter's window, held exactly by the gate's
     // tests), so 11 leave over at least 2.2 s and 20 over at least 3.3 s. The receiver's own clock
     // runs in this test process, which shares 2 cores with the whole suite: its timestamps lag by
-    // up to several hundred ms (374 ms seen in a loaded CI run; 6 requests that left at least
-    // 1.1 s apart were stamped 468 ms apart on a slow host). So here: the 20 span at least 2.6 s,
-    // which a limit held per process instead of across both (10/s: ~1.1 s) would not, and no 11
-    // arrive within 1.1 s, which takes over a second of lag to break. Without a limit, all 20
-    // arrive within ~100 ms.
+    // up to several hundred ms on a loaded host. So here: the 20 span at least 2.6 s, which a limit
+    // held per process instead of across both (10/s: ~1.1 s) would not, and no 11 arrive within
+    // 1.1 s, which takes over a second of lag to break. Without a limit, all 20 arrive within
+    // ~100 ms.
     expect(times.at(-1)! - times[0]!).toBeGreaterThanOrEqual(2_600);
     for (let i = 0; i + 10 < times.length; i++) expect(times[i + 10]! - times[i]!).toBeGreaterThanOrEqual(1_100);
     // And the limit is a limit, not a stall. 20 at 5/s take about 3.3 s (3.4-3.7 s here beside two
@@ -545,8 +544,8 @@ describe("endpoint isolation", () => {
     const { gate } = gateOf(env, defer);
     await waitFor(async () => (await gate.lineLength(sub.id)) === 3, { what: "three deliveries in line" });
 
-    // Deleted deliveries of a subscription go out as planned (README: DELETE); a disabled one's
-    // would otherwise wait for an enable that can no longer come.
+    // Deleted deliveries of a subscription go out as planned (docs/api.md#delete-a-subscription); a
+    // disabled one's would otherwise wait for an enable that can no longer come.
     gone = false;
     expect(await api.call("DELETE", `/v1/subscriptions/${sub.id}`)).toMatchObject({ status: 200 });
     await waitFor(

@@ -71,8 +71,9 @@ async function expectAllDelivered(s: Setup, eventIds: string[], label: string) {
   expect(await countByStatus(s.database.url)).toEqual({ delivered: eventIds.length });
   expect([...counts.keys()].sort()).toEqual([...eventIds].sort());
   expect(s.rx.received.every((webhook) => webhook.signatureValid)).toBe(true);
-  // Contract §5: the log never hides a send. Every request the receiver saw is an attempt in the
-  // delivery's count and in its log (a request whose worker died counts, with an unknown outcome).
+  // The log never hides a send (docs/api.md#delivery-states). Every request the receiver saw is an
+  // attempt in the delivery's count and in its log (a request whose worker died counts, with an
+  // unknown outcome).
   const hidden = eventIds.filter((id) => (counts.get(id) ?? 0) > (logged.get(id)?.attempts ?? 0));
   expect(hidden).toEqual([]);
   expect([...logged.values()].every((row) => row.logged === row.attempts)).toBe(true);

@@ -74,7 +74,7 @@ describe("the worker's ops server", () => {
       expect((await call("GET", path)).text, path).toBe('{"status":"ok"}');
   });
 
-  test("answers another method with 405 and Allow, another path with 404, in the contract's shape", async () => {
+  test("answers another method with 405 and Allow, another path with 404, in the API's error shape", async () => {
     for (const [method, path] of [
       ["POST", "/metrics"],
       ["DELETE", "/healthz"],
@@ -89,7 +89,7 @@ describe("the worker's ops server", () => {
     }
   });
 
-  test("answers a metrics read that fails with a 500 in the contract's shape, and logs it with the request id", async () => {
+  test("answers a metrics read that fails with a 500 in the API's error shape, and logs it with the request id", async () => {
     failing = true;
     try {
       const response = await call("GET", "/metrics");

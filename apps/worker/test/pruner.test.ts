@@ -4,7 +4,7 @@ import { createTestDatabase, sql, type TestDatabase, testEnv, waitFor } from "@w
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/index.ts";
 
-/** Contract §14 in a running worker: the pruner runs on PRUNE_INTERVAL and deletes what RETENTION says. */
+/** Retention (docs/api.md#retention) in a running worker: the pruner runs on PRUNE_INTERVAL and deletes what RETENTION says. */
 let testDb: TestDatabase;
 let database: Database;
 let worker: RunningWorker | undefined;

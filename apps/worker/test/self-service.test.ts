@@ -4,7 +4,8 @@ import { describe, expect } from "vitest";
 import { workerTest as it } from "./fixtures.ts";
 import { publish, type Stack, subscribe } from "./stack.ts";
 
-// Contract §12 end to end: the API, a worker and real receivers on loopback.
+// Self-service operations (docs/api.md#subscriptions) end to end: the API, a worker and real
+// receivers on loopback.
 
 /** Whether the official standardwebhooks package accepts the webhook with this secret. */
 function verifies(secret: string, webhook: ReceivedWebhook): boolean {

@@ -34,7 +34,7 @@ export function createWebhooksClient({ baseUrl, apiKey, fetch }: WebhooksClientO
   return createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${apiKey}` }, ...(fetch ? { fetch } : {}) });
 }
 
-/** What a receiver gets in the body of every webhook (contract §9). */
+/** What a receiver gets in the body of every webhook (docs/receiving.md#the-request). */
 export interface WebhookPayload {
   type: string;
   /** When the event was published, ISO 8601. */

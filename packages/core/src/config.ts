@@ -3,8 +3,8 @@ import { parseDuration } from "./durations.ts";
 import { DEFAULT_RETRY_SCHEDULE } from "./retry-schedule.ts";
 
 /**
- * The whole configuration, read from the environment once at start-up (STYLE 7). Every variable
- * is documented in the README's configuration table; keep the two in step.
+ * The whole configuration, read from the environment once at start-up. Every variable is
+ * documented in docs/configuration.md, which config-docs.test.ts checks against this schema.
  */
 
 /** Used only outside production so that a fresh clone runs without setup. Never use it for real. */
@@ -90,7 +90,7 @@ const envSchema = z.object({
   NODE_ENV: oneOf(["development", "test", "production"]).default("development"),
   HOST: z.string().min(1).default("0.0.0.0"),
   PORT: integer(0, 65535).default(3000),
-  // Contract §13: where people reach the API, for the links it hands out (portal session urls).
+  // Where people reach the API, for the links it hands out (portal session urls).
   PUBLIC_URL: z
     .string()
     .refine((text) => {
@@ -178,8 +178,9 @@ const envSchema = z.object({
   CIRCUIT_PROBE_INTERVAL: duration.refine((ms) => ms > 0, "must be more than 0").default(30_000),
   // Compared with timestamps, never handed to a timer: up to a year.
   AUTO_DISABLE_AFTER: durationUpTo(366 * 24 * 3_600_000, "366d").default(5 * 24 * 3_600_000),
-  // Contract §14. Compared with created_at, never handed to a timer: up to ten years. `off` keeps
-  // everything; 0 is refused rather than read as "delete every finished delivery at once".
+  // docs/api.md#retention. Compared with created_at, never handed to a timer: up to ten years.
+  // `off` keeps everything; 0 is refused rather than read as "delete every finished delivery at
+  // once".
   RETENTION: z
     .string()
     .default("30d")
@@ -242,9 +243,9 @@ export interface Config {
     jobLockMs: number;
     shutdownTimeoutMs: number;
   };
-  /** Endpoint isolation and health (contract §11). */
+  /** Endpoint isolation and health (docs/api.md#endpoint-isolation). */
   isolation: IsolationConfig;
-  /** Contract §14: how long finished deliveries are kept, and how often the worker prunes. */
+  /** How long finished deliveries are kept (docs/api.md#retention), and how often the worker prunes. */
   retention: {
     /** Finished deliveries older than this are deleted; undefined (RETENTION=off) keeps them all. */
     maxAgeMs: number | undefined;

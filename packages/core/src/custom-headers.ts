@@ -1,8 +1,8 @@
 /**
- * A subscription's extra request headers (contract §12): up to 20, names are RFC 9110 tokens,
- * values printable ASCII, 4 KiB in all (names and values). Headers that the service sets itself,
- * or that govern the connection and the message's framing, are refused: a customer header must
- * never change how the request is signed, framed or routed.
+ * A subscription's extra request headers (docs/api.md#custom-headers): up to 20, names are RFC 9110
+ * tokens, values printable ASCII, 4 KiB in all (names and values). Headers that the service sets
+ * itself, or that govern the connection and the message's framing, are refused: a customer header
+ * must never change how the request is signed, framed or routed.
  */
 export const MAX_CUSTOM_HEADERS = 20;
 export const MAX_CUSTOM_HEADERS_BYTES = 4096;

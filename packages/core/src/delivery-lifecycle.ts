@@ -2,8 +2,9 @@ import type { DeliveryStatus } from "./delivery-status.ts";
 import { decideRetry } from "./retry-schedule.ts";
 
 /**
- * The delivery state machine (contract §5, §11), in one place. Every writer of a delivery's
- * `status` and `next_attempt_at` takes the values from here; the SQL only stores them.
+ * The delivery state machine (docs/architecture.md#the-delivery-state-machine), in one place. Every
+ * writer of a delivery's `status` and `next_attempt_at` takes the values from here; the SQL only
+ * stores them.
  *
  * What is stored is `status` plus `next_attempt_at`, which means "when the next attempt may start":
  *
@@ -14,7 +15,7 @@ import { decideRetry } from "./retry-schedule.ts";
  * | delivered        | delivered | null                   | null              |
  * | failed           | failed    | null (nothing planned) | null              |
  *
- * Two states are not stored as a status, because the contract says a delivery in them keeps its
+ * Two states are not stored as a status, because a delivery in them keeps its
  * status and attempts as they are:
  * - attempting: a worker holds the lease and has recorded an attempt as started (`open_attempt_id`).
  * - waiting: due, but held back by its destination: the subscription's max_in_flight, the
@@ -63,7 +64,7 @@ export interface LifecycleRules {
 /** A new delivery is queued and due at once. */
 export const INITIAL_STATE: StoredState = { status: "queued", nextAttemptInMs: 0 };
 
-/** Contract §5: success is a 2xx; a 3xx is not followed and is a failure like any other. */
+/** Success is a 2xx; a 3xx is not followed and is a failure like any other (docs/api.md#retry-schedule). */
 export function isSuccess(result: AttemptResult): boolean {
   return result.responseCode !== null && result.responseCode >= 200 && result.responseCode < 300;
 }
@@ -76,7 +77,7 @@ export function stateOf(status: DeliveryStatus, nextAttemptAt: Date | null): Del
 }
 
 /**
- * The one transition function. Throws on a transition the contract does not allow, so that a
+ * The one transition function. Throws on a transition the API does not allow, so that a
  * writer cannot store one by mistake.
  */
 export function nextState(state: DeliveryState, event: DeliveryEvent, rules: LifecycleRules): StoredState {
@@ -114,9 +115,9 @@ export class IllegalTransition extends Error {
 
 /**
  * The `error` of an attempt whose worker stopped (crashed, killed, or lost its lease) after the
- * request may have left and before its outcome was recorded: the receiver may or may not have
- * had it, so it counts as an attempt (contract §5: the log counts every request a receiver may
- * have seen).
+ * request may have left and before its outcome was recorded: the receiver may or may not have had
+ * it, so it counts as an attempt (docs/api.md#delivery-states: the log counts every request a
+ * receiver may have seen).
  */
 export const UNKNOWN_OUTCOME_ERROR =
   "outcome unknown: the worker stopped before recording a response (the request may have been received)";

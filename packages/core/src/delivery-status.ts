@@ -1,3 +1,3 @@
-/** The three states of spec §3.1; their transitions are in contract §5. */
+/** The three states of a delivery (docs/api.md#delivery-states); their transitions are in delivery-lifecycle.ts. */
 export const deliveryStatuses = ["queued", "delivered", "failed"] as const;
 export type DeliveryStatus = (typeof deliveryStatuses)[number];

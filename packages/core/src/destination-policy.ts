@@ -1,10 +1,10 @@
 import ipaddr from "ipaddr.js";
 
 /**
- * Where deliveries may go (contract §10). In production a webhook URL is untrusted input: without
- * these checks anyone who can create a subscription could make our workers call the cloud metadata
- * service or an internal admin port. Development and tests deliver to loopback receivers, so both
- * checks can be switched off by configuration.
+ * Where deliveries may go (docs/api.md#webhook-urls-and-egress-safety). In production a webhook URL
+ * is untrusted input: without these checks anyone who can create a subscription could make our
+ * workers call the cloud metadata service or an internal admin port. Development and tests deliver
+ * to loopback receivers, so both checks can be switched off by configuration.
  */
 export interface DestinationPolicy {
   /** Accept `http://` URLs as well as `https://`. */
@@ -51,7 +51,7 @@ export function ipLiteralHost(url: URL): string | undefined {
 export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
 
 /**
- * What a subscription's url says that parsing would quietly change (contract §6). The url is
+ * What a subscription's url says that parsing would quietly change. The url is
  * stored as sent and shown back, so it must mean what it reads as; WHATWG parsing (undici's, and
  * every browser's) would drop spaces and control characters, read a backslash as a slash
  * (`https://example.com\@evil.com` goes to example.com), accept `https:example.com`, and undici

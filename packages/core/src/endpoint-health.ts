@@ -3,7 +3,7 @@ import { type AttemptResult, isSuccess } from "./delivery-lifecycle.ts";
 import { parseRetryAfter } from "./retry-schedule.ts";
 
 /**
- * A subscription's health (contract §11): the circuit breaker, Retry-After holds and
+ * A subscription's health (docs/api.md#endpoint-health): the circuit breaker, Retry-After holds and
  * auto-disable, as pure rules. The worker applies each finished attempt with `applyAttempt` and
  * stores the result; `healthState` derives what the API shows.
  *
@@ -13,7 +13,7 @@ import { parseRetryAfter } from "./retry-schedule.ts";
  * ORIGIN_MAX_IN_FLIGHT.
  */
 export interface EndpointHealth {
-  /** Timeouts, connection errors and 5xx in a row (contract §11's circuit failures). */
+  /** Timeouts, connection errors and 5xx in a row (the circuit breaker's failures). */
   consecutiveFailures: number;
   /** The first failed attempt since the last success, or null. */
   failingSince: Date | null;
@@ -30,7 +30,7 @@ export interface EndpointHealth {
 export type DisabledReason = "failing" | "gone";
 export type HealthState = "healthy" | "failing" | "circuit_open";
 
-/** Operational events (contract §11), published when the health changes this way. */
+/** Operational events (docs/api.md#operational-events), published when the health changes this way. */
 export type HealthChange = "circuit_opened" | "circuit_closed" | "disabled";
 
 export type HealthRules = Pick<
@@ -69,7 +69,7 @@ export function applyAttempt(
     const circuitWasOpen = health.circuitOpenedAt !== null;
     if (circuitWasOpen) changes.push("circuit_closed");
     // A success closes the circuit and ends the wait for its next probe, but not a Retry-After
-    // the receiver sent (contract §11: it holds the whole subscription until then): with several
+    // the receiver sent (it holds the whole subscription until then): with several
     // attempts in flight, one of them often succeeds just after another was told to back off.
     const retryAfterHold =
       !circuitWasOpen && health.heldUntil !== null && health.heldUntil > now ? health.heldUntil : null;
@@ -143,8 +143,9 @@ export function changesHealth(health: EndpointHealth, result: AttemptResult, now
 const LAST_SUCCESS_PRECISION_MS = 1_000;
 
 /**
- * PUT active:true after a disable: clears the reason and closes the circuit (contract §11). The
- * failing streak starts afresh too, or the first failure after it would disable it again.
+ * PUT active:true after a disable: clears the reason and closes the circuit
+ * (docs/api.md#auto-disable). The failing streak starts afresh too, or the first failure after it
+ * would disable it again.
  */
 export function reenable(health: EndpointHealth): EndpointHealth {
   return {

@@ -1,6 +1,6 @@
 /**
- * Domain errors. Verbs throw these; the API maps each to one HTTP status and the contract's
- * error shape (contract §2), so no verb knows about HTTP.
+ * Domain errors. Verbs throw these; the API maps each to one HTTP status and the error shape
+ * (docs/api.md#errors), so no verb knows about HTTP.
  */
 export class DomainError extends Error {
   constructor(
@@ -17,8 +17,8 @@ export class DomainError extends Error {
 export class ValidationError extends DomainError {}
 
 /**
- * The credential is valid but may not do this (contract §13: a tenant-scoped key cannot publish
- * events nor create portal sessions): 403 permission_error.
+ * The credential is valid but may not do this (docs/api.md#tenant-scoped-api-keys: a tenant-scoped
+ * key cannot publish events nor create portal sessions): 403 permission_error.
  */
 export class PermissionError extends DomainError {
   constructor(message: string) {
@@ -36,7 +36,7 @@ export class NotFoundError extends DomainError {
 /**
  * A page request that cannot be served: both cursors at once, or a cursor naming no record of
  * the kind listed. It names the cursor in the data layer's terms; the transport names the
- * parameter (contract §4: starting_after, ending_before).
+ * parameter (starting_after, ending_before).
  */
 export class CursorError extends DomainError {
   constructor(

@@ -22,8 +22,8 @@ export const subscribedEventsSchema = z
   .transform((events) => [...new Set(events)]);
 
 /**
- * Operational events (contract §11) are published by the service itself, never by a client, and
- * `*` does not match them: a subscription gets them only by naming them.
+ * Operational events (docs/api.md#operational-events) are published by the service itself, never by
+ * a client, and `*` does not match them: a subscription gets them only by naming them.
  */
 export const OPERATIONAL_PREFIX = "operational.";
 export const operationalEventTypes = {

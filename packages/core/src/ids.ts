@@ -2,7 +2,7 @@ import { randomFillSync } from "node:crypto";
 import { encodeTime, incrementBase32 } from "ulid";
 
 /**
- * Every resource id is a short type prefix and a ULID (contract §1). ULIDs sort by creation
+ * Every resource id is a short type prefix and a ULID (docs/api.md#ids). ULIDs sort by creation
  * time; the monotonic factory keeps ids made in the same millisecond in creation order too.
  */
 export const idPrefixes = {
@@ -19,7 +19,7 @@ export type IdKind = keyof typeof idPrefixes;
 
 /**
  * Random bytes for ulid, drawn from a pool refilled 4 KiB at a time. ulid's default asks the OS
- * for one byte per character, which showed up at 4% of CPU on the publish and delivery paths.
+ * for one byte per character, which shows in CPU profiles of the publish and delivery paths.
  * A byte / 256 picks one of the 32 characters uniformly, as ulid's own source does.
  */
 const pool = Buffer.alloc(4096);

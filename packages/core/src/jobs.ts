@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * The job catalog (STYLE 5): every queue, its job names and payload schemas in one place, so the
+ * The job catalog: every queue, its job names and payload schemas in one place, so the
  * API that enqueues and the worker that consumes cannot drift apart.
  *
  * Payloads carry ids only: the worker reads everything else, the secret included, from

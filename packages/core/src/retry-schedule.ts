@@ -1,6 +1,6 @@
 /**
- * When a failed attempt is tried again (contract §5). The schedule lists the wait before each
- * retry: with the default seven steps a delivery gets eight attempts in all.
+ * When a failed attempt is tried again (docs/api.md#retry-schedule). The schedule lists the wait
+ * before each retry: with the default seven steps a delivery gets eight attempts in all.
  */
 export const DEFAULT_RETRY_SCHEDULE = "5s,5m,30m,2h,5h,10h,10h";
 

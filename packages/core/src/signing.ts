@@ -1,10 +1,10 @@
 import { createHmac, randomBytes } from "node:crypto";
 
 /**
- * Standard Webhooks signing (contract §9). The secret is `whsec_` + base64 of 32 random bytes;
- * the signature is HMAC-SHA256 over `{id}.{timestamp}.{body}` keyed with the decoded bytes.
- * Written with node:crypto rather than the `standardwebhooks` package because this runs once per
- * attempt on the hot path and that package hashes in JavaScript; tests verify every signature
+ * Standard Webhooks signing (docs/receiving.md#the-request). The secret is `whsec_` + base64 of 32
+ * random bytes; the signature is HMAC-SHA256 over `{id}.{timestamp}.{body}` keyed with the decoded
+ * bytes. Written with node:crypto rather than the `standardwebhooks` package because this runs once
+ * per attempt on the hot path and that package hashes in JavaScript; tests verify every signature
  * with the official package.
  */
 const SECRET_PREFIX = "whsec_";
@@ -24,9 +24,9 @@ export interface SignedHeaders {
 }
 
 /**
- * Signs with each key, the current secret first: during a rotation's overlap (contract §12) the
- * header carries both signatures, space-separated, and a receiver accepts the message if any of
- * them verifies with the secret it has.
+ * Signs with each key, the current secret first: during a rotation's overlap
+ * (docs/api.md#rotate-the-signing-secret) the header carries both signatures, space-separated, and
+ * a receiver accepts the message if any of them verifies with the secret it has.
  */
 export function signWebhook(input: {
   secretKeys: readonly Buffer[];

@@ -1,5 +1,5 @@
 /**
- * A tenant id (contract §13): the sender's own name for one of its customers, 1-255 of
+ * A tenant id (docs/api.md#tenants): the sender's own name for one of its customers, 1-255 of
  * `A-Z a-z 0-9 _ - . :`, so that it is safe in a URL, a log line and a filter as it is.
  */
 export const TENANT_ID_PATTERN = /^[A-Za-z0-9_\-.:]{1,255}$/;

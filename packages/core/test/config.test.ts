@@ -41,7 +41,7 @@ describe("loadConfig defaults", () => {
     expect(config.queuePrefix).toBe("webhooks");
   });
 
-  it("uses the worker defaults of contract §5", () => {
+  it("uses the worker defaults", () => {
     expect(config.worker.concurrency).toBe(250);
     expect(config.worker.deliveryTimeoutMs).toBe(15_000);
     expect(config.worker.retryScheduleMs).toEqual([
@@ -59,7 +59,7 @@ describe("loadConfig defaults", () => {
     expect(config.worker.shutdownTimeoutMs).toBe(30_000);
   });
 
-  it("uses the isolation defaults of contract §11", () => {
+  it("uses the isolation defaults", () => {
     expect(config.isolation).toEqual({
       defaultMaxInFlight: 25,
       originMaxInFlight: 50,
@@ -80,7 +80,7 @@ describe("loadConfig defaults", () => {
     );
   });
 
-  it("keeps finished deliveries 30 days and prunes every minute (contract §14)", () => {
+  it("keeps finished deliveries 30 days and prunes every minute", () => {
     expect(config.retention).toEqual({ maxAgeMs: 30 * 24 * HOUR, pruneIntervalMs: MINUTE });
   });
 
@@ -100,7 +100,7 @@ describe("loadConfig defaults", () => {
     expect(() => loadConfig({ PRUNE_INTERVAL: "30d" })).toThrow(/PRUNE_INTERVAL must be a duration .* at most 24d/);
   });
 
-  it("uses the API limits of contract §2", () => {
+  it("uses the API limits", () => {
     expect(config.bodyLimitBytes).toBe(256 * 1024);
     expect(config.rateLimitPerSecond).toBe(0);
   });

@@ -18,7 +18,7 @@ const finished = (attemptNumber: number, responseCode: number | null, retryAfter
 });
 const resend: DeliveryEvent = { type: "resend" };
 
-/** Every transition of contract §5, as [from, event, to]. */
+/** Every transition (docs/api.md#delivery-states), as [from, event, to]. */
 const transitions: [DeliveryState, DeliveryEvent, StoredState][] = [
   // queued -> delivered | failed (retry scheduled) | failed (final)
   ["queued", finished(1, 200), { status: "delivered", nextAttemptInMs: null }],

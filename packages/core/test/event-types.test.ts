@@ -62,7 +62,7 @@ describe("subscribedEventsSchema", () => {
     expect(subscribedEventsSchema.safeParse([]).success).toBe(false);
   });
 
-  // Contract §6: `events` must be an array; a bare "*" or name is not one.
+  // `events` must be an array; a bare "*" or name is not one.
   it.each(["*", "invoice.paid", null, undefined, 1, { 0: "invoice.paid" }])("rejects the non-array %j", (value) => {
     expect(subscribedEventsSchema.safeParse(value).success).toBe(false);
   });
@@ -118,7 +118,7 @@ describe("matchesEventType", () => {
     expect(matchesEventType(subscribed, type)).toBe(false);
   });
 
-  // Contract §11: a subscription gets operational events only by naming them.
+  // A subscription gets operational events only by naming them (docs/api.md#operational-events).
   it.each(Object.values(operationalEventTypes))("does not match %s with *, only by its name", (type) => {
     expect(matchesEventType(["*"], type)).toBe(false);
     expect(matchesEventType(["invoice.paid", "*"], type)).toBe(false);

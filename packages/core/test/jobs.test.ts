@@ -9,7 +9,7 @@ describe("deliveryJobSchema", () => {
     expect(deliveryJobSchema.parse({ deliveryId })).toEqual({ deliveryId });
   });
 
-  // STYLE 5: job payloads carry ids, never secrets.
+  // Job payloads carry ids, never secrets.
   it.each([
     ["an extra secret", { deliveryId: "dlv_1", secret: "whsec_x" }],
     ["the url", { deliveryId: "dlv_1", url: "https://example.com" }],
@@ -38,7 +38,7 @@ describe("jobCatalog", () => {
 });
 
 describe("deliveryStatuses", () => {
-  it("are the three states of contract §5", () => {
+  it("are the three states of a delivery", () => {
     expect([...deliveryStatuses]).toEqual(["queued", "delivered", "failed"]);
   });
 });

@@ -5,7 +5,7 @@ const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 
-/** Contract §5: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+/** docs/api.md#retry-schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
 const schedule = [5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR];
 const longestStep = 10 * HOUR;
 const now = new Date("2026-11-21T12:00:00.000Z");
@@ -14,7 +14,7 @@ const lowestJitter = () => 0;
 const highestJitter = () => 1;
 
 describe("DEFAULT_RETRY_SCHEDULE", () => {
-  it("is the Standard Webhooks schedule of contract §5", () => {
+  it("is the Standard Webhooks schedule", () => {
     expect(DEFAULT_RETRY_SCHEDULE).toBe("5s,5m,30m,2h,5h,10h,10h");
   });
 });

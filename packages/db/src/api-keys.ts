@@ -3,10 +3,10 @@ import { isId, NotFoundError, newId } from "@webhooks/core";
 import type { PrismaClientOrTransaction } from "./client.ts";
 
 /**
- * API keys (contract §3): `whk_` + 32 random bytes in base64url. Only a SHA-256 hash is stored;
- * a fast hash is right for keys this long, which cannot be guessed the way passwords can. The
- * first characters are kept as a display prefix, which is also how a presented key finds its row
- * before the hashes are compared in constant time.
+ * API keys (docs/api.md#authentication): `whk_` + 32 random bytes in base64url. Only a SHA-256 hash
+ * is stored; a fast hash is right for keys this long, which cannot be guessed the way passwords
+ * can. The first characters are kept as a display prefix, which is also how a presented key finds
+ * its row before the hashes are compared in constant time.
  */
 const KEY_PREFIX = "whk_";
 const DISPLAY_PREFIX_LENGTH = 12;
@@ -17,7 +17,7 @@ export interface ApiKeyRecord {
   prefix: string;
   createdAt: Date;
   revokedAt: Date | null;
-  /** The tenant the key is scoped to (contract §13), or null for an unscoped key. */
+  /** The tenant the key is scoped to (docs/api.md#tenant-scoped-api-keys), or null for an unscoped key. */
   tenantId: string | null;
 }
 

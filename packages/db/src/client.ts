@@ -6,7 +6,7 @@ import { SqlClient, statementName } from "./sql.ts";
 
 export { Prisma, PrismaClient };
 
-/** A client or an open transaction: verbs accept either, so they compose (STYLE 4). */
+/** A client or an open transaction: verbs accept either, so they compose. */
 export type PrismaClientOrTransaction = PrismaClient | Prisma.TransactionClient;
 
 export interface DatabaseOptions {

@@ -1,7 +1,8 @@
 /**
- * The delivery log, read-only: list and get deliveries, and list a delivery's attempts (contract
- * §4, §5). Writes to `deliveries` are in events.ts (created), delivery-leases.ts (attempted),
- * delivery-resends.ts (resent) and retention.ts (deleted); see delivery-leases.ts.
+ * The delivery log, read-only: list and get deliveries, and list a delivery's attempts
+ * (docs/api.md#list-deliveries). Writes to `deliveries` are in events.ts (created),
+ * delivery-leases.ts (attempted), delivery-resends.ts (resent) and retention.ts (deleted); see
+ * delivery-leases.ts.
  */
 import { type DeliveryStatus, isId, NotFoundError } from "@webhooks/core";
 import { Prisma } from "./client.ts";
@@ -17,7 +18,7 @@ export interface DeliveryRecord {
   attempts: number;
   responseCode: number | null;
   nextRetryAt: Date | null;
-  /** The event's tenant, which is its subscription's (contract §13), or null. */
+  /** The event's tenant, which is its subscription's, or null. */
   tenantId: string | null;
   createdAt: Date;
 }
@@ -38,13 +39,13 @@ export interface DeliveryFilters {
   subscriptionId?: string | undefined;
   status?: DeliveryStatus | undefined;
   eventType?: string | undefined;
-  /** Inclusive lower bound on created_at (spec §4.1). */
+  /** Inclusive lower bound on created_at. */
   since?: Date | undefined;
-  /** Exclusive upper bound on created_at (contract §4). */
+  /** Exclusive upper bound on created_at. */
   until?: Date | undefined;
-  /** The last response's status: an exact code, or a class (5 for 5xx) (contract §12). */
+  /** The last response's status: an exact code, or a class (5 for 5xx). */
   responseCode?: ResponseCodeFilter | undefined;
-  /** Only this tenant's deliveries (contract §13); ANDed with the caller's scope. */
+  /** Only this tenant's deliveries; ANDed with the caller's scope. */
   tenantId?: string | undefined;
 }
 
@@ -69,7 +70,7 @@ const deliveryColumns = Prisma.sql`
   status::text AS status, attempts, response_code AS "responseCode",
   CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId", created_at AS "createdAt"`;
 
-/** The delivery log, newest first (spec §4.1, contract §4). */
+/** The delivery log, newest first (docs/api.md#list-deliveries). */
 export async function listDeliveries(
   ctx: ScopedListContext,
   filters: DeliveryFilters,
@@ -127,7 +128,7 @@ export async function getDelivery(ctx: ScopedContext, id: string): Promise<Deliv
   return delivery;
 }
 
-/** A delivery's attempt log (contract §5), newest first. */
+/** A delivery's attempt log, newest first (docs/api.md#list-a-deliverys-attempts). */
 export async function listAttempts(
   ctx: ScopedContext & ScopedListContext,
   deliveryId: string,

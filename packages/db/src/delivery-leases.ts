@@ -31,17 +31,18 @@ export interface ClaimedDelivery {
   /** The state it was claimed in (a due delivery: queued, or failed with its retry come due). */
   status: DeliveryStatus;
   nextAttemptAt: Date | null;
-  /** The snapshot taken at creation (contract §8). */
+  /** The snapshot taken at creation (docs/api.md#updates-apply-to-the-next-delivery). */
   url: string;
-  /** The subscription's extra request headers when the delivery was created (contract §12). */
+  /** The subscription's extra request headers when the delivery was created. */
   headers: Record<string, string>;
-  /** Made by POST /v1/subscriptions/{id}/test (contract §12). */
+  /** Made by POST /v1/subscriptions/{id}/test (docs/api.md#send-a-test-event). */
   test: boolean;
   /**
    * The keys to sign this attempt with: the subscription's current secret, then, during a
-   * rotation's overlap, the previous one (contract §12). Read from the subscription at claim time,
-   * not from the delivery's own secret_id, so that deliveries created before a rotation follow
-   * the same rule as new ones: both signatures until the overlap ends, then only the new one.
+   * rotation's overlap, the previous one (docs/api.md#rotate-the-signing-secret). Read from the
+   * subscription at claim time, not from the delivery's own secret_id, so that deliveries created
+   * before a rotation follow the same rule as new ones: both signatures until the overlap ends,
+   * then only the new one.
    */
   secrets: { id: string; ciphertext: Uint8Array }[];
   eventId: string;
@@ -54,8 +55,8 @@ export interface ClaimedDelivery {
   /** An earlier attempt was started and never recorded (its worker died mid-send); the claim closed it. */
   closedAbandonedAttempt: boolean;
   /**
-   * The subscription as it is now (contract §11: limits apply to attempts that start after a
-   * change). `deleted`: its deliveries already created still go out, as with a pause.
+   * The subscription as it is now: limits apply to attempts that start after a change. `deleted`:
+   * its deliveries already created still go out, as with a pause.
    */
   subscription: { maxInFlight: number; rateLimit: number | null; deleted: boolean; health: EndpointHealth };
 }
@@ -109,20 +110,20 @@ export const CLAIM_SQL = `WITH claimed AS (
 /**
  * Claims each delivery that is due and not leased, and records its attempt as started, in one
  * statement: a lease on the row, `attempts` + 1, and the attempt's id and start on the row, which
- * the attempt log shows as in flight (contract §5: the log counts every request a receiver may
- * have seen, so the start is in it before the request can leave). An attempt an earlier worker
- * began and never recorded (it died, or lost its lease mid-send) is written to delivery_attempts
- * in the same statement, as one whose outcome is unknown.
+ * the attempt log shows as in flight (docs/api.md#delivery-states: the log counts every request a
+ * receiver may have seen, so the start is in it before the request can leave). An attempt an
+ * earlier worker began and never recorded (it died, or lost its lease mid-send) is written to
+ * delivery_attempts in the same statement, as one whose outcome is unknown.
  *
  * Committed asynchronously (set_config(..., true) lasts until the end of the statement's own
- * transaction): the request leaves without waiting for the WAL to reach the disk, which cost a
- * flush per claim batch, ~2.7 ms of publish-to-receive p50 at 500 events/s and ~10% of the CPU
- * per delivery of W10 (measured 2026-11-26). The start is visible at once and is on disk within
- * PostgreSQL's WAL writer delay, or sooner with the next durable commit of any connection (a
- * publish, a record). What that gives up: a crash of PostgreSQL itself (not of a worker, and not
- * a clean restart) may lose the starts of the last fraction of a second; those deliveries go back
- * to due, their records then fail the lease check, and they are attempted again, so a receiver
- * may have seen a request, with the same webhook-id as the next, that the log does not show.
+ * transaction): the request leaves without waiting for the WAL to reach the disk, which would cost
+ * a flush per claim batch on every delivery's path (docs/architecture.md#design-decisions). The
+ * start is visible at once and is on disk within PostgreSQL's WAL writer delay, or sooner with the
+ * next durable commit of any connection (a publish, a record). What that gives up: a crash of
+ * PostgreSQL itself (not of a worker, and not a clean restart) may lose the starts of the last
+ * fraction of a second; those deliveries go back to due, their records then fail the lease check,
+ * and they are attempted again, so a receiver may have seen a request, with the same webhook-id as
+ * the next, that the log does not show.
  *
  * Returns the snapshot of those it claimed, by delivery id; a delivery missing from it was not
  * claimable (see `whyNotClaimed`). If the destination then makes the delivery wait, `withdrawAttempts`
@@ -220,7 +221,7 @@ export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string)
 
 /**
  * Takes back the attempts just claimed and not sent, and the leases: the destination made these
- * deliveries wait (contract §11: waiting spends no attempt). Only the lease holder can, and only
+ * deliveries wait, and waiting spends no attempt. Only the lease holder can, and only
  * while the attempt is still open, so an attempt another worker has taken over is left alone.
  */
 export async function withdrawAttempts(ctx: { sql: SqlClient }, leases: AttemptLease[]): Promise<void> {

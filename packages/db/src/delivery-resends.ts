@@ -6,20 +6,20 @@ import { type ScopedContext, scopeConditions } from "./tenant-scope.ts";
 /**
  * Manual resends, the API's writes to `deliveries`: one delivery (POST /v1/deliveries/{id}/retry)
  * or a subscription's failed deliveries in a window (POST /v1/subscriptions/{id}/recover). The
- * contract names the route `retry`; in the code a manual one is a *resend*, and *retry* means
+ * API names the route `retry`; in the code a manual one is a *resend*, and *retry* means
  * only the automatic schedule after a failed attempt. The other writers to `deliveries`:
  * events.ts (created), delivery-leases.ts (attempted), retention.ts (deleted).
  */
 
 /**
- * Manual resend (contract §5): a delivered delivery, or one that failed, is queued again and
- * attempted at once, also one waiting for a scheduled retry (the resend replaces it). One already
- * queued is left as it is: it is about to be attempted anyway, so resending is a no-op. So is a
- * resend of a delivery being attempted at this moment (a retry under way, leased): that attempt
- * is its resend, as in a recovery. Queuing it under the attempt would be undone by the attempt's
- * record, which writes the outcome and the next retry's time.
- * The attempt uses the delivery's own snapshot (url, secret, event), not the subscription's
- * current settings (contract §8). The caller enqueues the delivery once this has committed.
+ * Manual resend (docs/api.md#resend-a-delivery): a delivered delivery, or one that failed, is
+ * queued again and attempted at once, also one waiting for a scheduled retry (the resend replaces
+ * it). One already queued is left as it is: it is about to be attempted anyway, so resending is a
+ * no-op. So is a resend of a delivery being attempted at this moment (a retry under way, leased):
+ * that attempt is its resend, as in a recovery. Queuing it under the attempt would be undone by the
+ * attempt's record, which writes the outcome and the next retry's time. The attempt uses the
+ * delivery's own snapshot (url, secret, event), not the subscription's current settings. The caller
+ * enqueues the delivery once this has committed.
  */
 export async function resendDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {
   const current = await getDelivery(ctx, id);
@@ -55,11 +55,12 @@ export interface RecoveredBatch {
 }
 
 /**
- * Contract §12: resends every `failed` delivery of a subscription created in the window, each as
- * a manual resend (core's lifecycle), in batches of RECOVERY_BATCH_SIZE. Each batch is one
- * statement, committed before it is yielded, so the caller enqueues each batch after its commit
- * and holds one batch at a time however many deliveries the window covers. The walk is keyset by
- * (created_at, id), newest first, along the (subscription_id, status, created_at, id) index.
+ * Resends every `failed` delivery of a subscription created in the window
+ * (docs/api.md#recover-failed-deliveries), each as a manual resend (core's lifecycle), in batches
+ * of RECOVERY_BATCH_SIZE. Each batch is one statement, committed before it is yielded, so the
+ * caller enqueues each batch after its commit and holds one batch at a time however many deliveries
+ * the window covers. The walk is keyset by (created_at, id), newest first, along the
+ * (subscription_id, status, created_at, id) index.
  *
  * Exactly the deliveries that were failed when the recovery began are resent, each once, even if
  * the call is repeated while this one runs: a delivery counts only if its UPDATE still finds it

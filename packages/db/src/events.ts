@@ -17,7 +17,7 @@ export interface EventRecord {
   id: string;
   type: string;
   data: Record<string, unknown>;
-  /** The tenant it was published for (contract §13); null for none. */
+  /** The tenant it was published for; null for none. */
   tenantId: string | null;
   createdAt: Date;
 }
@@ -31,7 +31,7 @@ export interface PublishInput {
   type: string;
   data: Record<string, unknown>;
   idempotencyKey?: string | undefined;
-  /** Contract §13: the event reaches only this tenant's subscriptions; without one, only untenanted ones. */
+  /** The event reaches only this tenant's subscriptions; without one, only untenanted ones. */
   tenantId?: string | null | undefined;
 }
 
@@ -77,9 +77,9 @@ const deliveryIdSql = (block: string, n: string) =>
  * ones; the same tenant, or none for none), and inserts one delivery per pair, numbered in SQL.
  * No subscription row travels to the API and back, however many there are.
  *
- * Spec §3.2: only active subscriptions get deliveries. Each delivery copies the url and the
- * custom headers, so later updates cannot change them (contract §8, §12). It records the secret
- * current now; attempts are signed with the subscription's secrets at attempt time.
+ * Only active subscriptions get deliveries. Each delivery copies the url and the custom headers, so
+ * later updates cannot change them (docs/api.md#updates-apply-to-the-next-delivery). It records the
+ * secret current now; attempts are signed with the subscription's secrets at attempt time.
  */
 const PUBLISH_SQL = `
   WITH input AS (
@@ -126,10 +126,10 @@ const PUBLISH_SQL = `
   FROM event LEFT JOIN per_event ON per_event.event_id = event.id`;
 
 /**
- * Publishes events (contract §7). Each event and one `queued` delivery per matching active
- * subscription are written by one SQL statement, so either all of it is committed or none. The
- * caller enqueues the deliveries once that has committed: PostgreSQL is the source of truth, and
- * if Redis is unreachable the worker's reconciler enqueues them later.
+ * Publishes events (docs/architecture.md#how-a-publish-flows). Each event and one `queued` delivery
+ * per matching active subscription are written by one SQL statement, so either all of it is
+ * committed or none. The caller enqueues the deliveries once that has committed: PostgreSQL is the
+ * source of truth, and if Redis is unreachable the worker's reconciler enqueues them later.
  *
  * It takes a batch: the API gathers the publishes that arrive together and writes them with one
  * statement and one commit, which is what lets one API process accept thousands of events a
@@ -270,10 +270,10 @@ export async function* deliveryJobChunks(
 }
 
 /**
- * Contract §12: an example event for one subscription alone, whatever its `events` and whether
- * it is paused (not deleted): the event and its one delivery, snapshotting the subscription as
- * publishEvents does, written by one statement. Both carry the subscription's tenant (§13). The
- * caller enqueues the delivery after commit.
+ * An example event for one subscription alone (docs/api.md#send-a-test-event), whatever its
+ * `events` and whether it is paused (not deleted): the event and its one delivery, snapshotting the
+ * subscription as publishEvents does, written by one statement. Both carry the subscription's
+ * tenant. The caller enqueues the delivery after commit.
  */
 export async function publishTestEvent(
   ctx: PublishContext,

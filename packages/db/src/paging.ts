@@ -3,11 +3,11 @@ import { Prisma } from "./client.ts";
 import type { SqlClient } from "./sql.ts";
 
 /**
- * Cursor paging over `(created_at desc, id desc)` (contract §4). A cursor is the id of a record
- * the caller already has; the page continues strictly after it (`startingAfter`, older records)
- * or strictly before it (`endingBefore`, newer records). Row-value comparisons keep the query an
- * index range scan however deep the page, and ties on created_at are broken by id, so no record
- * is skipped or repeated even when many share the same millisecond.
+ * Cursor paging over `(created_at desc, id desc)` (docs/api.md#paging). A cursor is the id of a
+ * record the caller already has; the page continues strictly after it (`startingAfter`, older
+ * records) or strictly before it (`endingBefore`, newer records). Row-value comparisons keep the
+ * query an index range scan however deep the page, and ties on created_at are broken by id, so no
+ * record is skipped or repeated even when many share the same millisecond.
  */
 export interface PageRequest {
   limit: number;
@@ -82,10 +82,9 @@ export function pageWithCursorCheck(query: PageQuery, page: PageRequest): Prisma
 
 /**
  * Reads a page. The statement runs on node-postgres directly, not through Prisma's $queryRaw:
- * Prisma's client was about a fifth of the API's CPU per list request, and through the API the
- * median p50 of the benchmark's 18 list requests fell from ~3 ms to ~1.8 ms (README, *Benchmark*).
- * The statement is still built with Prisma.sql, so its values are bound as parameters ($1, $2,
- * ...), never spliced into the text.
+ * Prisma's client was a large share of the API's CPU per list request. The statement is still built
+ * with Prisma.sql, so its values are bound as parameters ($1, $2, ...), never spliced into the
+ * text.
  */
 export async function fetchPage<Row extends object>(
   sql: SqlClient,

@@ -2,14 +2,14 @@ import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { PrismaClientOrTransaction } from "./client.ts";
 
 /**
- * Customer portal sessions (contract §13): a bearer token scoped to one tenant until it expires.
- * `whps_` + 32 random bytes in base64url, a prefix distinct from API keys' `whk_` so that the
- * authenticator knows which table to ask, and so that a leaked token is recognisable as a
- * short-lived portal one. As for API keys, only its SHA-256 is stored; a fast hash suits a
- * 256-bit random token, which cannot be guessed the way a password can. The row is found by its
- * hash (unique index), so no comparison of secrets happens outside PostgreSQL's index lookup,
- * and what that lookup's timing could reveal is a hash, not the token. The row's id is internal
- * (no response shows it), so a random UUID serves.
+ * Customer portal sessions (docs/api.md#portal-sessions): a bearer token scoped to one tenant until
+ * it expires. `whps_` + 32 random bytes in base64url, a prefix distinct from API keys' `whk_` so
+ * that the authenticator knows which table to ask, and so that a leaked token is recognisable as a
+ * short-lived portal one. As for API keys, only its SHA-256 is stored; a fast hash suits a 256-bit
+ * random token, which cannot be guessed the way a password can. The row is found by its hash
+ * (unique index), so no comparison of secrets happens outside PostgreSQL's index lookup, and what
+ * that lookup's timing could reveal is a hash, not the token. The row's id is internal (no response
+ * shows it), so a random UUID serves.
  */
 export const PORTAL_TOKEN_PREFIX = "whps_";
 export const PORTAL_TOKEN_FORMAT = /^whps_[A-Za-z0-9_-]{43}$/;

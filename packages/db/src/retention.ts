@@ -1,9 +1,10 @@
 import type { SqlClient } from "./sql.ts";
 
 /**
- * Retention (contract §14): finished deliveries (delivered, or failed with no retry planned)
- * created before a cutoff are deleted with their attempts, and then events older than the cutoff
- * that have no delivery left. Queued deliveries and those with a retry planned are never touched.
+ * Retention (docs/api.md#retention): finished deliveries (delivered, or failed with no retry
+ * planned) created before a cutoff are deleted with their attempts, and then events older than the
+ * cutoff that have no delivery left. Queued deliveries and those with a retry planned are never
+ * touched.
  *
  * Every statement here deletes a bounded batch and is its own short transaction (autocommit), so
  * a pass never holds locks or a snapshot for long, and can stop between any two batches.
@@ -114,7 +115,7 @@ export interface EventBatch {
  * Looks at the next `limit` events after `after` in id order and deletes those created before
  * `before` that have no delivery left (their deliveries were pruned, or nothing matched them).
  *
- * Event ids are ULIDs, so id order is creation order (contract §1): the walk reads the primary
+ * Event ids are ULIDs, so id order is creation order: the walk reads the primary
  * key from the oldest event and stops at the first one newer than the cutoff, without an index on
  * events.created_at (which every publish would pay for). The deliveries check uses
  * deliveries_event_id_idx. It is final: deliveries.event_id has no foreign key, but no delivery is

@@ -13,10 +13,10 @@ import { isDatabaseUnreachable } from "./reachability.ts";
 
 /**
  * The delivery path's few hot statements (publishing, claiming, recording) and the three lists
- * (paging.ts) run on node-postgres directly, through the same pool as Prisma: measured here, a
- * query through Prisma's $queryRaw costs about 220 us of client CPU against 90 us on
- * node-postgres, and these statements run several times per delivery or are the API's most
- * frequent reads. Everything else goes through Prisma.
+ * (paging.ts) run on node-postgres directly, through the same pool as Prisma: a query through
+ * Prisma's $queryRaw costs the client more than twice the CPU of node-postgres, and these
+ * statements run several times per delivery or are the API's most frequent reads. Everything else
+ * goes through Prisma.
  */
 export class SqlClient {
   constructor(private readonly pool: pg.Pool | pg.PoolClient) {}
@@ -82,8 +82,8 @@ async function checkedOut<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Pro
 
 /**
  * Named prepared statements: PostgreSQL parses and plans a named statement once per connection
- * instead of on every execution, which was 40% of its CPU on the delivery path. The name is a
- * hash of the SQL text, so the same text always reuses its statement. Prisma's queries get
+ * instead of on every execution, which was a large share of its CPU on the delivery path. The name
+ * is a hash of the SQL text, so the same text always reuses its statement. Prisma's queries get
  * names the same way.
  */
 const statementNames = new Map<string, string>();

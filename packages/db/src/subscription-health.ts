@@ -97,7 +97,8 @@ export async function recordEndpointResults(
       rows.map((row) => [row.id, { subscriptionId: row.id, health: healthFromRow(row), changes: [] }]),
     );
     const tenantOf = new Map(rows.map((row) => [row.id, row.tenantId]));
-    // Contract §11: operational events go through the normal pipeline, to subscriptions that name them.
+    // docs/api.md#operational-events: operational events go through the normal pipeline, to
+    // subscriptions that name them.
     const events: PublishInput[] = [];
     for (const result of results) {
       const update = updates.get(result.subscriptionId);
@@ -138,9 +139,9 @@ export async function recordEndpointResults(
 }
 
 /**
- * Operational events are the operator's, not a tenant's (contract §13): they are published
- * without a tenant, so they reach only untenanted subscriptions that name them, even when the
- * subscription they are about belongs to a tenant; `data.tenant_id` then says which one.
+ * Operational events are the operator's, not a tenant's (docs/api.md#operational-events): they are
+ * published without a tenant, so they reach only untenanted subscriptions that name them, even when
+ * the subscription they are about belongs to a tenant; `data.tenant_id` then says which one.
  */
 function operationalEvent(
   change: HealthChange,

@@ -30,7 +30,7 @@ export interface SubscriptionContext {
   defaultMaxInFlight: number;
 }
 
-/** A subscription with its limits and its health (contract §11), which the workers keep. */
+/** A subscription with its limits and its health, which the workers keep. */
 export interface SubscriptionRecord extends EndpointHealth {
   id: string;
   url: string;
@@ -40,9 +40,9 @@ export interface SubscriptionRecord extends EndpointHealth {
   maxInFlight: number;
   /** Attempts per second at most; null for no limit. */
   rateLimit: number | null;
-  /** Extra request headers sent with each delivery (contract §12). */
+  /** Extra request headers sent with each delivery (docs/api.md#custom-headers). */
   headers: Record<string, string>;
-  /** The tenant it belongs to (contract §13), or null. Never changes. */
+  /** The tenant it belongs to, or null. Never changes. */
   tenantId: string | null;
 }
 
@@ -96,9 +96,10 @@ function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
 }
 
 /**
- * The health columns core's `reenable` resets (contract §11: PUT active:true clears
- * disabled_reason and closes the circuit). Written in the same UPDATE as `active`, rather than
- * read, changed and written back, so that a worker recording an attempt meanwhile is not undone.
+ * The health columns core's `reenable` resets (PUT active:true clears disabled_reason and closes
+ * the circuit: docs/api.md#update-a-subscription). Written in the same UPDATE as `active`, rather
+ * than read, changed and written back, so that a worker recording an attempt meanwhile is not
+ * undone.
  */
 const reenabledHealth = {
   disabledReason: null,
@@ -125,7 +126,7 @@ export async function createSubscription(
     maxInFlight?: number | undefined;
     rateLimit?: number | null | undefined;
     headers?: Record<string, string> | undefined;
-    /** The tenant (contract §13); the route decides it from the scope (tenantForNewResource). */
+    /** The tenant; the route decides it from the scope (tenantForNewResource). */
     tenantId?: string | null | undefined;
   },
 ): Promise<{ subscription: SubscriptionRecord; secret: string }> {
@@ -191,10 +192,11 @@ export function subscriptionListQuery(scope: TenantScope, filters: { tenantId?: 
 }
 
 /**
- * Spec §4.2 and contract §11: a partial update of url, events, active, max_in_flight and
- * rate_limit. It changes only the subscription row; deliveries already created keep their own
- * snapshot of url and secret (contract §8), so an update can never reach them. The limits apply
- * to attempts that start after the change. `active: true` also re-enables a subscription the
+ * A partial update of url, events, active, max_in_flight, rate_limit and headers
+ * (docs/api.md#update-a-subscription). It changes only the subscription row; deliveries already
+ * created keep their own snapshot of url and headers
+ * (docs/api.md#updates-apply-to-the-next-delivery), so an update can never reach them. The limits
+ * apply to attempts that start after the change. `active: true` also re-enables a subscription the
  * service disabled and closes its circuit.
  */
 export async function updateSubscription(
@@ -230,11 +232,11 @@ export async function updateSubscription(
 }
 
 /**
- * Contract §12: a new signing secret. The one it replaces stays valid for `overlapMs` (0 for
- * none): until then every attempt, of any delivery, is signed with both (see claimDeliveries).
- * Only one previous secret is kept: rotating again during an overlap ends the older secret's
- * overlap at once, and the secret being replaced gets the new overlap. Returns the new secret,
- * which is never shown again.
+ * A new signing secret (docs/api.md#rotate-the-signing-secret). The one it replaces stays valid for
+ * `overlapMs` (0 for none): until then every attempt, of any delivery, is signed with both (see
+ * claimDeliveries). Only one previous secret is kept: rotating again during an overlap ends the
+ * older secret's overlap at once, and the secret being replaced gets the new overlap. Returns the
+ * new secret, which is never shown again.
  */
 export async function rotateSubscriptionSecret(
   ctx: ScopedContext & Pick<SubscriptionContext, "secretBox">,

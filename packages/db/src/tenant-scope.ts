@@ -3,8 +3,8 @@ import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 import type { SqlClient } from "./sql.ts";
 
 /**
- * Who is asking (contract §13): every tenant's resources (an unscoped API key), or one tenant's
- * (a key scoped to it, or a portal session).
+ * Who is asking (docs/api.md#tenant-scoped-api-keys): every tenant's resources (an unscoped API
+ * key), or one tenant's (a key scoped to it, or a portal session).
  *
  * The authorisation rule lives here and in the data layer's SQL, not in the routes: every read or
  * write that a route can reach takes a scope as a required argument (TypeScript refuses a call
@@ -65,7 +65,7 @@ export function tenantForNewResource(scope: TenantScope, requested: string | und
 }
 
 /**
- * The operations only an unscoped credential may do (contract §13): publishing events (a scoped
+ * The operations only an unscoped credential may do: publishing events (a scoped
  * one sends only test events, through POST /v1/subscriptions/{id}/test) and creating portal
  * sessions. Their routes call this first.
  */

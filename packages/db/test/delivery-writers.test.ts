@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 
 const SOURCE = join(import.meta.dirname, "../src");
 
-// Issue 7 item 2: every write to `deliveries` is in the module of its stage (see the header of
+// Every write to `deliveries` is in the module of its stage (see the header of
 // delivery-leases.ts). A new writer elsewhere should be a decision, not an accident.
 describe("writes to deliveries", () => {
   it("are only in events.ts, delivery-leases.ts, delivery-resends.ts and retention.ts", () => {

@@ -3,8 +3,8 @@ import { sql } from "@webhooks/testing";
 import { describe, expect, it } from "vitest";
 import { fileDatabase, subscriptionContext } from "./file-database.ts";
 
-// Contract §11 and §13: operational events are the operator's. They are published without a
-// tenant, so they reach only untenanted subscriptions that name them, even when the subscription
+// docs/api.md#operational-events: operational events are the operator's. They are published without
+// a tenant, so they reach only untenanted subscriptions that name them, even when the subscription
 // they are about belongs to a tenant (whose id their data then carries).
 
 const file = fileDatabase();
@@ -27,7 +27,7 @@ describe("operational events and tenants", () => {
     const tenantWatcher = await create(["operational.subscription.disabled"], "acme");
     const otherTenantWatcher = await create(["operational.subscription.disabled"], "globex");
 
-    // A 410 disables each at once (contract §11), which publishes operational.subscription.disabled.
+    // A 410 disables each at once, which publishes operational.subscription.disabled.
     const finishedAt = new Date();
     await recordEndpointResults(
       { sql: file.database.sql },

@@ -13,7 +13,7 @@ import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
-/** Contract §14 against real PostgreSQL: what the pruner deletes, what it keeps, and how. */
+/** Retention (docs/api.md#retention) against real PostgreSQL: what the pruner deletes, what it keeps, and how. */
 const DAY = 24 * 3_600_000;
 let testDb: TestDatabase;
 let database: Database;

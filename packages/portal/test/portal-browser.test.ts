@@ -255,7 +255,8 @@ describe("the customer portal in a browser", () => {
     await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Delivery log" }).click();
     await page.getByRole("heading", { name: "Delivery log" }).waitFor();
     await page.locator("table tbody tr").getByText("order.failed").waitFor();
-    // The README's picture (docs/portal.png is a copy): the log with a failure on top.
+    // The portal's picture in docs/portal.md (docs/portal.png is a copy): the log with a failure on
+    // top.
     await shot(page, "00-readme", false);
 
     // One event type: 22 deliveries, 20 on the first page, 2 on the next, and back.

@@ -127,7 +127,7 @@ function header(req: IncomingMessage, name: string): string {
 }
 
 /**
- * A real HTTP receiver on loopback (STYLE 12). It verifies signatures, counts, records every
+ * A real HTTP receiver on loopback. It verifies signatures, counts, records every
  * webhook, tracks concurrency per webhook-id, and answers as the test says; with
  * `{ record: false, verifyWith: "core" }` it only verifies and counts, for thousands of requests
  * per second (the bench).

@@ -57,7 +57,7 @@ const attemptsRouteDef = createRoute({
   responses: { 200: jsonResponse(attemptListSchema, "A page of attempts"), ...operationErrors(404) },
 });
 
-// The contract names the route `retry`; in the code a manual one is a resend (delivery-resends.ts).
+// The API names the route `retry`; in the code a manual one is a resend (delivery-resends.ts).
 const resendRouteDef = createRoute({
   method: "post",
   path: "/v1/deliveries/{delivery_id}/retry",

@@ -66,7 +66,7 @@ export const attemptListSchema = listSchema(
 
 const responseCodeMessage = "response_code must be a status code from 100 to 599, or one of 2xx, 3xx, 4xx, 5xx";
 
-/** Contract §12: an exact code, or a class. */
+/** An exact code, or a class (docs/api.md#list-deliveries). */
 const responseCodeQuery = z
   .string()
   .transform((value, ctx): ResponseCodeFilter => {

@@ -8,9 +8,8 @@ export const ENQUEUE_CHUNK = 1_000;
 /**
  * Batches being written at once. Publishes that arrive while this many are in flight wait and go
  * together in the next batch, so under load one statement, one commit and one enqueue serve more
- * events. Measured on W1 (see the README): with 2, W1 reached a median 0.48 of the bare ceiling
- * against 0.38 without a limit; publishing alone (API and PostgreSQL, no worker) was slower with
- * it, since a request may wait for a commit not its own. A lone request still goes at once.
+ * events; publishing alone (API and PostgreSQL, no worker) is a little slower with it, since a
+ * request may wait for a commit not its own. A lone request still goes at once.
  */
 const BATCHES_IN_FLIGHT = 2;
 
@@ -26,14 +25,14 @@ export interface EventPublisher {
  * BATCHES_IN_FLIGHT batches are being written, as soon as one of them ends. A request alone is
  * written alone, without waiting.
  *
- * Jobs are added after commit (contract §7), as dispatch jobs of up to 20 deliveries each (see
- * the job catalog): one job per delivery cost the API, the worker and Redis BullMQ's work per job
- * for each delivery. A batch with few deliveries gets them back from the insert and enqueues
- * them before answering. A big fan-out does not: its event is accepted once
+ * Jobs are added after commit (docs/architecture.md#how-a-publish-flows), as dispatch jobs of up to
+ * 20 deliveries each (see the job catalog): one job per delivery cost the API, the worker and Redis
+ * BullMQ's work per job for each delivery. A batch with few deliveries gets them back from the
+ * insert and enqueues them before answering. A big fan-out does not: its event is accepted once
  * committed, and its deliveries are read back and enqueued ENQUEUE_CHUNK at a time, so that one
  * event to 10,000 subscriptions neither waits for 10,000 jobs nor holds them all in memory. If
- * Redis cannot take them (or the process stops midway), the events are still accepted: the
- * worker's reconciler finds the deliveries in PostgreSQL and enqueues them.
+ * Redis cannot take them (or the process stops midway), the events are still accepted: the worker's
+ * reconciler finds the deliveries in PostgreSQL and enqueues them.
  */
 export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueue; logger: Logger }): EventPublisher {
   const streaming = new Set<Promise<void>>();

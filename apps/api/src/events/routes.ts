@@ -49,7 +49,8 @@ export function eventRoutes(deps: ApiDeps) {
   const { publisher } = deps;
   return newRouter()
     .openapi(publishRouteDef, async (c) => {
-      // Contract §13: a tenant-scoped credential sends events only through a subscription's /test.
+      // docs/api.md#tenant-scoped-api-keys: a tenant-scoped credential sends events only through a
+      // subscription's /test.
       requireUnscoped(c.var.principal.scope, "publish events");
       const body = c.req.valid("json");
       const result = await publisher.publish({

@@ -45,8 +45,8 @@ const eventData = z
 
 export const publishEventBody = z
   .strictObject({
-    // Contract §11: operational events are the service's own; a client publishing one could
-    // impersonate the service to every subscription that names them.
+    // docs/api.md#operational-events: operational events are the service's own; a client publishing
+    // one could impersonate the service to every subscription that names them.
     type: eventTypeSchema
       .refine((type) => !isOperationalEventType(type), {
         error: `type must not start with "${OPERATIONAL_PREFIX}": operational events are published by the service itself`,

@@ -7,7 +7,7 @@ import {
   ValidationError,
 } from "@webhooks/core";
 
-/** The error types of contract §2. */
+/** The error types (docs/api.md#errors). */
 export type ErrorType =
   | "invalid_request_error"
   | "authentication_error"
@@ -16,7 +16,7 @@ export type ErrorType =
   | "rate_limit_error"
   | "api_error";
 
-/** An error that leaves the API in the contract's shape (contract §2). */
+/** An error that leaves the API in the error shape (docs/api.md#errors). */
 export class ApiError extends Error {
   constructor(
     readonly status: 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 429 | 431 | 499 | 500 | 503,

@@ -90,7 +90,7 @@ export function tooManyFailedAuthentications(retryAfterSeconds: number): ApiErro
 
 /**
  * The address of the TCP peer. Forwarded-For headers are not trusted: any client can set them.
- * Behind a proxy this is the proxy's address (see the README).
+ * Behind a proxy this is the proxy's address (docs/operations.md#authentication-throttling).
  */
 export function clientAddress(c: Context): string {
   return (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket?.remoteAddress ?? "unknown";

@@ -32,10 +32,11 @@ const INVALID: Authentication = Object.freeze({ ok: false, reason: "invalid" });
 const EXPIRED: Authentication = Object.freeze({ ok: false, reason: "expired" });
 
 /**
- * Checks bearer credentials: API keys (contract §3), static ones from API_KEYS (unscoped) and
- * keys created with the CLI and stored as hashes (unscoped, or scoped to a tenant), and portal
- * session tokens (contract §13, scoped to their tenant until they expire). Every comparison of a
- * secret is between SHA-256 hashes, in constant time or by an index lookup of the hash.
+ * Checks bearer credentials: API keys (docs/api.md#authentication), static ones from API_KEYS
+ * (unscoped) and keys created with the CLI and stored as hashes (unscoped, or scoped to a tenant),
+ * and portal session tokens (docs/api.md#portal-sessions, scoped to their tenant until they
+ * expire). Every comparison of a secret is between SHA-256 hashes, in constant time or by an index
+ * lookup of the hash.
  *
  * Stored keys and sessions are cached the same way: a known one for a few seconds (which bounds
  * how late a revocation takes effect: of a key, and of the sessions that key created, which

@@ -8,13 +8,13 @@ import { NOT_JSON_MESSAGE } from "./content-type.ts";
 import { DATABASE_RETRY_AFTER_SECONDS } from "./database-unavailable.ts";
 import type { ApiEnv } from "./types.ts";
 
-/** Sends an ApiError in the contract's shape, with the request's id. */
+/** Sends an ApiError in the error shape (docs/api.md#errors), with the request's id. */
 export function respond(c: Context<ApiEnv>, error: ApiError) {
   const requestId = c.var.requestId ?? "";
   return c.json(errorBody(error, requestId), error.status as ContentfulStatusCode, error.headers);
 }
 
-/** The one exit for every error (STYLE 3): all of them leave in the contract's shape. */
+/** The one exit for every error: all of them leave in the same shape. */
 export const handleError: ErrorHandler<ApiEnv> = (err, c) => {
   if (err instanceof ApiError) return respond(c, err);
   if (err instanceof DomainError) return respond(c, apiErrorFromDomain(err));

@@ -11,14 +11,14 @@ const isBlank = (bytes: Uint8Array) =>
   bytes.every((byte) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09);
 
 /**
- * Request bodies (contract §2), on the routes that take the request's method only: elsewhere the
- * answer is a 404 or a 405 (unmatched-route.ts), whatever the body. Over the limit is a 413,
- * counted on the bytes received so that a chunked body cannot slip past; a body that is not JSON
- * in UTF-8, or is compressed, is a 415 (content-type.ts); bytes that are not UTF-8, malformed
- * JSON, or JSON that is not an object, are a 400, and so is a number that parsing would change
- * (see exact-numbers.ts). Bytes that are not UTF-8 are refused, not replaced with U+FFFD: the
- * replaced text would be stored and delivered, and two different bodies would pass as the same
- * request for an Idempotency-Key.
+ * Request bodies (docs/api.md#requests), on the routes that take the request's method only:
+ * elsewhere the answer is a 404 or a 405 (unmatched-route.ts), whatever the body. Over the limit is
+ * a 413, counted on the bytes received so that a chunked body cannot slip past; a body that is not
+ * JSON in UTF-8, or is compressed, is a 415 (content-type.ts); bytes that are not UTF-8, malformed
+ * JSON, or JSON that is not an object, are a 400, and so is a number that parsing would change (see
+ * exact-numbers.ts). Bytes that are not UTF-8 are refused, not replaced with U+FFFD: the replaced
+ * text would be stored and delivered, and two different bodies would pass as the same request for
+ * an Idempotency-Key.
  *
  * An empty body is no body, whatever its Content-Type (fetch() sends `text/plain;charset=UTF-8`
  * with `body: ""`): for POST the route then validates it as `{}` (its routes' bodies are optional

@@ -3,8 +3,8 @@ import type { ApiEnv } from "./types.ts";
 import { repeatedQueryParameterError, validationError } from "./validation.ts";
 
 /**
- * Every router of the API: a request that fails its route's schema becomes a 400 in the contract's
- * shape (STYLE 3). The error is thrown so that it leaves through the one error handler.
+ * Every router of the API: a request that fails its route's schema becomes a 400 in the error
+ * shape (docs/api.md#errors). The error is thrown so that it leaves through the one error handler.
  */
 export function newRouter(): OpenAPIHono<ApiEnv> {
   return new OpenAPIHono<ApiEnv>({

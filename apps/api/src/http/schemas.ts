@@ -26,8 +26,8 @@ export const text = (max: number) =>
     });
 
 /**
- * A date-time parameter (contract §1, see parseIsoTimestamp): the instant it names, or a 400
- * naming the parameter.
+ * A date-time parameter (docs/api.md#timestamps, see parseIsoTimestamp): the instant it names, or a
+ * 400 naming the parameter.
  */
 export const timestampString = (name: string) => {
   const message = `${name} must be an ISO 8601 date-time with Z or an offset, such as 2026-11-21T23:36:50.123Z`;
@@ -73,7 +73,7 @@ export const cursorQueries = {
 
 export const DEFAULT_PAGE_SIZE = 20;
 
-/** Contract §13: a tenant id, in a body or as a list filter. */
+/** A tenant id (docs/api.md#tenants), in a body or as a list filter. */
 export const tenantIdField = (description: string) =>
   z
     .string({ error: `tenant_id ${TENANT_ID_RULE}` })
@@ -93,7 +93,7 @@ export const tenantIdResponseField = z
 export const tenantIdJson = (tenantId: string | null): { tenant_id?: string } =>
   tenantId === null ? {} : { tenant_id: tenantId };
 
-/** The query of a route that takes none: a parameter sent anyway is a 400 naming it (contract §2). */
+/** The query of a route that takes none: a parameter sent anyway is a 400 naming it. */
 export const noQueryParameters = z.strictObject({});
 
 /** The body of an action that takes no parameters: none, `{}`, or a 400 naming the unknown one. */
@@ -202,8 +202,8 @@ export function operationErrors<S extends ErrorStatus = never>(...extra: S[]) {
   >;
 }
 
-/** Timestamps leave the API as ISO 8601 UTC with milliseconds (contract §1). */
+/** Timestamps leave the API as ISO 8601 UTC with milliseconds (docs/api.md#timestamps). */
 export const isoTimestamp = (date: Date): string => date.toISOString();
 
-/** The body of every error response (contract §2). */
+/** The body of every error response (docs/api.md#errors). */
 export type ErrorResponse = z.output<typeof errorSchema>;

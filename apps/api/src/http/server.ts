@@ -12,7 +12,7 @@ type Socket = Duplex & { _httpMessage?: ServerResponse | null };
 /**
  * The API's HTTP server: the app behind @hono/node-server's request listener, with core's
  * SERVER_TIMEOUTS. Requests that the adapter refuses before the app sees them (a backslash in the path, a
- * missing or invalid Host, `OPTIONS *`) are answered in the contract's error shape, with a
+ * missing or invalid Host, `OPTIONS *`) are answered in the API's error shape, with a
  * request id, instead of the adapter's empty 400.
  */
 export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
@@ -45,7 +45,7 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
     {
       ...serverTimeoutOptions,
       // Node answers an HTTP/1.1 request without Host with an empty 400 of its own; let the
-      // adapter refuse it instead, so that the answer is in the contract's shape.
+      // adapter refuse it instead, so that the answer is in the API's error shape.
       requireHostHeader: false,
     },
     listener,
@@ -58,7 +58,7 @@ export function createApiServer(fetch: FetchHandler, logger: Logger): Server {
  * Requests that Node's HTTP parser refuses never reach the app: a malformed request line or
  * header, a head over the size limit, a body that stops arriving, an unknown Expect, CONNECT.
  * Node would answer them with an empty 400 (431, 408, 417), or, for CONNECT, close the
- * connection. They get the contract's error shape and a request id instead, and the connection
+ * connection. They get the API's error shape and a request id instead, and the connection
  * is closed: after a parse error nothing more can be read from it.
  *
  * The bytes the parser refuses may follow a request it read whole and that is still being

@@ -1,9 +1,9 @@
 /**
- * Contract §1: parameters take any ISO 8601 date-time with `Z` or an offset. That is wider than
- * the RFC 3339 profile (and zod's check): the minutes-only form (`2026-01-01T10:00Z`), a comma
- * before the fraction (`10:00:00,5Z`), offsets without the colon or without minutes (`+0530`,
- * `+05`), and the basic format without separators (`20260101T100000Z`). A date without a time,
- * or a time without `Z` or an offset (whose meaning depends on the reader's zone), is not one.
+ * docs/api.md#timestamps: parameters take any ISO 8601 date-time with `Z` or an offset. That is
+ * wider than the RFC 3339 profile (and zod's check): the minutes-only form (`2026-01-01T10:00Z`), a
+ * comma before the fraction (`10:00:00,5Z`), offsets without the colon or without minutes (`+0530`,
+ * `+05`), and the basic format without separators (`20260101T100000Z`). A date without a time, or a
+ * time without `Z` or an offset (whose meaning depends on the reader's zone), is not one.
  */
 const EXTENDED = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(Z|[+-]\d{2}(?::?\d{2})?)$/i;
 const BASIC = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(?:(\d{2})(?:[.,](\d+))?)?(Z|[+-]\d{2}(?:\d{2})?)$/i;

@@ -35,7 +35,7 @@ export interface ApiEnv {
   };
 }
 
-/** An authenticated credential (contract §3, §13). */
+/** An authenticated credential (docs/api.md#authentication, docs/api.md#tenant-scoped-api-keys). */
 export interface Principal {
   /** A stored key's id, `static` for API_KEYS, or a portal session's id. */
   keyId: string;

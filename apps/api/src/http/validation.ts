@@ -19,7 +19,7 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 }
 
 /**
- * Turns the first zod issue of a rejected request into a 400 in the contract's shape, naming the
+ * Turns the first zod issue of a rejected request into a 400 in the error shape, naming the
  * parameter. Schemas give their own messages where a default one would be vague.
  */
 export function validationError(

@@ -21,9 +21,10 @@ export const ADMIN_BASE_PATH = "/admin/queues";
 const LINK_TO_OTHER_ORIGIN = /<link\b[^>]*\bhref="(?:https?:)?\/\/[^"]*"[^>]*>\s*/gi;
 
 /**
- * Bull Board, the queue dashboard, behind HTTP Basic auth (contract §3). An address over the
- * failure limit is answered 429 whatever it sends, right password or not: a password can be
- * guessed, and letting the right one through would tell the guesser when it was right.
+ * Bull Board, the queue dashboard, behind HTTP Basic auth (docs/operations.md#bull-board). An
+ * address over the failure limit is answered 429 whatever it sends, right password or not: a
+ * password can be guessed, and letting the right one through would tell the guesser when it was
+ * right.
  *
  * A browser that has the Basic credentials sends them with every request to this origin, also
  * those another site's page makes it send: a form posted cross-site (`enctype="text/plain"`, with
@@ -77,10 +78,10 @@ export function adminRoutes(
 const ADMIN_REDIS_DEADLINE_MS = 5_000;
 
 /**
- * Bull Board's JSON API (what the page calls) reads Redis on every request. With Redis down its
- * own handler answers a 500 in a shape of its own, carrying ioredis's message; with Redis stalled
- * it never answers. Either is a 503 in the contract's shape, with Retry-After; any other failure
- * of Bull Board's is logged and answered as our 500.
+ * Bull Board's JSON API (what the page calls) reads Redis on every request. With Redis down its own
+ * handler answers a 500 in a shape of its own, carrying ioredis's message; with Redis stalled it
+ * never answers. Either is a 503 in the API's error shape, with Retry-After; any other failure of
+ * Bull Board's is logged and answered as our 500.
  */
 function answerWithoutRedis(queue: DeliveryQueue): MiddlewareHandler<ApiEnv> {
   const unavailable = () =>

@@ -7,8 +7,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import type { ApiEnv } from "../http/types.ts";
 
 /**
- * Endpoint health (contract §11), read-only, from PostgreSQL when Prometheus scrapes: the
- * workers keep it in the subscriptions table, so any API process can report it.
+ * Endpoint health (docs/api.md#endpoint-health), read-only, from PostgreSQL when Prometheus
+ * scrapes: the workers keep it in the subscriptions table, so any API process can report it.
  */
 function registerSubscriptionHealthGauges(registry: Registry, db: PrismaClientOrTransaction): void {
   new Gauge({

@@ -9,7 +9,7 @@ const expiresInMessage = "expires_in must be a duration from 1m to 24h, such as 
 
 export const DEFAULT_EXPIRES_IN = "1h";
 
-/** Contract §13: `1m` to `24h`, in the durations every other setting uses (packages/core's parseDuration). */
+/** docs/api.md#portal-sessions: `1m` to `24h`, in the durations every other setting uses (packages/core's parseDuration). */
 export function expiresInMs(text: string): number | undefined {
   const ms = parseDuration(text);
   return ms !== undefined && ms >= MIN_EXPIRES_IN_MS && ms <= MAX_EXPIRES_IN_MS ? ms : undefined;

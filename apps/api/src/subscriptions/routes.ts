@@ -368,8 +368,9 @@ export function subscriptionRoutes(deps: ApiDeps) {
     .openapi(testEventRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");
       const body = c.req.valid("json");
-      // Contract §13: the one way a scoped credential sends an event, and only to a subscription
-      // in its scope; the event and its delivery take the subscription's tenant.
+      // docs/api.md#tenant-scoped-api-keys: the one way a scoped credential sends an event, and
+      // only to a subscription in its scope; the event and its delivery take the subscription's
+      // tenant.
       const ctx = scoped(c);
       await getSubscription(ctx, subscription_id);
       const { deliveryId } = await publishTestEvent(

@@ -41,7 +41,7 @@ const integerBetween = (name: string, min: number, max: number) => {
   return z.number({ error: message }).int(message).min(min, message).max(max, message);
 };
 
-// Contract §11. Out-of-range values are refused, never clamped.
+// docs/api.md#endpoint-limits. Out-of-range values are refused, never clamped.
 const maxInFlightDescription =
   "At most this many attempts to this subscription in flight at once, across every worker, 1 to 1000. " +
   "A change applies to attempts that start after it.";
@@ -65,8 +65,8 @@ const headersDescription =
 const isJsonObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === "object" && !Array.isArray(value);
 
-// Contract §12. z.custom keeps the object as sent (z.record would drop a "__proto__" key), and
-// each problem is reported at `headers.<Name>`, so the 400 names the header.
+// docs/api.md#custom-headers. z.custom keeps the object as sent (z.record would drop a "__proto__"
+// key), and each problem is reported at `headers.<Name>`, so the 400 names the header.
 const customHeaders = z
   .custom<Record<string, string>>(isJsonObject, { error: "headers must be a JSON object of header names to values" })
   .superRefine((headers, ctx) => {
@@ -175,7 +175,7 @@ export const createSubscriptionBody = z
   })
   .openapi("CreateSubscription");
 
-/** Spec §4.2 and contract §11: url, events, active, max_in_flight and rate_limit, each optional. */
+/** docs/api.md#update-a-subscription: url, events, active, max_in_flight, rate_limit and headers, each optional. */
 export const updateSubscriptionBody = z
   .strictObject({
     url: url.optional(),
@@ -192,7 +192,7 @@ export const updateSubscriptionBody = z
 const MAX_OVERLAP_MS = 7 * 86_400_000;
 const overlapMessage = "overlap must be a duration from 0s to 7d, such as 24h, 30m or 0s";
 
-/** Contract §12: how long the replaced secret keeps signing, `0s` to `7d`. */
+/** docs/api.md#rotate-the-signing-secret: how long the replaced secret keeps signing, `0s` to `7d`. */
 export const rotateSecretBody = z
   .strictObject({
     overlap: z
@@ -251,7 +251,7 @@ export const DEFAULT_TEST_EVENT = {
   data: { message: "This is a test event sent from the webhook service." },
 };
 
-/** Contract §12: the rules of POST /v1/events for `type` and `data`, both optional here. */
+/** docs/api.md#send-a-test-event: the rules of POST /v1/events for `type` and `data`, both optional here. */
 export const testEventBody = z
   .strictObject({
     type: publishEventBody.shape.type.optional().openapi({

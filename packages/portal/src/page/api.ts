@@ -11,7 +11,7 @@ export type Recovery = Schemas["Recovery"];
 export type DeliveryStatus = Delivery["status"];
 export type PortalClient = Client<paths>;
 
-/** A failed call, with the API's own message (contract §2) or one that says what went wrong. */
+/** A failed call, with the API's own message (docs/api.md#errors) or one that says what went wrong. */
 export class ApiError extends Error {
   constructor(
     readonly status: number,

@@ -10,9 +10,9 @@ export const cursorFrom = (query: URLSearchParams): Cursor => ({
 });
 
 /**
- * The newer/older moves from a page (contract §4): `has_more` speaks of the direction the page was
- * read in, so a page read backwards (ending_before) always has older records, and one read forwards
- * has newer ones unless it is the first.
+ * The newer/older moves from a page (docs/api.md#paging): `has_more` speaks of the direction the
+ * page was read in, so a page read backwards (ending_before) always has older records, and one read
+ * forwards has newer ones unless it is the first.
  */
 export function pageMoves(
   page: { data: { id: string }[]; has_more: boolean },

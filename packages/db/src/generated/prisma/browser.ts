@@ -22,7 +22,7 @@ export * from './enums.ts';
  * A signing secret, stored encrypted (AES-256-GCM). A secret row never changes: a rotation adds a
  * new one. Subscriptions point at their current one (and, during a rotation's overlap, at the one
  * before it); every delivery records the one current when it was created. Attempts are signed
- * with the subscription's secrets as they are at attempt time (contract §12).
+ * with the subscription's secrets as they are at attempt time (docs/api.md#rotate-the-signing-secret).
  */
 export type SigningSecret = Prisma.SigningSecretModel
 /**
@@ -40,23 +40,23 @@ export type Event = Prisma.EventModel
  * One event sent to one subscription. url and headers are a snapshot of the subscription taken
  * when the delivery was created: every attempt uses them, whatever the subscription says later.
  * secret_id records the secret current at creation; attempts are signed with the subscription's
- * secrets at attempt time, so that a rotation's overlap covers older deliveries too (contract §12).
+ * secrets at attempt time, so that a rotation's overlap covers older deliveries too.
  * 
  * subscription_id, event_id and secret_id carry no foreign keys. A foreign key is checked row by
- * row, and a fan-out inserts thousands of rows in one statement: the three checks were ~40% of
- * publishing one event to 10,000 subscriptions (~110 of ~260 ms, measured). The references hold
- * by construction instead: deliveries are created only by the statement that inserts their event
- * and reads their subscription (packages/db/src/events.ts), subscriptions are soft-deleted and
- * secrets never deleted, and the pruner deletes an event only once none of its deliveries remain
+ * row, and a fan-out inserts thousands of rows in one statement: the three checks were a large
+ * share of publishing one event to many subscriptions. The references hold by construction
+ * instead: deliveries are created only by the statement that inserts their event and reads their
+ * subscription (packages/db/src/events.ts), subscriptions are soft-deleted and secrets never
+ * deleted, and the pruner deletes an event only once none of its deliveries remain
  * (packages/db/src/retention.ts): no delivery is ever added to an existing event.
  */
 export type Delivery = Prisma.DeliveryModel
 /**
  * Model DeliveryAttempt
- * One request of a delivery that ended (its log, contract §5): recorded with its outcome, or
- * closed as one whose outcome is unknown. The attempt in flight lives on its delivery's row
- * (open_attempt_id); the log as the API lists it is the view delivery_attempt_log (defined in
- * the migrations), which shows both.
+ * One request of a delivery that ended (its log, docs/api.md#list-a-deliverys-attempts): recorded
+ * with its outcome, or closed as one whose outcome is unknown. The attempt in flight lives on its
+ * delivery's row (open_attempt_id); the log as the API lists it is the view delivery_attempt_log
+ * (defined in the migrations), which shows both.
  * 
  * delivery_id has no foreign key, for the reasons the Delivery model gives: the check cost every
  * write a lookup and a lock on the delivery row, and the pruner a lookup per delivery deleted. It
@@ -72,7 +72,7 @@ export type DeliveryAttempt = Prisma.DeliveryAttemptModel
 export type ApiKey = Prisma.ApiKeyModel
 /**
  * Model PortalSession
- * A customer portal session (contract §13): a short-lived bearer token scoped to one tenant.
- * Only the SHA-256 of the token is stored, as for API keys.
+ * A customer portal session (docs/api.md#portal-sessions): a short-lived bearer token scoped to
+ * one tenant. Only the SHA-256 of the token is stored, as for API keys.
  */
 export type PortalSession = Prisma.PortalSessionModel

@@ -410,8 +410,8 @@ export type $ApiKeyPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     createdAt: Date
     revokedAt: Date | null
     /**
-     * The tenant the key is scoped to (contract §13): it sees and changes only that tenant's
-     * resources. Null for an unscoped key.
+     * The tenant the key is scoped to (docs/api.md#tenant-scoped-api-keys): it sees and changes only
+     * that tenant's resources. Null for an unscoped key.
      */
     tenantId: string | null
   }, ExtArgs["result"]["apiKey"]>

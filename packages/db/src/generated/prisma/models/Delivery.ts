@@ -17,14 +17,14 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
  * One event sent to one subscription. url and headers are a snapshot of the subscription taken
  * when the delivery was created: every attempt uses them, whatever the subscription says later.
  * secret_id records the secret current at creation; attempts are signed with the subscription's
- * secrets at attempt time, so that a rotation's overlap covers older deliveries too (contract §12).
+ * secrets at attempt time, so that a rotation's overlap covers older deliveries too.
  * 
  * subscription_id, event_id and secret_id carry no foreign keys. A foreign key is checked row by
- * row, and a fan-out inserts thousands of rows in one statement: the three checks were ~40% of
- * publishing one event to 10,000 subscriptions (~110 of ~260 ms, measured). The references hold
- * by construction instead: deliveries are created only by the statement that inserts their event
- * and reads their subscription (packages/db/src/events.ts), subscriptions are soft-deleted and
- * secrets never deleted, and the pruner deletes an event only once none of its deliveries remain
+ * row, and a fan-out inserts thousands of rows in one statement: the three checks were a large
+ * share of publishing one event to many subscriptions. The references hold by construction
+ * instead: deliveries are created only by the statement that inserts their event and reads their
+ * subscription (packages/db/src/events.ts), subscriptions are soft-deleted and secrets never
+ * deleted, and the pruner deletes an event only once none of its deliveries remain
  * (packages/db/src/retention.ts): no delivery is ever added to an existing event.
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
@@ -775,7 +775,7 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     url: string
     secretId: string
     /**
-     * The subscription's extra request headers when the delivery was created (contract §12).
+     * The subscription's extra request headers when the delivery was created.
      */
     headers: runtime.JsonValue
     status: $Enums.DeliveryStatus
@@ -807,8 +807,9 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      */
     tenantId: string | null
     /**
-     * Made by POST /v1/subscriptions/{id}/test (contract §12): it goes out even while the service
-     * has the subscription disabled, whose other deliveries wait until it is enabled again.
+     * Made by POST /v1/subscriptions/{id}/test (docs/api.md#send-a-test-event): it goes out even
+     * while the service has the subscription disabled, whose other deliveries wait until it is
+     * enabled again.
      */
     test: boolean
     createdAt: Date

@@ -14,10 +14,10 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
 
 /**
  * Model DeliveryAttempt
- * One request of a delivery that ended (its log, contract §5): recorded with its outcome, or
- * closed as one whose outcome is unknown. The attempt in flight lives on its delivery's row
- * (open_attempt_id); the log as the API lists it is the view delivery_attempt_log (defined in
- * the migrations), which shows both.
+ * One request of a delivery that ended (its log, docs/api.md#list-a-deliverys-attempts): recorded
+ * with its outcome, or closed as one whose outcome is unknown. The attempt in flight lives on its
+ * delivery's row (open_attempt_id); the log as the API lists it is the view delivery_attempt_log
+ * (defined in the migrations), which shows both.
  * 
  * delivery_id has no foreign key, for the reasons the Delivery model gives: the check cost every
  * write a lookup and a lock on the delivery row, and the pruner a lookup per delivery deleted. It

@@ -403,7 +403,7 @@ export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
      */
     requestHash: string | null
     /**
-     * The tenant the event was published for (contract §13): it reaches only that tenant's
+     * The tenant the event was published for: it reaches only that tenant's
      * subscriptions; an event without one only subscriptions without one. Events are read by id
      * only, so no index.
      */

@@ -14,8 +14,8 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
 
 /**
  * Model PortalSession
- * A customer portal session (contract §13): a short-lived bearer token scoped to one tenant.
- * Only the SHA-256 of the token is stored, as for API keys.
+ * A customer portal session (docs/api.md#portal-sessions): a short-lived bearer token scoped to
+ * one tenant. Only the SHA-256 of the token is stored, as for API keys.
  */
 export type PortalSessionModel = runtime.Types.Result.DefaultSelection<Prisma.$PortalSessionPayload>
 

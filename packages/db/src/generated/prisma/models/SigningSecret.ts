@@ -17,7 +17,7 @@ import type * as Prisma from "../internal/prismaNamespace.ts"
  * A signing secret, stored encrypted (AES-256-GCM). A secret row never changes: a rotation adds a
  * new one. Subscriptions point at their current one (and, during a rotation's overlap, at the one
  * before it); every delivery records the one current when it was created. Attempts are signed
- * with the subscription's secrets as they are at attempt time (contract §12).
+ * with the subscription's secrets as they are at attempt time (docs/api.md#rotate-the-signing-secret).
  */
 export type SigningSecretModel = runtime.Types.Result.DefaultSelection<Prisma.$SigningSecretPayload>
 

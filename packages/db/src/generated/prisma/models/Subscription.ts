@@ -1409,11 +1409,11 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
     previousSecretId: string | null
     previousSecretExpiresAt: Date | null
     /**
-     * Extra request headers sent with each delivery, as a JSON object of name -> value (contract §12).
+     * Extra request headers sent with each delivery, as a JSON object of name -> value.
      */
     headers: runtime.JsonValue
     /**
-     * The tenant (customer) the subscription belongs to (contract §13); null for none. Set at
+     * The tenant (customer) the subscription belongs to; null for none. Set at
      * create, never changed: deliveries copy it, and per-tenant indexes rely on it staying put.
      */
     tenantId: string | null

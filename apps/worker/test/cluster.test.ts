@@ -11,6 +11,7 @@ import {
   waitUntilConnected,
 } from "@webhooks/queue";
 import {
+  PRIVATE_CLUSTER_REDIS_URL,
   type PrivateRedisCluster,
   sql,
   startPrivateRedisCluster,
@@ -349,6 +350,14 @@ describe("on a Redis Cluster with QUEUE_SHARDS=3", () => {
 });
 
 describe("start-up checks on a Redis Cluster", () => {
+  it("connects to a private cluster with its own REDIS_URL, whatever database TEST_REDIS_URL names", () => {
+    const env = testEnv("postgresql://postgres@127.0.0.1:5432/unused", { REDIS_CLUSTER_NODES: "127.0.0.1:7000" });
+    expect(env.REDIS_URL).toBe(PRIVATE_CLUSTER_REDIS_URL);
+    expect(loadConfig(env).redisClusterNodes).toEqual([{ host: "127.0.0.1", port: 7000 }]);
+    // The shared Redis's URL may name a database, which a cluster would refuse.
+    expect(() => loadConfig({ ...env, REDIS_URL: "redis://127.0.0.1:6379/3" })).toThrow(/database other than 0/);
+  });
+
   it("checkRedis, waitUntilConnected and checkEvictionPolicy look at every master; a producer fails fast when it is gone", async ({
     defer,
   }) => {

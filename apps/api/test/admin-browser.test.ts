@@ -57,6 +57,40 @@ describe("Bull Board in a browser", () => {
   });
 });
 
+describe("Bull Board's tabs", () => {
+  it("survive a reload and a bookmark, with or without a trailing slash", async () => {
+    const context = await browser.newContext({ httpCredentials: { username: "admin", password: "s3cret" } });
+    try {
+      const page = await context.newPage();
+      await page.goto(`${api.baseUrl}/admin/queues`, { waitUntil: "networkidle" });
+      // The overview's tabs, as the page links them: /admin/queues/?status=delayed.
+      await page.locator('a[href$="status=delayed"]').first().click();
+      await page.waitForURL(/status=delayed/);
+      const reloaded = await page.reload({ waitUntil: "networkidle" });
+      expect(reloaded?.status()).toBe(200);
+      expect(reloaded?.headers()["content-type"]).toContain("text/html");
+      await page.getByText("deliveries").first().waitFor({ timeout: 15_000 });
+
+      // Each page of the dashboard, opened directly as a bookmark would, in both forms.
+      for (const path of [
+        "/admin/queues/",
+        "/admin/queues/?status=failed",
+        "/admin/queues/queue/deliveries",
+        "/admin/queues/queue/deliveries/",
+        "/admin/queues/queue/deliveries/?status=completed",
+      ]) {
+        const opened = await page.goto(`${api.baseUrl}${path}`, { waitUntil: "networkidle" });
+        expect({ path, status: opened?.status() }).toEqual({ path, status: 200 });
+        await page.getByText("deliveries").first().waitFor({ timeout: 15_000 });
+      }
+      // Not a page of the dashboard: still a 404.
+      expect((await page.goto(`${api.baseUrl}/admin/queues/nothing/`))?.status()).toBe(404);
+    } finally {
+      await context.close();
+    }
+  });
+});
+
 describe("Bull Board and other sites", () => {
   it("refuses a form another site posts with the operator's credentials, and takes the dashboard's own writes", async () => {
     const context = await browser.newContext({ httpCredentials: { username: "admin", password: "s3cret" } });

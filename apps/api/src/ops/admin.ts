@@ -70,8 +70,39 @@ export function adminRoutes(
     headers.delete("content-length");
     c.res = new Response((await c.res.text()).replace(LINK_TO_OTHER_ORIGIN, ""), { status: c.res.status, headers });
   });
-  app.route("/", serverAdapter.registerPlugin());
+  const board = serverAdapter.registerPlugin();
+  app.use("*", servePagesWithTrailingSlash(board));
+  app.route("/", board);
   return app;
+}
+
+/** Bull Board's pages, relative to its base path, in the form its own links give them: with a trailing slash. */
+const PAGE_WITH_TRAILING_SLASH = [
+  /^\/$/,
+  /^\/metrics-history\/$/,
+  /^\/job-schedulers\/$/,
+  /^\/queue\/[^/]+\/$/,
+  /^\/queue\/[^/]+\/[^/]+\/$/,
+];
+
+/**
+ * Bull Board's tabs link its pages with a trailing slash (`/admin/queues/?status=delayed`), which
+ * its routes do not take: a reload or a bookmark of a tab would get a 404. Those paths get the
+ * same page as the path without the slash, and the page's own router shows the tab.
+ */
+function servePagesWithTrailingSlash(board: Hono): MiddlewareHandler<ApiEnv> {
+  return async (c, next) => {
+    const path = c.req.path.slice(ADMIN_BASE_PATH.length);
+    if (
+      (c.req.method !== "GET" && c.req.method !== "HEAD") ||
+      !PAGE_WITH_TRAILING_SLASH.some((page) => page.test(path))
+    ) {
+      return next();
+    }
+    const url = new URL(c.req.url);
+    url.pathname = path === "/" ? "/" : path.slice(0, -1);
+    return board.fetch(new Request(url, { method: c.req.method, headers: c.req.raw.headers }));
+  };
 }
 
 /** How long the dashboard's API waits for Redis before it answers 503. */

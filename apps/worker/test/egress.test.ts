@@ -164,7 +164,9 @@ describe("schemes", () => {
   it("refuses plain http in production, and non-http schemes always", async () => {
     const sender = new HttpSender({ timeoutMs: 1_000, policy: production, userAgent: "test" });
     try {
-      expect((await send(sender, "http://example.com/x")).error).toBe("destination not allowed: url must use https");
+      expect((await send(sender, "http://example.com/x")).error).toBe(
+        "destination not allowed: url must start with https:// (this deployment does not accept plain http://)",
+      );
       expect((await send(sender, "ftp://example.com/x")).error).toMatch(/^destination not allowed/);
     } finally {
       await sender.close();

@@ -90,6 +90,9 @@ function hostNameProblem(url: URL): string | undefined {
  * Checks what can be checked from the URL alone. Host names are checked again on the resolved
  * address when the worker connects, because DNS can change between now and then.
  */
+const HTTPS_ONLY = "must start with https://";
+const HTTP_OR_HTTPS = "must start with https:// or http://";
+
 export function checkDestinationUrl(text: string, policy: DestinationPolicy): UrlVerdict {
   let url: URL;
   try {
@@ -97,11 +100,12 @@ export function checkDestinationUrl(text: string, policy: DestinationPolicy): Ur
   } catch {
     return { ok: false, reason: "must be an absolute URL" };
   }
+  // The message says what this deployment takes: https only (production's default), or either.
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    return { ok: false, reason: "must use https" };
+    return { ok: false, reason: policy.allowHttp ? HTTP_OR_HTTPS : HTTPS_ONLY };
   }
   if (url.protocol === "http:" && !policy.allowHttp) {
-    return { ok: false, reason: "must use https" };
+    return { ok: false, reason: `${HTTPS_ONLY} (this deployment does not accept plain http://)` };
   }
   const hostProblem = hostNameProblem(url);
   if (hostProblem) return { ok: false, reason: hostProblem };

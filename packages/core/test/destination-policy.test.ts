@@ -128,11 +128,9 @@ describe("checkDestinationUrl with the production policy", () => {
   });
 
   it("refuses plain http, even to a public address", () => {
-    expect(checkDestinationUrl("http://example.com/hooks", production)).toEqual({
-      ok: false,
-      reason: "must use https",
-    });
-    expect(checkDestinationUrl("http://8.8.8.8/hooks", production)).toEqual({ ok: false, reason: "must use https" });
+    const httpsOnly = "must start with https:// (this deployment does not accept plain http://)";
+    expect(checkDestinationUrl("http://example.com/hooks", production)).toEqual({ ok: false, reason: httpsOnly });
+    expect(checkDestinationUrl("http://8.8.8.8/hooks", production)).toEqual({ ok: false, reason: httpsOnly });
   });
 
   it.each([
@@ -144,9 +142,12 @@ describe("checkDestinationUrl with the production policy", () => {
     "javascript:alert(1)",
     "data:text/plain,hi",
     "mailto:a@example.com",
-  ])("refuses the scheme of %j", (url) => {
-    expect(checkDestinationUrl(url, production)).toEqual({ ok: false, reason: "must use https" });
-    expect(checkDestinationUrl(url, development)).toEqual({ ok: false, reason: "must use https" });
+  ])("refuses the scheme of %j, saying which the deployment takes", (url) => {
+    expect(checkDestinationUrl(url, production)).toEqual({ ok: false, reason: "must start with https://" });
+    expect(checkDestinationUrl(url, development)).toEqual({
+      ok: false,
+      reason: "must start with https:// or http://",
+    });
   });
 
   it.each([
@@ -214,7 +215,10 @@ describe("checkDestinationUrl with other policies", () => {
 
   it("refuses http but allows private https when only private networks are allowed", () => {
     const policy = { allowHttp: false, allowPrivateNetworks: true };
-    expect(checkDestinationUrl("http://127.0.0.1/", policy)).toEqual({ ok: false, reason: "must use https" });
+    expect(checkDestinationUrl("http://127.0.0.1/", policy)).toEqual({
+      ok: false,
+      reason: "must start with https:// (this deployment does not accept plain http://)",
+    });
     expect(checkDestinationUrl("https://127.0.0.1/", policy).ok).toBe(true);
   });
 

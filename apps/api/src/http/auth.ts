@@ -114,6 +114,27 @@ function bearerToken(header: string | undefined): string | undefined {
   return header === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
 }
 
+/**
+ * Why an Authorization header holds no bearer key, in words that show how to send one. It never
+ * repeats what was sent: that may be a key.
+ */
+function missingKeyMessage(header: string | undefined): string {
+  const howTo = "Send the API key as `Authorization: Bearer <key>`.";
+  if (header === undefined || header.trim() === "") return `No API key provided. ${howTo}`;
+  const [first, ...rest] = header.trim().split(/\s+/);
+  if (/^bearer$/i.test(first ?? "")) {
+    return rest.length === 0
+      ? `The Authorization header says Bearer but gives no key after it. ${howTo}`
+      : `The Authorization header must hold one key after Bearer. ${howTo}`;
+  }
+  if (rest.length === 0) return `The Authorization header is missing the word Bearer before the key. ${howTo}`;
+  // Named only when it is a well-known scheme: anything else might be a key.
+  const scheme = WELL_KNOWN_SCHEMES.find((known) => known.toLowerCase() === first?.toLowerCase());
+  return `The Authorization header uses ${scheme ? `the ${scheme} scheme` : "another scheme than Bearer"}. ${howTo}`;
+}
+
+const WELL_KNOWN_SCHEMES = ["Basic", "Digest", "Token", "Negotiate", "NTLM", "ApiKey"];
+
 /** A failed authentication: a 401, or a 429 once the address is over the throttle's limit. */
 function authenticationFailed(c: Context, throttle: AuthFailureThrottle, error: ApiError): ApiError {
   const retryAfter = throttle.recordFailure(clientAddress(c));
@@ -133,17 +154,13 @@ export function requireApiKey(authenticator: Authenticator, throttle: AuthFailur
     // token) and tenants' data: no browser or proxy cache may keep them. Set first, so that the
     // refusals below and every later error carry it too; it costs one header on the hot path.
     c.header("cache-control", "no-store");
-    const key = bearerToken(c.req.header("authorization"));
+    const header = c.req.header("authorization");
+    const key = bearerToken(header);
     if (!key) {
       throw authenticationFailed(
         c,
         throttle,
-        new ApiError(
-          401,
-          "authentication_error",
-          "api_key_missing",
-          "No API key provided. Send it as `Authorization: Bearer <key>`.",
-        ),
+        new ApiError(401, "authentication_error", "api_key_missing", missingKeyMessage(header)),
       );
     }
     const authentication = await authenticator.authenticate(key);

@@ -1,5 +1,10 @@
-import type { z } from "zod";
+import { z } from "zod";
 import { ApiError } from "./api-error.ts";
+import { describeIssue } from "./validation-messages.ts";
+
+// Every check a schema leaves to zod answers in our words (validation-messages.ts); a schema's own
+// message still comes first. Set once, for the process, before any request is validated.
+z.config({ customError: describeIssue });
 
 /** `events[0]`, `data.customer`: the name a client would use for the offending field. */
 function paramName(path: readonly PropertyKey[]): string {
@@ -55,11 +60,17 @@ export function validationError(
   if (issue.path.length > 0 && valueAt(input, issue.path) === undefined) {
     return new ApiError(400, "invalid_request_error", "parameter_missing", `${param} is required`, param);
   }
-  const message = issue.message.startsWith(param) ? issue.message : `${param}: ${issue.message}`;
+  const message = withParam(param, issue.message);
   const outOfRange =
     (issue.code === "too_small" || issue.code === "too_big") && (issue.origin === "number" || issue.origin === "int");
   const code = outOfRange ? "parameter_out_of_range" : "parameter_invalid";
   return new ApiError(400, "invalid_request_error", code, message, param || undefined);
+}
+
+/** "events must list at least 1 item": the field's name, then what its message says of it. */
+function withParam(param: string, message: string): string {
+  if (param === "" || message.startsWith(param)) return message;
+  return /^[a-z]/.test(message) ? `${param} ${message}` : `${param}: ${message}`;
 }
 
 /**

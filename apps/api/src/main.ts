@@ -1,6 +1,6 @@
 // Starts the API: checks configuration and services, applies migrations, serves HTTP.
 import type { AddressInfo } from "node:net";
-import { createLogger, loadConfigOrExit } from "@webhooks/core";
+import { createLogger, loadConfigOrExit, logFormatFor } from "@webhooks/core";
 import { applyMigrations, checkPostgres } from "@webhooks/db";
 import { checkEvictionPolicy, checkRedis } from "@webhooks/queue";
 import { createApp } from "./app.ts";
@@ -9,7 +9,7 @@ import { createApiServer } from "./http/server.ts";
 import { ADMIN_BASE_PATH } from "./ops/admin.ts";
 
 const config = loadConfigOrExit();
-const logger = createLogger({ level: config.logLevel, name: "api" });
+const logger = createLogger({ level: config.logLevel, name: "api", format: logFormatFor(config) });
 
 const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config));
 if (unreachable) {

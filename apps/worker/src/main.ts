@@ -1,11 +1,11 @@
 // Starts a worker process: checks configuration and services, applies migrations, takes jobs.
-import { createLogger, loadConfigOrExit } from "@webhooks/core";
+import { createLogger, loadConfigOrExit, logFormatFor } from "@webhooks/core";
 import { applyMigrations, checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
 import { startWorker } from "./start-worker.ts";
 
 const config = loadConfigOrExit();
-const logger = createLogger({ level: config.logLevel, name: "worker" });
+const logger = createLogger({ level: config.logLevel, name: "worker", format: logFormatFor(config) });
 
 const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config));
 if (unreachable) {

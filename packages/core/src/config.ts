@@ -148,6 +148,7 @@ const envSchema = z.object({
     .regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes encoded in base64 (openssl rand -base64 32)")
     .optional(),
   LOG_LEVEL: oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  LOG_FORMAT: oneOf(["json", "pretty"]).optional(),
   BODY_LIMIT_BYTES: integer(1024, 100 * 1024 * 1024).default(256 * 1024),
   RATE_LIMIT_PER_SECOND: integer(0, 1_000_000).default(0),
   ALLOW_HTTP_URLS: boolean.optional(),
@@ -228,6 +229,8 @@ export interface Config {
   apiKeys: string[];
   secretEncryptionKey: Buffer;
   logLevel: string;
+  /** LOG_FORMAT; when unset, the logger decides from the mode and the terminal (logFormatFor). */
+  logFormat: "json" | "pretty" | undefined;
   bodyLimitBytes: number;
   rateLimitPerSecond: number;
   destinationPolicy: { allowHttp: boolean; allowPrivateNetworks: boolean };
@@ -319,6 +322,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       .filter((key) => key.length > 0),
     secretEncryptionKey: Buffer.from(e.SECRET_ENCRYPTION_KEY ?? DEVELOPMENT_SECRET_ENCRYPTION_KEY, "base64"),
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     rateLimitPerSecond: e.RATE_LIMIT_PER_SECOND,
     destinationPolicy: {

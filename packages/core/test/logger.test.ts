@@ -1,6 +1,8 @@
 import { execFileSync } from "node:child_process";
+import { PassThrough } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { createLogger, logFormatFor } from "../src/logger.ts";
 
 const loggerModule = fileURLToPath(new URL("../src/logger.ts", import.meta.url));
 
@@ -89,5 +91,44 @@ describe("createLogger", () => {
 
   it("writes nothing at level silent", () => {
     expect(logLines("silent", `logger.fatal("fatal line"); logger.error("error line");`)).toEqual([]);
+  });
+});
+
+describe("logFormatFor", () => {
+  const terminal = { isTTY: true };
+  const pipe = { isTTY: false };
+  it.each([
+    // [mode, LOG_FORMAT, stdout, FORCE_COLOR, format]
+    ["development", undefined, terminal, undefined, "pretty"],
+    ["development", undefined, pipe, undefined, "json"],
+    // npm start: concurrently's pipe, in a terminal that takes colours.
+    ["development", undefined, pipe, "3", "pretty"],
+    ["development", undefined, pipe, "0", "json"],
+    ["production", undefined, terminal, "3", "json"],
+    ["test", undefined, terminal, undefined, "json"],
+    ["development", "json", terminal, undefined, "json"],
+    ["production", "pretty", pipe, undefined, "pretty"],
+  ] as const)("%s, LOG_FORMAT=%s, %o, FORCE_COLOR=%s: %s", (env, logFormat, stdout, forceColor, format) => {
+    expect(logFormatFor({ env, logFormat }, stdout, forceColor)).toBe(format);
+  });
+});
+
+describe("createLogger's pretty format", () => {
+  it("writes a line a person reads, with the level, the name and the message, and still hides secrets", async () => {
+    const output = new PassThrough();
+    let text = "";
+    output.on("data", (chunk: Buffer) => (text += chunk.toString()));
+    const logger = createLogger({ level: "info", name: "test-app", format: "pretty", destination: output });
+    logger.info({ deliveryId: "dlv_1", secret: "whsec_TOP", headers: { authorization: "Bearer TOP" } }, "delivered");
+    logger.debug("below the level");
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(text).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO \(test-app\): delivered\n/);
+    expect(text).toContain('deliveryId: "dlv_1"');
+    expect(text).not.toContain("whsec_TOP");
+    expect(text).not.toContain("Bearer TOP");
+    expect(text).not.toContain("below the level");
+    // Not JSON, and without the process's id and host, which a person at a terminal does not need.
+    expect(() => JSON.parse(text.split("\n")[0]!)).toThrow();
+    expect(text).not.toMatch(/pid|hostname/);
   });
 });

@@ -18,3 +18,4 @@ export * from "./server-timeouts.ts";
 export * from "./signing.ts";
 export * from "./startup.ts";
 export * from "./tenants.ts";
+export * from "./timestamps.ts";

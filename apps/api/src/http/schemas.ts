@@ -1,6 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { TENANT_ID_PATTERN, TENANT_ID_RULE } from "@webhooks/core";
-import { parseIsoTimestamp } from "./timestamps.ts";
+import { parseIsoTimestamp, TENANT_ID_PATTERN, TENANT_ID_RULE } from "@webhooks/core";
 
 /**
  * Building blocks shared by the resources' schemas. Every string a client sends is checked for

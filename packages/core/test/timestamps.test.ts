@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseIsoTimestamp } from "../src/http/timestamps.ts";
+import { parseIsoTimestamp } from "../src/timestamps.ts";
 
 describe("parseIsoTimestamp (any ISO 8601 date-time with Z or an offset)", () => {
   it.each([

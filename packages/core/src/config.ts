@@ -200,6 +200,7 @@ const envSchema = z.object({
   PRUNE_INTERVAL: duration.refine((ms) => ms > 0, "must be more than 0").default(60_000),
   JOB_LOCK_DURATION: duration.default(30_000),
   SHUTDOWN_TIMEOUT: duration.default(30_000),
+  EVENT_TYPES_STRICT: boolean.default(false),
 });
 
 /** The names of every variable the configuration reads (docs/configuration.md lists each one). */
@@ -248,6 +249,11 @@ export interface Config {
   };
   /** Endpoint isolation and health (docs/api.md#endpoint-isolation). */
   isolation: IsolationConfig;
+  /**
+   * Only event types of the catalog may be published and subscribed to (docs/api.md#event-types):
+   * an unknown or archived type is refused instead of published as before.
+   */
+  eventTypesStrict: boolean;
   /** How long finished deliveries are kept (docs/api.md#retention), and how often the worker prunes. */
   retention: {
     /** Finished deliveries older than this are deleted; undefined (RETENTION=off) keeps them all. */
@@ -349,6 +355,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       circuitProbeIntervalMs: e.CIRCUIT_PROBE_INTERVAL,
       autoDisableAfterMs: e.AUTO_DISABLE_AFTER,
     },
+    eventTypesStrict: e.EVENT_TYPES_STRICT,
     retention: {
       maxAgeMs: e.RETENTION,
       pruneIntervalMs: e.PRUNE_INTERVAL,

@@ -54,6 +54,23 @@ export class CursorError extends DomainError {
   }
 }
 
+/** A resource created again under a name that is taken: 409 resource_already_exists. */
+export class ConflictError extends DomainError {
+  constructor(message: string, param?: string) {
+    super(message, "resource_already_exists", param);
+  }
+}
+
+/**
+ * A well-formed request whose payload breaks its event type's schema (docs/api.md#event-types):
+ * 422 payload_invalid on `data`, so a client tells it from a malformed request.
+ */
+export class PayloadInvalidError extends DomainError {
+  constructor(message: string) {
+    super(message, "payload_invalid", "data");
+  }
+}
+
 /** An Idempotency-Key sent again with a different request: 409 idempotency_error. */
 export class IdempotencyConflictError extends DomainError {
   constructor(message: string) {

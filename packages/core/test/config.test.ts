@@ -29,6 +29,7 @@ describe("loadConfig defaults", () => {
     expect(config.logLevel).toBe("info");
     expect(config.apiKeys).toEqual([]);
     expect(config.admin).toBeUndefined();
+    expect(config.eventTypesStrict).toBe(false);
   });
 
   it("points at local PostgreSQL and Redis", () => {
@@ -157,6 +158,7 @@ describe("loadConfig values", () => {
       RETENTION: "90d",
       PRUNE_INTERVAL: "5m",
       PUBLIC_URL: "https://hooks.example.com/base/",
+      EVENT_TYPES_STRICT: "true",
     });
     expect(config).toEqual({
       isolation: {
@@ -168,6 +170,7 @@ describe("loadConfig values", () => {
         autoDisableAfterMs: 30 * 24 * HOUR,
       },
       retention: { maxAgeMs: 90 * 24 * HOUR, pruneIntervalMs: 5 * MINUTE },
+      eventTypesStrict: true,
       env: "test",
       host: "127.0.0.1",
       port: 8080,

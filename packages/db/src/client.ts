@@ -9,6 +9,14 @@ export { Prisma, PrismaClient };
 /** A client or an open transaction: verbs accept either, so they compose. */
 export type PrismaClientOrTransaction = PrismaClient | Prisma.TransactionClient;
 
+/** Runs `work` in a transaction: the caller's, when `db` is one already, or a new one. */
+export function inTransaction<T>(
+  db: PrismaClientOrTransaction,
+  work: (tx: Prisma.TransactionClient) => Promise<T>,
+): Promise<T> {
+  return "$transaction" in db ? db.$transaction(work) : work(db);
+}
+
 export interface DatabaseOptions {
   databaseUrl: string;
   poolSize: number;

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import {
   CROCKFORD_ALPHABET,
+  filterVariables,
   ID_BLOCK_SUFFIX_LENGTH,
   IdempotencyConflictError,
   INITIAL_STATE,
@@ -33,6 +34,21 @@ export interface PublishInput {
   idempotencyKey?: string | undefined;
   /** The event reaches only this tenant's subscriptions; without one, only untenanted ones. */
   tenantId?: string | null | undefined;
+  /**
+   * The revision of its type's catalog entry that `data` was checked against, 0 if the type was
+   * not in the catalog; undefined for an event the catalog does not govern (the operational
+   * ones). The statement writes the event only if that is still the type's revision, and
+   * otherwise answers a CatalogChangedError for it (docs/api.md#event-types).
+   */
+  catalogRevision?: number | undefined;
+}
+
+/** The event's type changed in the catalog after the event was checked against it: check it again. */
+export class CatalogChangedError extends Error {
+  constructor(readonly type: string) {
+    super(`The event type ${type} changed in the catalog while the event was being published`);
+    this.name = "CatalogChangedError";
+  }
 }
 
 export interface PublishResult {
@@ -74,28 +90,38 @@ const deliveryIdSql = (block: string, n: string) =>
 /**
  * One statement publishes the whole batch: it inserts the events, finds the subscriptions that
  * want each one (matchesEventType's rules: the exact type, or "*" for any type but operational
- * ones; the same tenant, or none for none), and inserts one delivery per pair, numbered in SQL.
- * No subscription row travels to the API and back, however many there are.
+ * ones; the same tenant, or none for none; and the payload filter, if any), and inserts one
+ * delivery per pair, numbered in SQL. No subscription row travels to the API and back, however
+ * many there are.
  *
  * Only active subscriptions get deliveries. Each delivery copies the url and the custom headers, so
  * later updates cannot change them (docs/api.md#updates-apply-to-the-next-delivery). It records the
  * secret current now; attempts are signed with the subscription's secrets at attempt time.
+ *
+ * A filter is the jsonpath form of the subscription's filter (core's payload-filter-jsonpath.ts),
+ * evaluated here, in the statement's snapshot: each event is matched against the filter as it is
+ * committed when the event is, on every API process alike. An event checked against a catalog
+ * revision that is no longer its type's is not written (`stale`), and is answered as such.
  */
 const PUBLISH_SQL = `
   WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::text[], $7::text[])
-      AS i(id, type, data, idempotency_key, request_hash, tenant_id, delivery_block)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::text[], $7::text[], $10::int[], $11::jsonb[])
+      AS i(id, type, data, idempotency_key, request_hash, tenant_id, delivery_block, catalog_revision, filter_vars)
+  ), stale AS (
+    SELECT i.id FROM input i LEFT JOIN event_types t ON t.name = i.type
+    WHERE i.catalog_revision IS NOT NULL AND coalesce(t.revision, 0) <> i.catalog_revision
   ), event AS (
     -- In the order of their keys: two batches carrying some of the same keys (a client's
     -- retries) then wait for each other's rows in the same order, and never deadlock.
     INSERT INTO events (id, type, data, idempotency_key, request_hash, tenant_id)
     SELECT id, type, data, idempotency_key, request_hash, tenant_id FROM input
+    WHERE id NOT IN (SELECT id FROM stale)
     ORDER BY idempotency_key
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, created_at
   ), candidate AS (
     -- One lookup in the events GIN index for the whole batch.
-    SELECT id, url, secret_id, headers, events, tenant_id FROM subscriptions
+    SELECT id, url, secret_id, headers, events, tenant_id, filter_path FROM subscriptions
     WHERE active AND deleted_at IS NULL AND events && ($8::text[] || ARRAY['*'])
   ), target AS (
     SELECT i.id AS event_id, i.type, i.tenant_id, i.delivery_block, event.created_at,
@@ -105,6 +131,7 @@ const PUBLISH_SQL = `
     JOIN input i ON i.id = event.id
     JOIN candidate c ON c.tenant_id IS NOT DISTINCT FROM i.tenant_id
       AND (i.type = ANY (c.events) OR ('*' = ANY (c.events) AND NOT starts_with(i.type, '${OPERATIONAL_PREFIX}')))
+      AND (c.filter_path IS NULL OR jsonb_path_match(i.data, c.filter_path, i.filter_vars, true))
   ), delivery AS (
     -- Core's INITIAL_STATE: queued, due at once (next_attempt_at is the creation time).
     INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
@@ -122,8 +149,10 @@ const PUBLISH_SQL = `
     FROM delivery, returned GROUP BY event_id
   )
   SELECT event.id, event.created_at AS "createdAt", coalesce(per_event.deliveries, 0) AS "deliveryCount",
-         per_event.delivery_ids AS "deliveryIds", per_event.subscription_ids AS "subscriptionIds"
-  FROM event LEFT JOIN per_event ON per_event.event_id = event.id`;
+         per_event.delivery_ids AS "deliveryIds", per_event.subscription_ids AS "subscriptionIds", false AS stale
+  FROM event LEFT JOIN per_event ON per_event.event_id = event.id
+  UNION ALL
+  SELECT id, NULL, 0, NULL, NULL, true FROM stale`;
 
 /**
  * Publishes events (docs/architecture.md#how-a-publish-flows). Each event and one `queued` delivery
@@ -179,6 +208,7 @@ export async function publishEvents(
     deliveryCount: number;
     deliveryIds: string[] | null;
     subscriptionIds: string[] | null;
+    stale: boolean;
   }>(PUBLISH_SQL, [
     events.map((e) => e.id),
     events.map((e) => e.input.type),
@@ -189,13 +219,17 @@ export async function publishEvents(
     events.map((e) => e.block),
     [...new Set(events.map((e) => e.input.type))],
     options.returnLimit ?? 2_147_483_647,
+    events.map((e) => e.input.catalogRevision ?? null),
+    events.map((e) => JSON.stringify(filterVariables(e.input))),
   ]);
 
   const rows = new Map(written.map((row) => [row.id, row]));
   const conflicted: { index: number; key: string; hash: string }[] = [];
   for (const event of events) {
     const row = rows.get(event.id);
-    if (row) {
+    if (row?.stale) {
+      results[event.index] = new CatalogChangedError(event.input.type);
+    } else if (row) {
       const deliveryIds = row.deliveryIds ?? [];
       const subscriptionIds = row.subscriptionIds ?? [];
       results[event.index] = {
@@ -317,6 +351,15 @@ interface StoredEvent {
   tenantId: string | null;
   createdAt: Date;
   requestHash: string | null;
+}
+
+/** Whether an event was published with this Idempotency-Key (and is still kept). */
+export async function hasIdempotentEvent(ctx: PublishContext, key: string): Promise<boolean> {
+  const rows = await ctx.sql.query<{ found: boolean }>(
+    "SELECT EXISTS (SELECT 1 FROM events WHERE idempotency_key = $1) AS found",
+    [key],
+  );
+  return rows[0]?.found ?? false;
 }
 
 async function findIdempotentEvents(sql: SqlClient, keys: string[]): Promise<Map<string, StoredEvent>> {

@@ -5,6 +5,7 @@ export * from "./delivery-leases.ts";
 export * from "./delivery-resends.ts";
 export * from "./due-deliveries.ts";
 export * from "./event-reads.ts";
+export * from "./event-types.ts";
 export * from "./events.ts";
 export * from "./migrate.ts";
 export * from "./paging.ts";

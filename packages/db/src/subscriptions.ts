@@ -8,11 +8,14 @@ import {
   isId,
   NotFoundError,
   newId,
+  type PayloadFilter,
+  payloadFilterJsonPathOf,
   type SecretBox,
   urlSpellingProblem,
   ValidationError,
 } from "@webhooks/core";
-import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import { inTransaction, Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import { assertSubscribableEventTypes } from "./event-types.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
 import {
   type ScopedContext,
@@ -28,6 +31,8 @@ export interface SubscriptionContext {
   destinationPolicy: DestinationPolicy;
   /** max_in_flight of a subscription created without one: the deployment's DEFAULT_MAX_IN_FLIGHT. */
   defaultMaxInFlight: number;
+  /** EVENT_TYPES_STRICT: `events` may name only "*", operational types and the catalog's types (default false). */
+  eventTypesStrict?: boolean | undefined;
 }
 
 /** A subscription with its limits and its health, which the workers keep. */
@@ -44,12 +49,15 @@ export interface SubscriptionRecord extends EndpointHealth {
   headers: Record<string, string>;
   /** The tenant it belongs to, or null. Never changes. */
   tenantId: string | null;
+  /** The payload filter (docs/api.md#payload-filters), or null for none. */
+  filter: PayloadFilter | null;
 }
 
-/** A row as read; disabled_reason is plain text in the table, headers any JSON. */
-type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason" | "headers"> & {
+/** A row as read; disabled_reason is plain text in the table, headers and filter any JSON. */
+type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason" | "headers" | "filter"> & {
   disabledReason: string | null;
   headers: unknown;
+  filter: unknown;
 };
 
 const subscriptionFields = {
@@ -63,6 +71,7 @@ const subscriptionFields = {
   rateLimit: true,
   headers: true,
   tenantId: true,
+  filter: true,
   consecutiveFailures: true,
   failingSince: true,
   lastSuccessAt: true,
@@ -74,7 +83,7 @@ const subscriptionFields = {
 
 const subscriptionColumns = Prisma.sql`
   id, url, events, description, active, created_at AS "createdAt",
-  max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers, tenant_id AS "tenantId",
+  max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers, tenant_id AS "tenantId", filter,
   consecutive_failures AS "consecutiveFailures", failing_since AS "failingSince",
   last_success_at AS "lastSuccessAt", last_failure_at AS "lastFailureAt",
   circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", disabled_reason AS "disabledReason"`;
@@ -87,11 +96,13 @@ function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
     // Only the workers write this column, through core's rules; anything else is a bug to surface.
     throw new Error(`Subscription ${row.id} has an unknown disabled_reason: ${disabledReason}`);
   }
-  // Only the API writes headers, after checking them with core's customHeadersProblem.
+  // Only the API writes headers and filter, after checking them with core's customHeadersProblem
+  // and parsePayloadFilter.
   return {
     ...row,
     disabledReason: disabledReason as DisabledReason | null,
     headers: row.headers as Record<string, string>,
+    filter: row.filter as PayloadFilter | null,
   };
 }
 
@@ -116,6 +127,19 @@ function assertDeliverableUrl(url: string, policy: DestinationPolicy): void {
   if (misspelt) throw new ValidationError(`url ${misspelt}`, "url_invalid", "url");
 }
 
+/**
+ * Writes a filter and its SQL form together (the Prisma client cannot write a jsonpath column).
+ * The API checked the filter; one that does not compile here is a bug, not a client's mistake.
+ */
+async function writeFilter(db: PrismaClientOrTransaction, id: string, filter: PayloadFilter | null): Promise<void> {
+  const path = filter === null ? null : payloadFilterJsonPathOf(filter);
+  if (filter !== null && path === undefined) throw new Error(`Subscription ${id}: the filter was not checked`);
+  await db.$executeRaw`
+    UPDATE subscriptions SET filter = ${filter === null ? null : JSON.stringify(filter)}::jsonb, filter_path = ${path}::jsonpath,
+      updated_at = now()
+    WHERE id = ${id}`;
+}
+
 export async function createSubscription(
   ctx: SubscriptionContext,
   input: {
@@ -128,25 +152,38 @@ export async function createSubscription(
     headers?: Record<string, string> | undefined;
     /** The tenant; the route decides it from the scope (tenantForNewResource). */
     tenantId?: string | null | undefined;
+    /** A payload filter the API has checked, or null for none. */
+    filter?: PayloadFilter | null | undefined;
   },
 ): Promise<{ subscription: SubscriptionRecord; secret: string }> {
   assertDeliverableUrl(input.url, ctx.destinationPolicy);
+  if (ctx.eventTypesStrict) await assertSubscribableEventTypes(ctx, input.events);
   const secret = generateSigningSecret();
-  const subscription = await ctx.db.subscription.create({
-    data: {
-      id: newId("subscription"),
-      url: input.url,
-      events: input.events,
-      description: input.description ?? "",
-      active: input.active ?? true,
-      maxInFlight: input.maxInFlight ?? ctx.defaultMaxInFlight,
-      rateLimit: input.rateLimit ?? null,
-      headers: input.headers ?? {},
-      tenantId: input.tenantId ?? null,
-      secret: { create: { id: newId("secret"), ciphertext: new Uint8Array(ctx.secretBox.seal(secret)) } },
-    },
-    select: subscriptionFields,
-  });
+  const filter = input.filter ?? null;
+  const create = (db: PrismaClientOrTransaction) =>
+    db.subscription.create({
+      data: {
+        id: newId("subscription"),
+        url: input.url,
+        events: input.events,
+        description: input.description ?? "",
+        active: input.active ?? true,
+        maxInFlight: input.maxInFlight ?? ctx.defaultMaxInFlight,
+        rateLimit: input.rateLimit ?? null,
+        headers: input.headers ?? {},
+        tenantId: input.tenantId ?? null,
+        secret: { create: { id: newId("secret"), ciphertext: new Uint8Array(ctx.secretBox.seal(secret)) } },
+      },
+      select: subscriptionFields,
+    });
+  const subscription =
+    filter === null
+      ? await create(ctx.db)
+      : await inTransaction(ctx.db, async (tx) => {
+          const created = await create(tx);
+          await writeFilter(tx, created.id, filter);
+          return { ...created, filter };
+        });
   return { subscription: toSubscriptionRecord(subscription), secret };
 }
 
@@ -192,15 +229,15 @@ export function subscriptionListQuery(scope: TenantScope, filters: { tenantId?: 
 }
 
 /**
- * A partial update of url, events, active, max_in_flight, rate_limit and headers
- * (docs/api.md#update-a-subscription). It changes only the subscription row; deliveries already
- * created keep their own snapshot of url and headers
- * (docs/api.md#updates-apply-to-the-next-delivery), so an update can never reach them. The limits
- * apply to attempts that start after the change. `active: true` also re-enables a subscription the
- * service disabled and closes its circuit.
+ * A partial update of url, events, active, max_in_flight, rate_limit, headers and filter
+ * (docs/api.md#update-a-subscription). It changes only the subscription row (events published
+ * after it are matched against the new events and filter); deliveries already created keep their
+ * own snapshot of url and headers (docs/api.md#updates-apply-to-the-next-delivery), so an update
+ * can never reach them. The limits apply to attempts that start after the change. `active: true`
+ * also re-enables a subscription the service disabled and closes its circuit.
  */
 export async function updateSubscription(
-  ctx: ScopedContext & Pick<SubscriptionContext, "destinationPolicy">,
+  ctx: ScopedContext & Pick<SubscriptionContext, "destinationPolicy" | "eventTypesStrict">,
   id: string,
   changes: {
     url?: string | undefined;
@@ -211,22 +248,35 @@ export async function updateSubscription(
     rateLimit?: number | null | undefined;
     /** Replaces the whole set; `{}` removes them all. Deliveries already created keep theirs. */
     headers?: Record<string, string> | undefined;
+    /** A payload filter the API has checked; null removes it, undefined keeps it. */
+    filter?: PayloadFilter | null | undefined;
   },
 ): Promise<SubscriptionRecord> {
   if (!isId("subscription", id)) throw notFound(id);
   if (changes.url !== undefined) assertDeliverableUrl(changes.url, ctx.destinationPolicy);
-  const { count } = await ctx.db.subscription.updateMany({
-    where: { id, deletedAt: null, ...scopeWhere(ctx.scope) },
-    data: {
-      url: changes.url,
-      events: changes.events,
-      active: changes.active,
-      maxInFlight: changes.maxInFlight,
-      rateLimit: changes.rateLimit,
-      headers: changes.headers,
-      ...(changes.active === true ? reenabledHealth : {}),
-    },
-  });
+  if (changes.events !== undefined && ctx.eventTypesStrict) await assertSubscribableEventTypes(ctx, changes.events);
+  const { filter } = changes;
+  const update = (db: PrismaClientOrTransaction) =>
+    db.subscription.updateMany({
+      where: { id, deletedAt: null, ...scopeWhere(ctx.scope) },
+      data: {
+        url: changes.url,
+        events: changes.events,
+        active: changes.active,
+        maxInFlight: changes.maxInFlight,
+        rateLimit: changes.rateLimit,
+        headers: changes.headers,
+        ...(changes.active === true ? reenabledHealth : {}),
+      },
+    });
+  const { count } =
+    filter === undefined
+      ? await update(ctx.db)
+      : await inTransaction(ctx.db, async (tx) => {
+          const updated = await update(tx);
+          if (updated.count > 0) await writeFilter(tx, id, filter);
+          return updated;
+        });
   if (count === 0) throw notFound(id);
   return getSubscription(ctx, id);
 }

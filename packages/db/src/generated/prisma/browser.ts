@@ -66,6 +66,13 @@ export type Delivery = Prisma.DeliveryModel
  */
 export type DeliveryAttempt = Prisma.DeliveryAttemptModel
 /**
+ * Model EventType
+ * The event-type catalog (docs/api.md#event-types): the types a deployment publishes, each with
+ * an optional JSON Schema that POST /v1/events checks `data` against. Never deleted: DELETE
+ * archives a type.
+ */
+export type EventType = Prisma.EventTypeModel
+/**
  * Model ApiKey
  * 
  */

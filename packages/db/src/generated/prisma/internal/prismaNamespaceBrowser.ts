@@ -56,6 +56,7 @@ export const ModelName = {
   Event: 'Event',
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
+  EventType: 'EventType',
   ApiKey: 'ApiKey',
   PortalSession: 'PortalSession'
 } as const
@@ -107,7 +108,8 @@ export const SubscriptionScalarFieldEnum = {
   previousSecretId: 'previousSecretId',
   previousSecretExpiresAt: 'previousSecretExpiresAt',
   headers: 'headers',
-  tenantId: 'tenantId'
+  tenantId: 'tenantId',
+  filter: 'filter'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -166,6 +168,21 @@ export const DeliveryAttemptScalarFieldEnum = {
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
 
 
+export const EventTypeScalarFieldEnum = {
+  name: 'name',
+  description: 'description',
+  schema: 'schema',
+  examples: 'examples',
+  deprecated: 'deprecated',
+  archived: 'archived',
+  revision: 'revision',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt'
+} as const
+
+export type EventTypeScalarFieldEnum = (typeof EventTypeScalarFieldEnum)[keyof typeof EventTypeScalarFieldEnum]
+
+
 export const ApiKeyScalarFieldEnum = {
   id: 'id',
   name: 'name',
@@ -204,6 +221,14 @@ export const JsonNullValueInput = {
 } as const
 
 export type JsonNullValueInput = (typeof JsonNullValueInput)[keyof typeof JsonNullValueInput]
+
+
+export const NullableJsonNullValueInput = {
+  DbNull: DbNull,
+  JsonNull: JsonNull
+} as const
+
+export type NullableJsonNullValueInput = (typeof NullableJsonNullValueInput)[keyof typeof NullableJsonNullValueInput]
 
 
 export const QueryMode = {

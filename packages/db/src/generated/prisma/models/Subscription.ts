@@ -107,6 +107,7 @@ export type SubscriptionCountAggregateOutputType = {
   previousSecretExpiresAt: number
   headers: number
   tenantId: number
+  filter: number
   _all: number
 }
 
@@ -192,6 +193,7 @@ export type SubscriptionCountAggregateInputType = {
   previousSecretExpiresAt?: true
   headers?: true
   tenantId?: true
+  filter?: true
   _all?: true
 }
 
@@ -304,6 +306,7 @@ export type SubscriptionGroupByOutputType = {
   previousSecretExpiresAt: Date | null
   headers: runtime.JsonValue
   tenantId: string | null
+  filter: runtime.JsonValue | null
   _count: SubscriptionCountAggregateOutputType | null
   _avg: SubscriptionAvgAggregateOutputType | null
   _sum: SubscriptionSumAggregateOutputType | null
@@ -352,6 +355,7 @@ export type SubscriptionWhereInput = {
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonFilter<"Subscription">
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  filter?: Prisma.JsonNullableFilter<"Subscription">
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
 }
@@ -379,6 +383,7 @@ export type SubscriptionOrderByWithRelationInput = {
   previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   headers?: Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
+  filter?: Prisma.SortOrderInput | Prisma.SortOrder
   secret?: Prisma.SigningSecretOrderByWithRelationInput
   previousSecret?: Prisma.SigningSecretOrderByWithRelationInput
 }
@@ -409,6 +414,7 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonFilter<"Subscription">
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  filter?: Prisma.JsonNullableFilter<"Subscription">
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
 }, "id">
@@ -436,6 +442,7 @@ export type SubscriptionOrderByWithAggregationInput = {
   previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   headers?: Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
+  filter?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.SubscriptionCountOrderByAggregateInput
   _avg?: Prisma.SubscriptionAvgOrderByAggregateInput
   _max?: Prisma.SubscriptionMaxOrderByAggregateInput
@@ -469,6 +476,7 @@ export type SubscriptionScalarWhereWithAggregatesInput = {
   previousSecretExpiresAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonWithAggregatesFilter<"Subscription">
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
+  filter?: Prisma.JsonNullableWithAggregatesFilter<"Subscription">
 }
 
 export type SubscriptionCreateInput = {
@@ -492,6 +500,7 @@ export type SubscriptionCreateInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
@@ -519,6 +528,7 @@ export type SubscriptionUncheckedCreateInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUpdateInput = {
@@ -542,6 +552,7 @@ export type SubscriptionUpdateInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
@@ -569,6 +580,7 @@ export type SubscriptionUncheckedUpdateInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionCreateManyInput = {
@@ -594,6 +606,7 @@ export type SubscriptionCreateManyInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUpdateManyMutationInput = {
@@ -617,6 +630,7 @@ export type SubscriptionUpdateManyMutationInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUncheckedUpdateManyInput = {
@@ -642,6 +656,7 @@ export type SubscriptionUncheckedUpdateManyInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionListRelationFilter = {
@@ -685,6 +700,7 @@ export type SubscriptionCountOrderByAggregateInput = {
   previousSecretExpiresAt?: Prisma.SortOrder
   headers?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  filter?: Prisma.SortOrder
 }
 
 export type SubscriptionAvgOrderByAggregateInput = {
@@ -887,6 +903,7 @@ export type SubscriptionCreateWithoutSecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
 
@@ -912,6 +929,7 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionCreateOrConnectWithoutSecretInput = {
@@ -945,6 +963,7 @@ export type SubscriptionCreateWithoutPreviousSecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
 }
 
@@ -970,6 +989,7 @@ export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionCreateOrConnectWithoutPreviousSecretInput = {
@@ -1024,6 +1044,7 @@ export type SubscriptionScalarWhereInput = {
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   headers?: Prisma.JsonFilter<"Subscription">
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  filter?: Prisma.JsonNullableFilter<"Subscription">
 }
 
 export type SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput = {
@@ -1064,6 +1085,7 @@ export type SubscriptionCreateManySecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionCreateManyPreviousSecretInput = {
@@ -1088,6 +1110,7 @@ export type SubscriptionCreateManyPreviousSecretInput = {
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUpdateWithoutSecretInput = {
@@ -1111,6 +1134,7 @@ export type SubscriptionUpdateWithoutSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
 
@@ -1136,6 +1160,7 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
@@ -1160,6 +1185,7 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUpdateWithoutPreviousSecretInput = {
@@ -1183,6 +1209,7 @@ export type SubscriptionUpdateWithoutPreviousSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
 }
 
@@ -1208,6 +1235,7 @@ export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
@@ -1232,6 +1260,7 @@ export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
 }
 
 
@@ -1259,6 +1288,7 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   previousSecretExpiresAt?: boolean
   headers?: boolean
   tenantId?: boolean
+  filter?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1286,6 +1316,7 @@ export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   previousSecretExpiresAt?: boolean
   headers?: boolean
   tenantId?: boolean
+  filter?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1313,6 +1344,7 @@ export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   previousSecretExpiresAt?: boolean
   headers?: boolean
   tenantId?: boolean
+  filter?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1340,9 +1372,10 @@ export type SubscriptionSelectScalar = {
   previousSecretExpiresAt?: boolean
   headers?: boolean
   tenantId?: boolean
+  filter?: boolean
 }
 
-export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId", ExtArgs["result"]["subscription"]>
+export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId" | "filter", ExtArgs["result"]["subscription"]>
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
@@ -1417,6 +1450,10 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * create, never changed: deliveries copy it, and per-tenant indexes rely on it staying put.
      */
     tenantId: string | null
+    /**
+     * The payload filter as the client sent it (docs/api.md#payload-filters); null for none.
+     */
+    filter: runtime.JsonValue | null
   }, ExtArgs["result"]["subscription"]>
   composites: {}
 }
@@ -1864,6 +1901,7 @@ export interface SubscriptionFieldRefs {
   readonly previousSecretExpiresAt: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly headers: Prisma.FieldRef<"Subscription", 'Json'>
   readonly tenantId: Prisma.FieldRef<"Subscription", 'String'>
+  readonly filter: Prisma.FieldRef<"Subscription", 'Json'>
 }
     
 

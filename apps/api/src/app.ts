@@ -1,6 +1,7 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { portalRoutes } from "@webhooks/portal";
 import { deliveryRoutes } from "./deliveries/routes.ts";
+import { eventTypeRoutes } from "./event-types/routes.ts";
 import { eventRoutes } from "./events/routes.ts";
 import { requireApiKey, requireMetricsToken } from "./http/auth.ts";
 import { AuthFailureThrottle } from "./http/auth-throttle.ts";
@@ -18,7 +19,7 @@ import { portalSessionRoutes } from "./portal-sessions/routes.ts";
 import { subscriptionRoutes } from "./subscriptions/routes.ts";
 
 /**
- * The API app: middleware, the three resources under /v1, and the operational routes. Built from
+ * The API app: middleware, the resources under /v1, and the operational routes. Built from
  * its dependencies so that tests can run it against their own database and queue.
  */
 export function createApp(deps: ApiDeps) {
@@ -34,6 +35,7 @@ export function createApp(deps: ApiDeps) {
 
   app.route("/", subscriptionRoutes(deps));
   app.route("/", eventRoutes(deps));
+  app.route("/", eventTypeRoutes(deps));
   app.route("/", deliveryRoutes(deps));
   app.route("/", portalSessionRoutes(deps));
 
@@ -64,6 +66,11 @@ export function createApp(deps: ApiDeps) {
         name: "Events",
         description:
           "What happened in your application; each event is delivered to every matching active subscription.",
+      },
+      {
+        name: "Event types",
+        description:
+          "The catalog of the event types you publish: what each means, the JSON Schema its data must match, examples.",
       },
       {
         name: "Deliveries",

@@ -1,6 +1,7 @@
 import { type Config, type Logger, SecretBox, withDeadline } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
+import { EventTypeCatalogCache } from "./events/catalog-cache.ts";
 import { createEventPublisher } from "./events/publisher.ts";
 import { CredentialAuthenticator } from "./http/auth.ts";
 import type { ApiDeps } from "./http/types.ts";
@@ -29,7 +30,8 @@ export async function connectApiDeps(
   await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) =>
     logger.warn({ err: error }, "Redis is not ready yet"),
   );
-  const publisher = createEventPublisher({ sql: database.sql, queue, logger });
+  const catalog = new EventTypeCatalogCache({ db: database.prisma, strict: config.eventTypesStrict });
+  const publisher = createEventPublisher({ sql: database.sql, queue, logger, catalog });
   return {
     config,
     prisma: database.prisma,
@@ -38,6 +40,7 @@ export async function connectApiDeps(
     queue,
     gate: new DeliveryGate(redis, layout),
     publisher,
+    catalog,
     logger,
     secretBox: new SecretBox(config.secretEncryptionKey),
     authenticator: new CredentialAuthenticator(database.prisma, config.apiKeys, options.clock),

@@ -420,6 +420,60 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(refused.error?.error).toMatchObject({ type: "permission_error", code: "permission_denied" });
   });
 
+  test("the event-type catalog: create (409 again), list, get, update, archive; publishEvent answers 422 for data its schema refuses", async ({
+    api,
+    receiver,
+  }) => {
+    const schema = { type: "object", properties: { amount: { type: "integer" } }, required: ["amount"] };
+    const created = await client(api).POST("/v1/event-types", {
+      body: { name: "client.charge", description: "A charge.", schema, examples: [{ amount: 1 }] },
+    });
+    expect(created.response.status).toBe(201);
+    expect(created.data).toMatchObject({ object: "event_type", name: "client.charge", schema, deprecated: false });
+    const again = await client(api).POST("/v1/event-types", { body: { name: "client.charge" } });
+    expect(again.response.status).toBe(409);
+    expect(again.error?.error.code).toBe("resource_already_exists");
+
+    const list = await client(api).GET("/v1/event-types", { params: { query: { limit: 10 } } });
+    expect(list.response.status).toBe(200);
+    expect(list.data!.data.map((type) => type.name)).toContain("client.charge");
+    const got = await client(api).GET("/v1/event-types/{name}", { params: { path: { name: "client.charge" } } });
+    expect(got.data).toEqual(created.data);
+
+    const refused = await client(api).POST("/v1/events", { body: { type: "client.charge", data: { amount: "1" } } });
+    expect(refused.response.status).toBe(422);
+    expect(refused.error?.error).toMatchObject({ code: "payload_invalid", param: "data" });
+    expect(refused.error?.error.message).toContain("/amount: must be integer");
+
+    const updated = await client(api).PUT("/v1/event-types/{name}", {
+      params: { path: { name: "client.charge" } },
+      body: { deprecated: true },
+    });
+    expect(updated.data).toMatchObject({ deprecated: true, schema });
+    const archived = await client(api).DELETE("/v1/event-types/{name}", {
+      params: { path: { name: "client.charge" } },
+    });
+    expect(archived.response.status).toBe(200);
+    expect(archived.data).toMatchObject({ archived: true });
+  });
+
+  test("a subscription's filter: set on create, returned, and only matching events are delivered", async ({
+    api,
+    receiver,
+  }) => {
+    const { data } = await client(api).POST("/v1/subscriptions", {
+      body: { url: `${receiver.url}/filtered`, events: ["client.filtered"], filter: { data: { keep: true } } },
+    });
+    expect(data!.filter).toEqual({ data: { keep: true } });
+    for (const keep of [false, true]) {
+      const published = await client(api).POST("/v1/events", { body: { type: "client.filtered", data: { keep } } });
+      expect(published.response.status).toBe(202);
+    }
+    await waitFor(() => receiver.received.some((webhook) => webhook.path === "/filtered"), { what: "the match" });
+    const deliveries = await client(api).GET("/v1/deliveries", { params: { query: { subscription_id: data!.id } } });
+    expect(deliveries.data!.data).toHaveLength(1);
+  });
+
   test("request bodies: 415 when not sent as JSON, 413 when over the limit", async ({ api, receiver }) => {
     const notJson = await client(api).POST("/v1/events", {
       body: { type: "invoice.paid", data: {} },

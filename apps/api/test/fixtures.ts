@@ -1,6 +1,6 @@
 import { startTestApi } from "@webhooks/api/testing";
 import { loadConfig } from "@webhooks/core";
-import { createTestDatabase, testEnv } from "@webhooks/testing";
+import { createTestDatabase, spawnService, startReceiver, testEnv } from "@webhooks/testing";
 import { test as base } from "vitest";
 
 export interface ApiTestOptions {
@@ -31,5 +31,28 @@ export function apiTest(options: ApiTestOptions = {}) {
       const api = await startTestApi(loadConfig(env), options.clock ? { clock: options.clock } : {});
       onCleanup(() => api.close());
       return api;
+    });
+}
+
+/**
+ * apiTest, with deliveries really made: a worker process on the same database and Redis (started
+ * for the file whether or not a test names it) and `receiver`, a real receiver on loopback that
+ * records every webhook and answers 200. A test tells its subscriptions apart by the path of their
+ * url (`${receiver.url}/a`).
+ */
+export function deliveringApiTest(options: ApiTestOptions = {}) {
+  return apiTest(options)
+    .extend("worker", { scope: "file", auto: true }, async ({ env }, { onCleanup }) => {
+      const worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
+      onCleanup(async () => {
+        worker.kill("SIGTERM");
+        await worker.exited;
+      });
+      return worker;
+    })
+    .extend("receiver", { scope: "file" }, async ({}, { onCleanup }) => {
+      const receiver = await startReceiver();
+      onCleanup(() => receiver.close());
+      return receiver;
     });
 }

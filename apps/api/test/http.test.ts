@@ -354,6 +354,8 @@ describe("operations", () => {
         "/v1/deliveries/{delivery_id}",
         "/v1/deliveries/{delivery_id}/attempts",
         "/v1/deliveries/{delivery_id}/retry",
+        "/v1/event-types",
+        "/v1/event-types/{name}",
         "/v1/events",
         "/v1/events/{event_id}",
         "/v1/portal_sessions",

@@ -1,6 +1,7 @@
 import { checkResponse, publish, subscribe } from "@webhooks/api/testing";
 import { expect } from "vitest";
 import { deliveryListSchema } from "../src/deliveries/schemas.ts";
+import { eventTypeSchema } from "../src/event-types/schemas.ts";
 import { errorSchema } from "../src/http/schemas.ts";
 import { apiTest } from "./fixtures.ts";
 
@@ -18,6 +19,9 @@ interface SeedIds {
 const test = apiTest().extend("ids", { scope: "file" }, async ({ api }): Promise<SeedIds> => {
   const sub = await subscribe(api, { url: "https://example.com/x", events: ["*"] });
   const event = await publish(api, { type: "seed.event", data: { a: 1 } });
+  await api.post("/v1/event-types", { name: "seed.typed", schema: { required: ["a"] } }, 201, {
+    schema: eventTypeSchema,
+  });
   const deliveries = await api.get("/v1/deliveries", 200, { schema: deliveryListSchema });
   return { sub: sub.id, evt: event.id, dlv: deliveries.body.data[0]!.id };
 });
@@ -101,7 +105,19 @@ const routes: [string, (ids: SeedIds, r: () => number) => string, Record<string,
     undefined,
   ],
   ["POST", () => "/v1/events", { type: "a.b", data: { k: "v" } }],
+  ["POST", () => "/v1/events", { type: "seed.typed", data: { a: 1 } }],
   ["GET", (ids) => `/v1/events/${ids.evt}`, undefined],
+  ["POST", () => "/v1/subscriptions", { url: "https://example.com/x", events: ["*"], filter: { data: { a: 1 } } }],
+  ["PUT", (ids) => `/v1/subscriptions/${ids.sub}`, { filter: { type: { $startsWith: "a" }, data: { n: { $gt: 1 } } } }],
+  ["GET", () => "/v1/event-types", undefined],
+  ["POST", () => "/v1/event-types", { name: "x.y", schema: { type: "object" }, examples: [{}] }],
+  [
+    "GET",
+    (_, r) => `/v1/event-types/${r() < 0.5 ? "seed.typed" : encode(nasty[Math.floor(r() * nasty.length)]!)}`,
+    undefined,
+  ],
+  ["PUT", () => "/v1/event-types/seed.typed", { description: "d", schema: { required: ["a"] }, deprecated: false }],
+  ["DELETE", (_, r) => (r() < 0.9 ? "/v1/event-types/no.such" : "/v1/event-types/seed.typed"), undefined],
 ];
 /** Percent-encodes a value; one that cannot be (a lone surrogate) goes as its raw UTF-8 escape. */
 function encode(value: string): string {
@@ -121,14 +137,29 @@ const params = [
   "subscription_id",
   "starting_after",
   "ending_before",
+  "include_archived",
   "x",
 ];
-const fields = ["url", "events", "active", "description", "type", "data", "secret", "id"];
+const fields = [
+  "url",
+  "events",
+  "active",
+  "description",
+  "type",
+  "data",
+  "secret",
+  "id",
+  "filter",
+  "name",
+  "schema",
+  "examples",
+  "deprecated",
+];
 
 test("answers every hostile request without a 5xx, in the error shape", async ({ api, ids }) => {
   const random = prng(20261122);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
-  for (let i = 0; i < 600; i++) {
+  for (let i = 0; i < 900; i++) {
     const [method, path, valid] = pick(routes);
     const query = Array.from({ length: Math.floor(random() * 3) }, () => `${pick(params)}=${encode(pick(nasty))}`).join(
       "&",

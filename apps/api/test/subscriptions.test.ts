@@ -116,6 +116,7 @@ describe("PUT /v1/subscriptions/{id}", () => {
       max_in_flight: 25,
       rate_limit: null,
       headers: {},
+      filter: null,
       health: {
         state: "healthy",
         consecutive_failures: 0,

@@ -42,7 +42,7 @@ export interface paths {
         get: operations["getSubscription"];
         /**
          * Update a subscription
-         * @description Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to deliveries created after it; deliveries already created keep the settings they were created with. `max_in_flight` and `rate_limit` apply to attempts that start after the change. `active: true` also re-enables a subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.
+         * @description Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to deliveries created after it; deliveries already created keep the settings they were created with. `max_in_flight` and `rate_limit` apply to attempts that start after the change; `filter` to events published after it. `active: true` also re-enables a subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.
          */
         put: operations["updateSubscription"];
         post?: never;
@@ -107,7 +107,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test event to a subscription
-         * @description Stores an example event (default type `webhook.test`) and one delivery of it to this subscription alone, whatever its `events` and even while it is paused, and queues it. The event goes to no other subscription.
+         * @description Stores an example event (default type `webhook.test`) and one delivery of it to this subscription alone, whatever its `events` and `filter`, and even while it is paused, and queues it. The event goes to no other subscription. If its type has a schema in the event-type catalog, `data` must match it (422); EVENT_TYPES_STRICT does not apply.
          */
         post: operations["sendTestEvent"];
         delete?: never;
@@ -127,7 +127,7 @@ export interface paths {
         put?: never;
         /**
          * Publish an event
-         * @description Stores the event and creates one delivery for each active subscription whose `events` match its type, then queues them. Once this returns 202 the event will be delivered, even if the queue was unreachable. With `tenant_id` it reaches only that tenant's subscriptions; without, only subscriptions of no tenant. A tenant-scoped credential cannot publish (403); it sends test events with POST /v1/subscriptions/{id}/test.
+         * @description Stores the event and creates one delivery for each active subscription whose `events` match its type, then queues them. Once this returns 202 the event will be delivered, even if the queue was unreachable. With `tenant_id` it reaches only that tenant's subscriptions; without, only subscriptions of no tenant. A subscription with a `filter` gets the event only if the filter matches it. If the type is in the event-type catalog with a schema, `data` must match it (422 payload_invalid otherwise, and nothing is stored). With EVENT_TYPES_STRICT, a type not in the catalog, or archived, is a 400 unknown_event_type. A tenant-scoped credential cannot publish (403); it sends test events with POST /v1/subscriptions/{id}/test.
          */
         post: operations["publishEvent"];
         delete?: never;
@@ -151,6 +151,58 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the event-type catalog
+         * @description By name, paged with starting_after (the last name of the previous page). Archived types only with include_archived=true. Every credential may read the catalog, tenant-scoped ones and portal sessions included.
+         */
+        get: operations["listEventTypes"];
+        put?: never;
+        /**
+         * Add an event type to the catalog
+         * @description Declares an event type: its description, and optionally a JSON Schema (draft 2020-12) that the `data` of every event of this type must match from now on, and example payloads. Only an unscoped API key may change the catalog (403 otherwise). A name already in the catalog, archived or not, is a 409.
+         */
+        post: operations["createEventType"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/event-types/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve an event type
+         * @description The catalog's entry for this name, archived or not.
+         */
+        get: operations["getEventType"];
+        /**
+         * Update an event type
+         * @description Partial update of description, schema, examples and deprecated. A new schema applies to every event published after this answer, on every API process, and must accept the stored examples unless new ones are sent with it. Events published before keep their data as it was. Only an unscoped API key (403 otherwise).
+         */
+        put: operations["updateEventType"];
+        post?: never;
+        /**
+         * Archive an event type
+         * @description Archives the type (it is never deleted, so its name stays taken and its entry readable): it leaves the list unless include_archived=true. Events of it are still published as before, unless EVENT_TYPES_STRICT is on, which refuses them from now on. Archiving an archived type changes nothing. Only an unscoped API key (403 otherwise).
+         */
+        delete: operations["archiveEventType"];
         options?: never;
         head?: never;
         patch?: never;
@@ -317,6 +369,10 @@ export interface components {
              * @example acme
              */
             tenant_id?: string;
+            /** @description The payload filter: only events that match it are delivered. null for none. */
+            filter: {
+                [key: string]: unknown;
+            } | null;
             /**
              * @description Why the service disabled the subscription (active is then false): failing, no successful attempt for AUTO_DISABLE_AFTER while attempts failed; gone, the endpoint answered 410. null if it did not. PUT active:true clears it. Read-only.
              * @enum {string|null}
@@ -381,6 +437,26 @@ export interface components {
                 [key: string]: string;
             };
             /**
+             * @description Delivers only the events that match it, besides `events`: an object matched against `{"type": <event type>, "data": <event data>}`, or null for none. A key is a field name (nested objects nest); a plain value means equality (an array, equality of the whole array); an operator object holds any of $eq, $neq, $gt, $gte, $lt, $lte (numbers, or ISO 8601 date-times compared as instants), $in, $nin (arrays), $exists (boolean), $startsWith (string); $and, $or (arrays of filters) and $not (a filter) combine. A missing field matches only $exists: false, $neq and $nin. At most 4096 bytes of JSON, 10 levels deep. A change applies to events published after it.
+             * @default null
+             * @example {
+             *       "data": {
+             *         "amount": {
+             *           "$gte": 1000
+             *         },
+             *         "currency": {
+             *           "$in": [
+             *             "usd",
+             *             "eur"
+             *           ]
+             *         }
+             *       }
+             *     }
+             */
+            filter?: {
+                [key: string]: unknown;
+            } | null;
+            /**
              * @description The tenant (your customer) the subscription belongs to: it receives only events published with this tenant_id. Cannot be changed. A tenant-scoped credential creates for its own tenant, whether or not it sends this.
              * @example acme
              */
@@ -432,6 +508,25 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /**
+             * @description Delivers only the events that match it, besides `events`: an object matched against `{"type": <event type>, "data": <event data>}`, or null for none. A key is a field name (nested objects nest); a plain value means equality (an array, equality of the whole array); an operator object holds any of $eq, $neq, $gt, $gte, $lt, $lte (numbers, or ISO 8601 date-times compared as instants), $in, $nin (arrays), $exists (boolean), $startsWith (string); $and, $or (arrays of filters) and $not (a filter) combine. A missing field matches only $exists: false, $neq and $nin. At most 4096 bytes of JSON, 10 levels deep. A change applies to events published after it. Send null to remove it.
+             * @example {
+             *       "data": {
+             *         "amount": {
+             *           "$gte": 1000
+             *         },
+             *         "currency": {
+             *           "$in": [
+             *             "usd",
+             *             "eur"
+             *           ]
+             *         }
+             *       }
+             *     }
+             */
+            filter?: {
+                [key: string]: unknown;
+            } | null;
         };
         RotateSubscriptionSecret: {
             /**
@@ -564,6 +659,127 @@ export interface components {
              * @example acme
              */
             tenant_id?: string;
+        };
+        EventType: {
+            /** @enum {string} */
+            object: "event_type";
+            /** @example invoice.paid */
+            name: string;
+            description: string;
+            /** @description The JSON Schema of `data`, or null. */
+            schema: {
+                [key: string]: unknown;
+            } | null;
+            examples: {
+                [key: string]: unknown;
+            }[];
+            deprecated: boolean;
+            /** @description Archived (DELETE) types are listed only with include_archived=true. With EVENT_TYPES_STRICT, an archived type can no longer be published nor subscribed to. */
+            archived: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        CreateEventType: {
+            /**
+             * @description The event type's name, as events carry it: letters, digits and `_ - . :`, up to 255 characters. Names starting with "operational." are the service's own.
+             * @example invoice.paid
+             */
+            name: string;
+            /**
+             * @description What the event means, for the people who subscribe to it.
+             * @default
+             * @example An invoice was paid in full.
+             */
+            description?: string;
+            /**
+             * @description A JSON Schema (draft 2020-12, `https://json-schema.org/draft/2020-12/schema`) that every published event's `data` must match (POST /v1/events answers 422 otherwise), or null for none. `format` is checked for the formats of ajv-formats (date-time, email, uri, uuid, ...); an unknown format is refused. `$ref` resolves within the schema only.
+             * @default null
+             * @example {
+             *       "type": "object",
+             *       "properties": {
+             *         "invoice_id": {
+             *           "type": "string"
+             *         },
+             *         "amount": {
+             *           "type": "integer"
+             *         }
+             *       },
+             *       "required": [
+             *         "invoice_id",
+             *         "amount"
+             *       ]
+             *     }
+             */
+            schema?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description Up to 5 example payloads (`data`), each valid against the schema.
+             * @default []
+             * @example [
+             *       {
+             *         "invoice_id": "in_123",
+             *         "amount": 4200
+             *       }
+             *     ]
+             */
+            examples?: {
+                [key: string]: unknown;
+            }[];
+        };
+        EventTypeList: {
+            /** @enum {string} */
+            object: "list";
+            /** @example /v1/event-types */
+            url: string;
+            /** @description Whether another page exists beyond this one. */
+            has_more: boolean;
+            /** @description Event types, by name. */
+            data: components["schemas"]["EventType"][];
+        };
+        UpdateEventType: {
+            /**
+             * @description What the event means, for the people who subscribe to it.
+             * @example An invoice was paid in full.
+             */
+            description?: string;
+            /**
+             * @description A JSON Schema (draft 2020-12, `https://json-schema.org/draft/2020-12/schema`) that every published event's `data` must match (POST /v1/events answers 422 otherwise), or null for none. `format` is checked for the formats of ajv-formats (date-time, email, uri, uuid, ...); an unknown format is refused. `$ref` resolves within the schema only. A new schema must accept the stored examples, unless examples are sent with it.
+             * @example {
+             *       "type": "object",
+             *       "properties": {
+             *         "invoice_id": {
+             *           "type": "string"
+             *         },
+             *         "amount": {
+             *           "type": "integer"
+             *         }
+             *       },
+             *       "required": [
+             *         "invoice_id",
+             *         "amount"
+             *       ]
+             *     }
+             */
+            schema?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description Replaces the whole list; [] removes them.
+             * @example [
+             *       {
+             *         "invoice_id": "in_123",
+             *         "amount": 4200
+             *       }
+             *     ]
+             */
+            examples?: {
+                [key: string]: unknown;
+            }[];
+            /** @description Marks the type as on its way out: events of it are still published and delivered as before; subscribers see the mark in the catalog (and the portal), a hint to move on to its replacement. */
+            deprecated?: boolean;
         };
         DeliveryList: {
             /** @enum {string} */
@@ -796,7 +1012,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant */
+            /** @description The credential is scoped to a tenant and may not do this: publish events, change the event-type catalog, create portal sessions, or create for another tenant */
             403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1588,6 +1804,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description `data` does not match the JSON Schema of its event type in the catalog (code payload_invalid, param data); the message names the first failing JSON pointer and why */
+            422: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
             429: {
                 headers: {
@@ -1678,7 +1905,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant */
+            /** @description The credential is scoped to a tenant and may not do this: publish events, change the event-type catalog, create portal sessions, or create for another tenant */
             403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
@@ -1726,6 +1953,17 @@ export interface operations {
             };
             /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
             415: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `data` does not match the JSON Schema of its event type in the catalog (code payload_invalid, param data); the message names the first failing JSON pointer and why */
+            422: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
                     "request-id": string;
@@ -1809,6 +2047,618 @@ export interface operations {
             };
             /** @description Missing or wrong API key, or an expired portal session token */
             401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listEventTypes: {
+        parameters: {
+            query?: {
+                /** @description How many records to return, 1 to 100. */
+                limit?: number;
+                /** @description A name from the previous page (its last): returns the names after it. */
+                starting_after?: string;
+                /** @description Also list archived types. */
+                include_archived?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of event types */
+            200: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventTypeList"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createEventType: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateEventType"];
+            };
+        };
+        responses: {
+            /** @description The event type */
+            201: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventType"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential is scoped to a tenant and may not do this: publish events, change the event-type catalog, create portal sessions, or create for another tenant */
+            403: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An event type of this name is in the catalog already (archived ones too) */
+            409: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than BODY_LIMIT_BYTES allows */
+            413: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
+            415: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getEventType: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event type */
+            200: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventType"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateEventType: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateEventType"];
+            };
+        };
+        responses: {
+            /** @description The updated event type */
+            200: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventType"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential is scoped to a tenant and may not do this: publish events, change the event-type catalog, create portal sessions, or create for another tenant */
+            403: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than BODY_LIMIT_BYTES allows */
+            413: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding) */
+            415: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    archiveEventType: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archived event type */
+            200: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventType"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential is scoped to a tenant and may not do this: publish events, change the event-type catalog, create portal sessions, or create for another tenant */
+            403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
                     "request-id": string;
@@ -2396,7 +3246,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant */
+            /** @description The credential is scoped to a tenant and may not do this: publish events, change the event-type catalog, create portal sessions, or create for another tenant */
             403: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */

@@ -1,6 +1,15 @@
 import { batchLoader, type Logger } from "@webhooks/core";
-import { deliveryJobChunks, type PublishInput, type PublishResult, publishEvents, type SqlClient } from "@webhooks/db";
+import {
+  CatalogChangedError,
+  deliveryJobChunks,
+  hasIdempotentEvent,
+  type PublishInput,
+  type PublishResult,
+  publishEvents,
+  type SqlClient,
+} from "@webhooks/db";
 import type { DeliveryQueue, DispatchEntry } from "@webhooks/queue";
+import type { EventTypeCatalogCache } from "./catalog-cache.ts";
 
 /** Deliveries per enqueue (one MULTI of dispatch jobs per shard), and the most a batch's result carries. */
 export const ENQUEUE_CHUNK = 1_000;
@@ -13,8 +22,18 @@ export const ENQUEUE_CHUNK = 1_000;
  */
 const BATCHES_IN_FLIGHT = 2;
 
+/**
+ * How many times an event is checked against its type again when the type keeps changing under
+ * it: each time means another change was committed in the moment between check and write.
+ */
+const MAX_CATALOG_CHECKS = 5;
+
 export interface EventPublisher {
-  publish(input: PublishInput): Promise<PublishResult>;
+  /**
+   * Checks the event against the event-type catalog (refusals are thrown: a 400 in strict mode,
+   * a 422 for data its schema refuses), then publishes it.
+   */
+  publish(input: Omit<PublishInput, "catalogRevision">): Promise<PublishResult>;
   /** Resolves once every enqueue started so far has ended (for tests and shutdown). */
   idle(): Promise<void>;
 }
@@ -34,7 +53,12 @@ export interface EventPublisher {
  * Redis cannot take them (or the process stops midway), the events are still accepted: the worker's
  * reconciler finds the deliveries in PostgreSQL and enqueues them.
  */
-export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueue; logger: Logger }): EventPublisher {
+export function createEventPublisher(deps: {
+  sql: SqlClient;
+  queue: DeliveryQueue;
+  logger: Logger;
+  catalog: EventTypeCatalogCache;
+}): EventPublisher {
   const streaming = new Set<Promise<void>>();
 
   const dispatch = async (deliveries: DispatchEntry[]) => {
@@ -87,8 +111,35 @@ export function createEventPublisher(deps: { sql: SqlClient; queue: DeliveryQueu
     maxBatchSize: 100,
     inFlight: BATCHES_IN_FLIGHT,
   });
+  /**
+   * A retry with the Idempotency-Key of an event accepted earlier gets that event, even if the
+   * catalog would refuse the event now (its schema changed since): the key is looked up before
+   * the refusal is answered.
+   */
+  const check = async (input: Omit<PublishInput, "catalogRevision">): Promise<number | undefined> => {
+    try {
+      return await deps.catalog.checkPublish(input.type, input.data);
+    } catch (refusal) {
+      if (input.idempotencyKey !== undefined && (await hasIdempotentEvent({ sql: deps.sql }, input.idempotencyKey)))
+        return undefined;
+      throw refusal;
+    }
+  };
+
   return {
-    publish: (input) => loader.load(input),
+    async publish(input) {
+      for (let checks = 1; ; checks++) {
+        const catalogRevision = await check(input);
+        try {
+          return await loader.load({ ...input, catalogRevision });
+        } catch (error) {
+          // The type changed between the check and the write (on another process, most likely):
+          // nothing was written; check the event against the type as it is now.
+          if (!(error instanceof CatalogChangedError) || checks >= MAX_CATALOG_CHECKS) throw error;
+          deps.catalog.forget(input.type);
+        }
+      }
+    },
     async idle() {
       while (streaming.size > 0) await Promise.all(streaming);
     },

@@ -16,7 +16,10 @@ const publishRouteDef = createRoute({
   description:
     "Stores the event and creates one delivery for each active subscription whose `events` match its type, " +
     "then queues them. Once this returns 202 the event will be delivered, even if the queue was unreachable. " +
-    "With `tenant_id` it reaches only that tenant's subscriptions; without, only subscriptions of no tenant. " +
+    "With `tenant_id` it reaches only that tenant's subscriptions; without, only subscriptions of no tenant. A " +
+    "subscription with a `filter` gets the event only if the filter matches it. If the type is in the event-type " +
+    "catalog with a schema, `data` must match it (422 payload_invalid otherwise, and nothing is stored). With " +
+    "EVENT_TYPES_STRICT, a type not in the catalog, or archived, is a 400 unknown_event_type. " +
     "A tenant-scoped credential cannot publish (403); it sends test events with POST /v1/subscriptions/{id}/test.",
   request: {
     query: noQueryParameters,
@@ -30,7 +33,7 @@ const publishRouteDef = createRoute({
           "`true` when the Idempotency-Key was seen before and this is the event created then; absent otherwise.",
       }),
     }),
-    ...operationErrors(403, 409, 413, 415),
+    ...operationErrors(403, 409, 413, 415, 422),
   },
 });
 

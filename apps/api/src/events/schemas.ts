@@ -1,47 +1,15 @@
 import { z } from "@hono/zod-openapi";
 import { eventTypeSchema, isOperationalEventType, OPERATIONAL_PREFIX } from "@webhooks/core";
 import type { EventRecord } from "@webhooks/db";
-import { isoTimestamp, tenantIdField, tenantIdJson, tenantIdResponseField, unstorableText } from "../http/schemas.ts";
+import { isoTimestamp, jsonObject, tenantIdField, tenantIdJson, tenantIdResponseField } from "../http/schemas.ts";
 
-/** Deeper than this is almost certainly a mistake, and PostgreSQL's jsonb has a nesting limit. */
-const MAX_DATA_DEPTH = 32;
-
-function jsonProblem(value: unknown, depth: number): string | undefined {
-  if (depth > MAX_DATA_DEPTH) return `must not be nested more than ${MAX_DATA_DEPTH} levels deep`;
-  if (typeof value === "string") return unstorableText(value);
-  if (Array.isArray(value)) {
-    for (const item of value) {
-      const problem = jsonProblem(item, depth + 1);
-      if (problem) return problem;
-    }
-    return undefined;
-  }
-  if (value !== null && typeof value === "object") {
-    for (const [key, item] of Object.entries(value)) {
-      const problem = unstorableText(key) ?? jsonProblem(item, depth + 1);
-      if (problem) return problem;
-    }
-  }
-  return undefined;
-}
-
-const isJsonObject = (value: unknown): value is Record<string, unknown> =>
-  value !== null && typeof value === "object" && !Array.isArray(value);
-
-// z.custom passes the object through as parsed; z.record would copy it key by key, and a key
-// named "__proto__" would be lost in the copy.
-const eventData = z
-  .custom<Record<string, unknown>>(isJsonObject, { error: "data must be a JSON object" })
-  .superRefine((data, ctx) => {
-    const problem = jsonProblem(data, 1);
-    if (problem) ctx.addIssue({ code: "custom", message: `data ${problem}` });
-  })
-  .openapi({
-    type: "object",
-    additionalProperties: true,
-    description: "The event's payload: any JSON object.",
-    example: { invoice_id: "in_123", amount_due: 4200 },
-  });
+/** The event's payload: any JSON object (see jsonObject). */
+export const eventData = jsonObject("data").openapi({
+  type: "object",
+  additionalProperties: true,
+  description: "The event's payload: any JSON object.",
+  example: { invoice_id: "in_123", amount_due: 4200 },
+});
 
 export const publishEventBody = z
   .strictObject({

@@ -1,8 +1,10 @@
 import {
+  ConflictError,
   CursorError,
   type DomainError,
   IdempotencyConflictError,
   NotFoundError,
+  PayloadInvalidError,
   PermissionError,
   ValidationError,
 } from "@webhooks/core";
@@ -19,7 +21,7 @@ export type ErrorType =
 /** An error that leaves the API in the error shape (docs/api.md#errors). */
 export class ApiError extends Error {
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 429 | 431 | 499 | 500 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 422 | 429 | 431 | 499 | 500 | 503,
     readonly type: ErrorType,
     readonly code: string,
     message: string,
@@ -47,6 +49,10 @@ export function apiErrorFromDomain(error: DomainError): ApiError {
     return new ApiError(404, "invalid_request_error", error.code, error.message, error.param);
   if (error instanceof IdempotencyConflictError)
     return new ApiError(409, "idempotency_error", error.code, error.message, error.param);
+  if (error instanceof ConflictError)
+    return new ApiError(409, "invalid_request_error", error.code, error.message, error.param);
+  if (error instanceof PayloadInvalidError)
+    return new ApiError(422, "invalid_request_error", error.code, error.message, error.param);
   if (error instanceof ValidationError)
     return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);
   return new ApiError(400, "invalid_request_error", error.code, error.message, error.param);

@@ -15,6 +15,46 @@ export function unstorableText(value: string): string | undefined {
   return undefined;
 }
 
+/** Deeper than this is almost certainly a mistake, and PostgreSQL's jsonb has a nesting limit. */
+const MAX_JSON_DEPTH = 32;
+
+function jsonProblem(value: unknown, depth: number): string | undefined {
+  if (depth > MAX_JSON_DEPTH) return `must not be nested more than ${MAX_JSON_DEPTH} levels deep`;
+  if (typeof value === "string") return unstorableText(value);
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const problem = jsonProblem(item, depth + 1);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) {
+      const problem = unstorableText(key) ?? jsonProblem(item, depth + 1);
+      if (problem) return problem;
+    }
+  }
+  return undefined;
+}
+
+export const isJsonObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+/**
+ * A JSON object PostgreSQL can store as jsonb, `name` saying what it is in messages (none for the
+ * items of an array, which the error's parameter names). z.custom passes the object through as
+ * parsed; z.record would copy it key by key, and a key named "__proto__" would be lost in the copy.
+ */
+export const jsonObject = (name?: string) => {
+  const subject = name === undefined ? "" : `${name} `;
+  return z
+    .custom<Record<string, unknown>>(isJsonObject, { error: `${subject}must be a JSON object` })
+    .superRefine((value, ctx) => {
+      const problem = jsonProblem(value, 1);
+      if (problem) ctx.addIssue({ code: "custom", message: `${subject}${problem}` });
+    });
+};
+
 export const text = (max: number) =>
   z
     .string()
@@ -119,13 +159,13 @@ export const errorSchema = z
   })
   .openapi("Error");
 
-export function listSchema<T extends z.ZodType>(item: T, name: string, url: string) {
+export function listSchema<T extends z.ZodType>(item: T, name: string, url: string, order = "Records, newest first.") {
   return z
     .object({
       object: z.literal("list"),
       url: z.string().openapi({ example: url }),
       has_more: z.boolean().openapi({ description: "Whether another page exists beyond this one." }),
-      data: z.array(item).openapi({ description: "Records, newest first." }),
+      data: z.array(item).openapi({ description: order }),
     })
     .openapi(name);
 }
@@ -167,7 +207,7 @@ export const errorResponses = {
   401: jsonResponse(errorSchema, "Missing or wrong API key, or an expired portal session token"),
   403: jsonResponse(
     errorSchema,
-    "The credential is scoped to a tenant and may not do this: publish events, create portal sessions, or create for another tenant",
+    "The credential is scoped to a tenant and may not do this: publish events, change the event-type catalog, create portal sessions, or create for another tenant",
   ),
   404: jsonResponse(errorSchema, "No such resource"),
   405: jsonResponse(errorSchema, "The path does not take this method", {
@@ -175,6 +215,10 @@ export const errorResponses = {
   }),
   409: jsonResponse(errorSchema, "The Idempotency-Key was used before with a different request"),
   413: jsonResponse(errorSchema, "The request body is larger than BODY_LIMIT_BYTES allows"),
+  422: jsonResponse(
+    errorSchema,
+    "`data` does not match the JSON Schema of its event type in the catalog (code payload_invalid, param data); the message names the first failing JSON pointer and why",
+  ),
   415: jsonResponse(
     errorSchema,
     "The request body is not sent as JSON (Content-Type: application/json), names a charset other than utf-8, or is compressed (Content-Encoding)",

@@ -1,6 +1,7 @@
 import type { Config, Logger, SecretBox } from "@webhooks/core";
 import type { PrismaClient, SqlClient, TenantScope } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue, RedisConnection } from "@webhooks/queue";
+import type { EventTypeCatalogCache } from "../events/catalog-cache.ts";
 import type { EventPublisher } from "../events/publisher.ts";
 
 /** Everything the API needs from the outside world, built once in main.ts (or by a test). */
@@ -19,6 +20,8 @@ export interface ApiDeps {
   gate: DeliveryGate;
   /** Batches publishes (events/publisher.ts); one per process, so that shutdown can wait for it. */
   publisher: EventPublisher;
+  /** The event-type catalog as publishing reads it; the catalog's routes tell it of their changes. */
+  catalog: EventTypeCatalogCache;
   logger: Logger;
   secretBox: SecretBox;
   authenticator: Authenticator;

@@ -93,7 +93,8 @@ const updateRouteDef = createRoute({
   description:
     "Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to " +
     "deliveries created after it; deliveries already created keep the settings they were created with. " +
-    "`max_in_flight` and `rate_limit` apply to attempts that start after the change. `active: true` also re-enables a " +
+    "`max_in_flight` and `rate_limit` apply to attempts that start after the change; `filter` to events published after " +
+    "it. `active: true` also re-enables a " +
     "subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.",
   request: {
     query: noQueryParameters,
@@ -165,13 +166,17 @@ const testEventRouteDef = createRoute({
   summary: "Send a test event to a subscription",
   description:
     "Stores an example event (default type `webhook.test`) and one delivery of it to this subscription alone, whatever " +
-    "its `events` and even while it is paused, and queues it. The event goes to no other subscription.",
+    "its `events` and `filter`, and even while it is paused, and queues it. The event goes to no other subscription. " +
+    "If its type has a schema in the event-type catalog, `data` must match it (422); EVENT_TYPES_STRICT does not apply.",
   request: {
     query: noQueryParameters,
     params: subscriptionIdParam,
     body: { required: false, content: { "application/json": { schema: testEventBody } } },
   },
-  responses: { 202: jsonResponse(deliverySchema, "The test delivery, queued"), ...operationErrors(404, 413, 415) },
+  responses: {
+    202: jsonResponse(deliverySchema, "The test delivery, queued"),
+    ...operationErrors(404, 413, 415, 422),
+  },
 });
 
 /**
@@ -263,6 +268,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
     secretBox: deps.secretBox,
     destinationPolicy: deps.config.destinationPolicy,
     defaultMaxInFlight: deps.config.isolation.defaultMaxInFlight,
+    eventTypesStrict: deps.config.eventTypesStrict,
   };
   // Every verb below applies the caller's tenant scope itself (packages/db/src/tenant-scope.ts).
   const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ ...base, scope: c.var.principal.scope });
@@ -373,13 +379,12 @@ export function subscriptionRoutes(deps: ApiDeps) {
       // tenant.
       const ctx = scoped(c);
       await getSubscription(ctx, subscription_id);
+      const type = body?.type ?? DEFAULT_TEST_EVENT.type;
+      const data = body?.data ?? DEFAULT_TEST_EVENT.data;
+      await deps.catalog.checkTestEvent(type, data);
       const { deliveryId } = await publishTestEvent(
         { sql: deps.pool },
-        {
-          subscriptionId: subscription_id,
-          type: body?.type ?? DEFAULT_TEST_EVENT.type,
-          data: body?.data ?? DEFAULT_TEST_EVENT.data,
-        },
+        { subscriptionId: subscription_id, type, data },
       );
       // Read before it is enqueued: the answer is the delivery as accepted (queued, no attempt
       // yet), not whatever a worker quick enough to claim it has made of it since.

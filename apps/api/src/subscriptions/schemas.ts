@@ -5,13 +5,18 @@ import {
   heldUntil,
   MAX_CUSTOM_HEADERS,
   MAX_CUSTOM_HEADERS_BYTES,
+  MAX_FILTER_BYTES,
+  MAX_FILTER_DEPTH,
+  type PayloadFilter,
   parseDuration,
+  payloadFilterProblem,
   subscribedEventsSchema,
 } from "@webhooks/core";
 import type { SubscriptionRecord } from "@webhooks/db";
 import { publishEventBody } from "../events/schemas.ts";
 import {
   cursorQueries,
+  isJsonObject,
   isoTimestamp,
   limitQuery,
   listSchema,
@@ -62,9 +67,6 @@ const headersDescription =
   "transfer-encoding, keep-alive, upgrade, expect, te, trailer, proxy-connection and webhook-* cannot be set. Each delivery keeps the " +
   "headers the subscription had when it was created.";
 
-const isJsonObject = (value: unknown): value is Record<string, unknown> =>
-  value !== null && typeof value === "object" && !Array.isArray(value);
-
 // docs/api.md#custom-headers. z.custom keeps the object as sent (z.record would drop a "__proto__"
 // key), and each problem is reported at `headers.<Name>`, so the 400 names the header.
 const customHeaders = z
@@ -85,6 +87,30 @@ const customHeaders = z
     maxProperties: MAX_CUSTOM_HEADERS,
     description: headersDescription,
     example: { Authorization: "Bearer 3c1f0e", "X-Tenant": "acme" },
+  });
+
+const filterDescription =
+  "Delivers only the events that match it, besides `events`: an object matched against " +
+  '`{"type": <event type>, "data": <event data>}`, or null for none. A key is a field name (nested objects nest); a ' +
+  "plain value means equality (an array, equality of the whole array); an operator object holds any of $eq, $neq, " +
+  "$gt, $gte, $lt, $lte (numbers, or ISO 8601 date-times compared as instants), $in, $nin (arrays), $exists " +
+  "(boolean), $startsWith (string); $and, $or (arrays of filters) and $not (a filter) combine. A missing field " +
+  `matches only $exists: false, $neq and $nin. At most ${MAX_FILTER_BYTES} bytes of JSON, ${MAX_FILTER_DEPTH} levels deep. ` +
+  "A change applies to events published after it.";
+
+// z.custom keeps the object as sent (a key named "__proto__" too); the 400 names the place in it.
+const filter = z
+  .custom<PayloadFilter>(isJsonObject, { error: "filter must be a JSON object, or null for none" })
+  .superRefine((value, ctx) => {
+    const problem = payloadFilterProblem(value);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  })
+  .openapi({ type: "object", additionalProperties: true })
+  .nullable()
+  .openapi({
+    type: ["object", "null"],
+    description: filterDescription,
+    example: { data: { amount: { $gte: 1000 }, currency: { $in: ["usd", "eur"] } } },
   });
 
 const nullableTimestamp = (description: string) => z.string().nullable().openapi({ format: "date-time", description });
@@ -131,6 +157,14 @@ export const subscriptionSchema = z
       .openapi({ description: "Extra HTTP headers sent with every delivery created from now on." }),
     health: healthSchema,
     tenant_id: tenantIdResponseField,
+    filter: z
+      .custom<PayloadFilter>(isJsonObject)
+      .openapi({ type: "object", additionalProperties: true })
+      .nullable()
+      .openapi({
+        type: ["object", "null"],
+        description: "The payload filter: only events that match it are delivered. null for none.",
+      }),
     disabled_reason: z
       .enum(["failing", "gone"])
       .nullable()
@@ -168,6 +202,7 @@ export const createSubscriptionBody = z
     }),
     rate_limit: rateLimit.optional().openapi({ default: null }),
     headers: customHeaders.optional().openapi({ default: {} }),
+    filter: filter.optional().openapi({ default: null }),
     tenant_id: tenantIdField(
       "The tenant (your customer) the subscription belongs to: it receives only events published with this tenant_id. " +
         "Cannot be changed. A tenant-scoped credential creates for its own tenant, whether or not it sends this.",
@@ -175,7 +210,7 @@ export const createSubscriptionBody = z
   })
   .openapi("CreateSubscription");
 
-/** docs/api.md#update-a-subscription: url, events, active, max_in_flight, rate_limit and headers, each optional. */
+/** docs/api.md#update-a-subscription: url, events, active, max_in_flight, rate_limit, headers and filter, each optional. */
 export const updateSubscriptionBody = z
   .strictObject({
     url: url.optional(),
@@ -186,6 +221,7 @@ export const updateSubscriptionBody = z
     headers: customHeaders
       .optional()
       .openapi({ description: `${headersDescription} An update replaces the whole set; {} removes them.` }),
+    filter: filter.optional().openapi({ description: `${filterDescription} Send null to remove it.` }),
   })
   .openapi("UpdateSubscription");
 
@@ -296,6 +332,7 @@ export function toSubscriptionJson(subscription: SubscriptionRecord, now: Date) 
     rate_limit: subscription.rateLimit,
     headers: subscription.headers,
     ...tenantIdJson(subscription.tenantId),
+    filter: subscription.filter,
     health: {
       state: healthState(subscription, now),
       consecutive_failures: subscription.consecutiveFailures,

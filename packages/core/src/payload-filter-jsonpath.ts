@@ -58,12 +58,16 @@ export function filterVariables(event: FilteredEvent): FilterVariables {
 }
 
 /** Most strings are not dates: look at the first characters before parsing. */
-const instantOf = (text: string): number | undefined =>
-  /^\d{4}-?\d{2}-?\d{2}/.test(text) ? filterInstant(text) : undefined;
+const instantOf = (text: string): number | undefined => {
+  const first = text.charCodeAt(0);
+  return first >= 48 && first <= 57 && /^\d{4}-?\d{2}-?\d{2}/.test(text) ? filterInstant(text) : undefined;
+};
 
 function instantTree(object: Record<string, unknown>): InstantTree | undefined {
   let tree: InstantTree | undefined;
-  for (const [key, value] of Object.entries(object)) {
+  for (const key in object) {
+    if (!Object.hasOwn(object, key)) continue;
+    const value = object[key];
     let entry: number | InstantTree | undefined;
     if (typeof value === "string") entry = instantOf(value);
     else if (value !== null && typeof value === "object" && !Array.isArray(value)) {

@@ -12,6 +12,8 @@ export type Event = Schemas["Event"];
 export type Delivery = Schemas["Delivery"];
 export type DeliveryAttempt = Schemas["DeliveryAttempt"];
 export type PortalSession = Schemas["PortalSession"];
+export type EventType = Schemas["EventType"];
+export type EventTypeList = Schemas["EventTypeList"];
 export type ApiErrorBody = Schemas["Error"];
 
 export type WebhooksClient = Client<paths>;

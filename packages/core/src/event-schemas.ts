@@ -5,7 +5,7 @@ import addFormats from "ajv-formats";
  * JSON Schemas of the event-type catalog (docs/api.md#event-types): draft 2020-12, checked and
  * compiled with Ajv. A schema is compiled once per process and revision of its event type (the
  * API's catalog cache keeps the result), so checking a payload costs a call of the generated
- * function, microseconds at most.
+ * function.
  *
  * Choices, each documented for users:
  * - `format` is checked for the formats of ajv-formats (date-time, email, uri, uuid, ...); a
@@ -30,8 +30,8 @@ export type CompiledSchema = { ok: true; validate: PayloadValidator } | { ok: fa
 /** What compiling one schema warned about; Ajv reports an unknown format through its logger. */
 let warnings: string[] = [];
 
-// One instance for every schema: making one costs tens of milliseconds (it compiles the
-// meta-schemas). Compiling is synchronous, so `warnings` belongs to the compile in progress.
+// One instance for every schema: making one compiles the meta-schemas, far dearer than compiling
+// a schema. Compiling is synchronous, so `warnings` belongs to the compile in progress.
 const ajv = new Ajv2020({
   strict: false,
   allErrors: false,

@@ -17,7 +17,7 @@ import {
  * Why in SQL: the fan-out finds and inserts every delivery of an event in one statement; checking
  * the filters there keeps it one statement, reads each filter in the same snapshot as the rest
  * of the subscription (a PUT applies to every event published after it, on every API process,
- * with no cache to refresh), and costs PostgreSQL a fraction of a microsecond per subscription.
+ * with no cache to refresh), and sends no subscription row to the API and back.
  *
  * jsonpath's lax mode forgives what the filter language must not: it looks through arrays (`$.a.b`
  * finds `b` in every element of an array `a`, and `$.a == 1` holds for `a: [1, 2]`), and a
@@ -25,6 +25,9 @@ import {
  * first checks that the step before it is an object, and every comparison first checks the type
  * of the value it compares: each predicate is then plainly true or false, as in
  * compilePayloadFilter. jsonpath has no parser for ISO 8601 with `Z`, hence `$instants`.
+ *
+ * What this produces is stored: a change to it reaches only filters saved after it, so it must
+ * come with a migration step that compiles every stored filter again.
  */
 export function payloadFilterJsonPath(condition: FilterCondition): string {
   return predicate(condition, { kind: "event" });

@@ -105,6 +105,17 @@ const server = createServer((req, res) => {
     res.writeHead(answer, { "content-type": "application/json" }).end(JSON.stringify({ received: answer < 300 }));
   });
 });
+// A port it cannot have is one line naming the option, not a stack trace.
+server.once("error", (error: Error & { code?: string }) => {
+  const reason =
+    error.code === "EADDRINUSE"
+      ? `port ${port} is already in use (EADDRINUSE). Stop what holds it or choose another with --port`
+      : error.code === "EACCES"
+        ? "not permitted (EACCES; ports below 1024 need privileges). Choose one from 1024 up with --port"
+        : `${error.code ?? error.message}. Check --port`;
+  console.error(`Cannot listen on 127.0.0.1:${port}: ${reason}.`);
+  process.exit(1);
+});
 server.listen(port, "127.0.0.1", () => {
   console.log(`Receiving webhooks at http://127.0.0.1:${(server.address() as AddressInfo).port}/ (Ctrl-C to stop)`);
 });

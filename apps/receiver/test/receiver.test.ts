@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -151,5 +152,32 @@ describe("npm run receiver", () => {
     expect(await bad.exited).toBe(1);
     expect(bad.output()).toContain("not a Standard Webhooks secret");
     expect(bad.output()).not.toContain("not-a-secret!!");
+  });
+});
+
+describe("the receiver's start-up failures", () => {
+  it("a --port in use is one line naming --port", async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const port = (holder.address() as { port: number }).port;
+    try {
+      // Run directly, not through npm, whose own lines about the failed script would follow.
+      const child = spawn(process.execPath, ["--import", "tsx", "apps/receiver/src/main.ts", "--port", String(port)], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? "", WEBHOOK_SECRET: SECRET },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stderr = "";
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+      expect(code).toBe(1);
+      const lines = stderr.trim().split("\n");
+      expect(lines, stderr).toHaveLength(1);
+      expect(lines[0]).toBe(
+        `Cannot listen on 127.0.0.1:${port}: port ${port} is already in use (EADDRINUSE). Stop what holds it or choose another with --port.`,
+      );
+    } finally {
+      await new Promise<void>((resolve) => holder.close(() => resolve()));
+    }
   });
 });

@@ -1,5 +1,5 @@
 // Starts a worker process: checks configuration and services, applies migrations, takes jobs.
-import { createLogger, loadConfigOrExit, logFormatFor } from "@webhooks/core";
+import { createLogger, exitOnStartupFailure, loadConfigOrExit, logFormatFor, StartupError } from "@webhooks/core";
 import { applyMigrations, checkPostgres } from "@webhooks/db";
 import { checkRedis } from "@webhooks/queue";
 import { startWorker } from "./start-worker.ts";
@@ -7,15 +7,16 @@ import { startWorker } from "./start-worker.ts";
 const config = loadConfigOrExit();
 const logger = createLogger({ level: config.logLevel, name: "worker", format: logFormatFor(config) });
 
-const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config));
-if (unreachable) {
-  console.error(unreachable);
-  process.exit(1);
+/** Everything up to taking jobs. A failure on the way is one line and exit code 1, as a bad setting is. */
+async function start() {
+  const unreachable = (await checkPostgres(config.databaseUrl)) ?? (await checkRedis(config));
+  if (unreachable) throw new StartupError(unreachable);
+  // Both the API and the workers apply migrations; the advisory lock makes that safe.
+  await applyMigrations(config.databaseUrl, { info: (m) => logger.info(m), warn: (m) => logger.warn(m) });
+  return startWorker(config, logger);
 }
-// Both the API and the workers apply migrations; the advisory lock makes that safe.
-await applyMigrations(config.databaseUrl, { info: (m) => logger.info(m), warn: (m) => logger.warn(m) });
 
-const worker = await startWorker(config, logger);
+const worker = await start().catch((error: unknown) => exitOnStartupFailure("The worker", error, logger));
 
 let stopping = false;
 async function shutdown(signal: string) {

@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
-import { type Logger, newId, serverTimeoutOptions } from "@webhooks/core";
+import { type Logger, listen, newId, serverTimeoutOptions } from "@webhooks/core";
 import type { Registry } from "prom-client";
 
 export interface OpsServer {
@@ -67,7 +67,7 @@ export function createOpsServer(registry: Registry, logger: Logger): Server {
   });
 }
 
-/** The ops server on WORKER_METRICS_PORT. */
+/** The ops server on WORKER_METRICS_PORT; a port it cannot have is a StartupError naming that variable. */
 export async function startOpsServer(
   registry: Registry,
   host: string,
@@ -75,7 +75,7 @@ export async function startOpsServer(
   logger: Logger,
 ): Promise<OpsServer> {
   const server = createOpsServer(registry, logger);
-  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  await listen(server, port, host, "WORKER_METRICS_PORT");
   const address = server.address();
   return {
     port: typeof address === "object" && address ? address.port : 0,

@@ -13,7 +13,7 @@ import { createAttemptBatches } from "./attempt-batches.ts";
 import { createDeliveryWorker, shardConcurrency } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
 import { createWorkerMetrics } from "./metrics.ts";
-import { startOpsServer } from "./ops-server.ts";
+import { type OpsServer, startOpsServer } from "./ops-server.ts";
 import { Pruner } from "./pruner.ts";
 import { Reconciler } from "./reconciler.ts";
 import type { Resolver } from "./safe-lookup.ts";
@@ -84,6 +84,30 @@ export async function startWorker(
     logger,
   });
 
+  /** Lets go of the connections and pools, once nothing runs on them any more. */
+  const release = async () => {
+    await queue.close().catch(() => {});
+    workerRedis.disconnect();
+    producerRedis.disconnect();
+    gateRedis.disconnect();
+    await Promise.all([database.close(), passes.close()]);
+  };
+
+  // First of what may fail: a port already taken stops the start before any job is taken, and
+  // leaves no connection open behind it.
+  let opsServer: OpsServer | undefined;
+  try {
+    opsServer =
+      options.metrics !== false
+        ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort, logger)
+        : undefined;
+  } catch (error) {
+    await sender.close().catch(() => {});
+    await release();
+    throw error;
+  }
+  const metricsPort = opsServer?.port ?? 0;
+
   await waitUntilConnected(producerRedis).catch((error: Error) =>
     logger.warn({ err: error }, "Redis is not ready yet"),
   );
@@ -127,12 +151,6 @@ export async function startWorker(
       ? undefined
       : new Pruner({ sql: passes.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
 
-  const opsServer =
-    options.metrics !== false
-      ? await startOpsServer(metrics.registry, config.host, config.worker.metricsPort, logger)
-      : undefined;
-  const metricsPort = opsServer?.port ?? 0;
-
   for (const worker of workers) void worker.run();
   reconciler.start();
   pruner?.start();
@@ -168,11 +186,7 @@ export async function startWorker(
       // Slots the gate keeps go back now, not when their lease expires (if Redis answers soon:
       // otherwise they expire with it, and shutting down must not wait).
       await settlesWithin(gate.close(), FORCED_CLOSE_MS);
-      await queue.close().catch(() => {});
-      workerRedis.disconnect();
-      producerRedis.disconnect();
-      gateRedis.disconnect();
-      await Promise.all([database.close(), passes.close()]);
+      await release();
     },
   };
 }

@@ -1,4 +1,6 @@
+import type { Server } from "node:net";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
+import type { Logger } from "./logger.ts";
 
 /**
  * The one-line messages printed when a dependency is missing at start-up, so a newcomer knows
@@ -54,4 +56,54 @@ export function loadConfigOrExit(): Config {
     console.error(error.message);
     process.exit(1);
   }
+}
+
+/** A start-up failure whose message is already the one line to print (it names what to change). */
+export class StartupError extends Error {
+  override name = "StartupError";
+}
+
+/**
+ * Listens on host:port, or rejects with a StartupError naming the variable that sets the port
+ * (`PORT`, `WORKER_METRICS_PORT`) and, when the address is at fault, `HOST`.
+ */
+export async function listen(server: Server, port: number, host: string, variable: string): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const failed = (error: Error) => reject(new StartupError(listenFailureMessage(variable, host, port, error)));
+    server.once("error", failed);
+    server.listen(port, host, () => {
+      server.off("error", failed);
+      resolve();
+    });
+  });
+}
+
+export function listenFailureMessage(variable: string, host: string, port: number, error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  const where = `${host}:${port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return `Cannot listen on ${where}: port ${port} is already in use (EADDRINUSE). Stop what holds it or set ${variable} to a free port.`;
+    case "EACCES":
+      return `Cannot listen on ${where}: not permitted (EACCES; ports below 1024 need privileges). Set ${variable} to a port from 1024 up.`;
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `Cannot listen on ${where}: ${host} is not an address of this machine (${code}). Set HOST to one of its addresses, or 0.0.0.0 for all.`;
+    default:
+      return `Cannot listen on ${where} (${connectionFailureReason(error)}). Check ${variable} and HOST.`;
+  }
+}
+
+/**
+ * Prints the one line that says why `program` ("The API", "The worker") could not start, and
+ * exits with 1. A StartupError is printed as it is; anything else after the program's name. The
+ * whole error, stack included, goes to the log at debug level (LOG_LEVEL=debug).
+ */
+export function exitOnStartupFailure(program: string, error: unknown, logger: Logger): never {
+  logger.debug({ err: error }, "start-up failed");
+  console.error(
+    error instanceof StartupError ? error.message : `${program} could not start: ${connectionFailureReason(error)}`,
+  );
+  process.exit(1);
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   connectionFailureReason,
+  listenFailureMessage,
   postgresUnreachableMessage,
   redactUrl,
   redisUnreachableMessage,
@@ -73,5 +74,25 @@ describe("connectionFailureReason", () => {
 
   it("describes what is not an Error at all", () => {
     expect(connectionFailureReason("socket hang up")).toBe("socket hang up");
+  });
+});
+
+describe("listenFailureMessage", () => {
+  const failure = (code: string) => Object.assign(new Error(`listen ${code}`), { code });
+
+  it("names the port's variable for a port in use or one that needs privileges", () => {
+    expect(listenFailureMessage("PORT", "0.0.0.0", 3000, failure("EADDRINUSE"))).toBe(
+      "Cannot listen on 0.0.0.0:3000: port 3000 is already in use (EADDRINUSE). Stop what holds it or set PORT to a free port.",
+    );
+    expect(listenFailureMessage("WORKER_METRICS_PORT", "0.0.0.0", 80, failure("EACCES"))).toBe(
+      "Cannot listen on 0.0.0.0:80: not permitted (EACCES; ports below 1024 need privileges). Set WORKER_METRICS_PORT to a port from 1024 up.",
+    );
+  });
+
+  it("names HOST for an address the machine does not have, and both for anything else", () => {
+    expect(listenFailureMessage("PORT", "10.9.9.9", 3000, failure("EADDRNOTAVAIL"))).toContain("Set HOST");
+    expect(listenFailureMessage("PORT", "0.0.0.0", 3000, failure("EMFILE"))).toBe(
+      "Cannot listen on 0.0.0.0:3000 (listen EMFILE). Check PORT and HOST.",
+    );
   });
 });

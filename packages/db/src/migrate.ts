@@ -129,13 +129,21 @@ async function createDatabaseIfMissing(databaseUrl: string, logger: MigrationLog
   const name = decodeURIComponent(url.pathname.slice(1));
   url.pathname = "/postgres";
   const admin = new pg.Client({ connectionString: url.toString() });
-  await admin.connect();
+  const cannotCreate = (error: unknown) =>
+    new Error(
+      `database ${name} does not exist, and the role in DATABASE_URL cannot create it (${(error as Error).message}): create it beforehand, or grant the role CREATEDB`,
+      { cause: error },
+    );
+  await admin.connect().catch((error: unknown) => {
+    throw cannotCreate(error);
+  });
   try {
     await admin.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"`);
     logger.info(`created database ${name}`);
   } catch (error) {
     // Another process created it in the meantime (42P04), or at the same instant (23505).
     const code = (error as { code?: string }).code;
+    if (code === "42501") throw cannotCreate(error);
     if (code !== "42P04" && code !== "23505") throw error;
   } finally {
     await admin.end();

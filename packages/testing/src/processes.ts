@@ -12,6 +12,25 @@ export interface ServiceProcess {
   kill(signal: NodeJS.Signals): void;
 }
 
+export interface SpawnOptions {
+  /** What it prints once ready: `worker started` or `API listening` unless given. */
+  ready?: string;
+  timeoutMs?: number;
+  /** Run the production build (`apps/<name>/dist/main.js`, plain node) instead of the sources. */
+  compiled?: boolean;
+}
+
+/** The command line of an app: its sources through tsx, as `npm start` runs them, or its build. */
+function serviceArgs(name: "api" | "worker", compiled: boolean | undefined): string[] {
+  // node --import tsx, not the tsx CLI: the CLI runs the app in a child process of its own, so a
+  // SIGKILL would kill the wrapper and leave the app running.
+  return compiled ? [`${ROOT}apps/${name}/dist/main.js`] : ["--import", "tsx", `${ROOT}apps/${name}/src/main.ts`];
+}
+
+function serviceEnv(env: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "info", ...env };
+}
+
 /**
  * Runs one of the apps (`apps/<name>/src/main.ts`) as a real process, the way `npm start` does,
  * and waits until it prints `ready`.
@@ -19,13 +38,11 @@ export interface ServiceProcess {
 export async function spawnService(
   name: "api" | "worker",
   env: Record<string, string>,
-  options: { ready?: string; timeoutMs?: number } = {},
+  options: SpawnOptions = {},
 ): Promise<ServiceProcess> {
-  // node --import tsx, not the tsx CLI: the CLI runs the app in a child process of its own, so a
-  // SIGKILL would kill the wrapper and leave the app running.
-  const child = spawn(process.execPath, ["--import", "tsx", `${ROOT}apps/${name}/src/main.ts`], {
+  const child = spawn(process.execPath, serviceArgs(name, options.compiled), {
     cwd: `${ROOT}apps/${name}`,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "info", ...env },
+    env: serviceEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -56,4 +73,38 @@ export async function spawnService(
   });
 
   return { child, output: () => output, exited, kill: (signal) => child.kill(signal) };
+}
+
+export interface FailedStart {
+  code: number | string;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs one of the apps that is expected not to start, and resolves with how it exited and what it printed. */
+export async function runFailingService(
+  name: "api" | "worker",
+  env: Record<string, string>,
+  options: { timeoutMs?: number; compiled?: boolean } = {},
+): Promise<FailedStart> {
+  const child = spawn(process.execPath, serviceArgs(name, options.compiled), {
+    cwd: `${ROOT}apps/${name}`,
+    env: serviceEnv(env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${name} was expected to stop, and was still running:\n${stdout}${stderr}`));
+    }, options.timeoutMs ?? 30_000);
+    // "close", not "exit": by then all it printed has been read.
+    child.once("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? signal ?? "unknown", stdout, stderr });
+    });
+  });
 }

@@ -26,6 +26,10 @@ const contentTypes: Record<string, string> = {
  * Bundles the page (TSX, Preact, openapi-fetch and its stylesheet) in memory with esbuild: no build
  * step, no build output in the repository. Asset names carry a hash of their content, so a
  * browser may cache them for good and a new version is fetched under a new name.
+ *
+ * The production build calls this once and puts, in this module's place in the compiled API, one
+ * that returns what it built (docs/deployment.md#the-compiled-build): there esbuild, a development
+ * dependency, is never loaded.
  */
 export async function buildPortal(basePath: string): Promise<PortalBundle> {
   const result = await build({

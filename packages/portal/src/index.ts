@@ -1,1 +1,2 @@
+export { buildPortal, type PortalAsset, type PortalBundle } from "./bundle.ts";
 export { PORTAL_CSP, PORTAL_PATH, portalRoutes } from "./routes.ts";

@@ -31,8 +31,9 @@ const pageHeaders = {
 };
 
 /**
- * GET /portal and its assets. The bundle is built on the first request, not at start-up, so an API
- * (or a test) that never serves the portal never pays for esbuild; a failed build is retried.
+ * GET /portal and its assets. From the sources, the bundle is built on the first request, not at
+ * start-up, so an API (or a test) that never serves the portal never pays for esbuild; a failed
+ * build is retried. The compiled API has it built already (see buildPortal).
  */
 export function portalRoutes(): Hono {
   let bundle: Promise<PortalBundle> | undefined;

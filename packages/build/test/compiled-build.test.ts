@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
 import { createRedisConnection, waitUntilConnected } from "@webhooks/queue";
 import { databaseUrl, REDIS_URL, type ServiceProcess, spawnService, testEnv, withClient } from "@webhooks/testing";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { buildService } from "../src/build.ts";
 import { smokeTest } from "../src/smoke.ts";
+import { probes, ROOT } from "./manifests.ts";
 
 /**
  * The production build, run as production runs it: `node apps/<app>/dist/main.js`, without tsx.
@@ -13,7 +13,6 @@ import { smokeTest } from "../src/smoke.ts";
  * worker and an API on a database that does not exist yet (so the migrations must be found and
  * applied from the build), and holds them to the same smoke test as the container image.
  */
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const ADMIN = { username: "admin", password: randomBytes(12).toString("hex") };
 const database = `webhooks_test_compiled_${randomBytes(6).toString("hex")}`;
 const env = testEnv(databaseUrl(database), {
@@ -78,13 +77,17 @@ describe("the compiled build", () => {
     expect(worker.output()).toContain("applied migration");
     api = await spawnService("api", env, { compiled: true, timeoutMs: 60_000 });
 
-    const steps = await smokeTest({
-      apiUrl: `http://127.0.0.1:${loggedPort(api, "API listening", "port")}`,
-      workerUrl: `http://127.0.0.1:${loggedPort(worker, "worker started", "metricsPort")}`,
-      apiKey: env.API_KEYS!,
-      admin: ADMIN,
-    });
+    const apiUrl = `http://127.0.0.1:${loggedPort(api, "API listening", "port")}`;
+    const workerUrl = `http://127.0.0.1:${loggedPort(worker, "worker started", "metricsPort")}`;
+    const steps = await smokeTest({ apiUrl, workerUrl, apiKey: env.API_KEYS!, admin: ADMIN });
     expect(steps.map((step) => step.name)).toContain("publish -> signed delivery");
+
+    // Every probe of the Kubernetes manifests answers 200 on the process it probes.
+    for (const probe of await probes()) {
+      const base = probe.deployment === "webhooks-api" ? apiUrl : workerUrl;
+      const response = await fetch(`${base}${probe.path}`);
+      expect(response.status, `${probe.deployment} ${probe.kind} ${probe.path}`).toBe(200);
+    }
 
     api.kill("SIGTERM");
     worker.kill("SIGTERM");

@@ -22,10 +22,10 @@ RUN --mount=type=cache,target=/root/.npm \
  && npm run build \
  && npm prune --omit=dev --omit=optional --omit=peer --ignore-scripts --no-audit --no-fund \
  && mkdir -p /out/apps/api /out/apps/worker /out/prisma \
- && cp -r apps/api/dist /out/apps/api/ \
- && cp -r apps/worker/dist /out/apps/worker/ \
- && cp -r prisma/migrations /out/prisma/ \
- && cp -r package.json LICENSE node_modules /out/ \
+ && mv apps/api/dist /out/apps/api/ \
+ && mv apps/worker/dist /out/apps/worker/ \
+ && mv prisma/migrations /out/prisma/ \
+ && mv package.json LICENSE node_modules /out/ \
  && rm -rf /out/node_modules/@webhooks /out/node_modules/.bin
 
 # Run: Node, the compiled programs, their production dependencies and the migrations; no

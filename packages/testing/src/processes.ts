@@ -97,10 +97,11 @@ export async function runFailingService(
   child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   return new Promise((resolve, reject) => {
+    // Just under a test's own limit: starting the sources through tsx is slow on a busy machine.
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`${name} was expected to stop, and was still running:\n${stdout}${stderr}`));
-    }, options.timeoutMs ?? 30_000);
+    }, options.timeoutMs ?? 50_000);
     // "close", not "exit": by then all it printed has been read.
     child.once("close", (code, signal) => {
       clearTimeout(timer);

@@ -12,14 +12,13 @@ const CROCKFORD_TERMS = Array.from(
  * sort by creation time like the product's.
  */
 export async function createUlidFunction(db: pg.Client): Promise<void> {
-  // Crockford base32 of the low 50 bits of a bigint, 10 characters. A single expression, with no
-  // FROM and no loop, so that PostgreSQL inlines it: a function it has to call costs ~100 us a row.
+  // Crockford base32 of the low 50 bits of a bigint. One expression, with no FROM and no loop, so
+  // that PostgreSQL inlines it: a function call per row would dominate a seed of millions of rows.
   await db.query(
     `CREATE FUNCTION pg_temp.crockford10(value bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT ${CROCKFORD_TERMS} $$`,
   );
   // STABLE, not IMMUTABLE: extract(epoch FROM timestamptz) is STABLE, and PostgreSQL inlines a
-  // function only if its body is no more volatile than it is declared; not inlined, it costs
-  // ~60 us a call (measured), inlined ~7 us, which is most of a 10-million-row seed.
+  // function only if its body is no more volatile than it is declared.
   await db.query(`
     CREATE FUNCTION pg_temp.ulid(at timestamptz, n bigint) RETURNS text LANGUAGE sql STABLE AS $$
       SELECT pg_temp.crockford10((extract(epoch FROM at) * 1000)::bigint) || '000000' || pg_temp.crockford10(n) $$`);
@@ -31,22 +30,10 @@ export async function createUlidFunction(db: pg.Client): Promise<void> {
  * and a visibility map, as autovacuum would have left an old table. Foreign keys are not checked
  * during the load (session_replication_role): the seeded rows are consistent by construction.
  */
-export async function loadWithoutIndexes(
-  db: pg.Client,
-  tables: string[],
-  load: () => Promise<void>,
-): Promise<SeedSteps> {
-  const steps: SeedSteps = { loadSeconds: 0, indexSeconds: 0, vacuumSeconds: 0 };
-  let mark = performance.now();
-  const lap = () => {
-    const now = performance.now();
-    const seconds = (now - mark) / 1000;
-    mark = now;
-    return seconds;
-  };
+export async function loadWithoutIndexes(db: pg.Client, tables: string[], load: () => Promise<void>): Promise<void> {
   await db.query("SET maintenance_work_mem = '512MB'");
-  // Partial indexes stay: rebuilding one scans the whole table for the few rows it holds (the
-  // tenant indexes hold none here), while keeping it costs a predicate check per row.
+  // Partial indexes stay: rebuilding one scans the whole table for the few rows it holds, while
+  // keeping it costs a predicate check per row.
   const indexes = await db.query<{ indexname: string; indexdef: string }>(
     "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY($1::text[]) AND indexname NOT LIKE '%_pkey' AND indexdef NOT LIKE '% WHERE %'",
     [tables],
@@ -58,17 +45,6 @@ export async function loadWithoutIndexes(
   } finally {
     await db.query("SET session_replication_role = origin");
   }
-  steps.loadSeconds = lap();
   for (const index of indexes.rows) await db.query(index.indexdef);
-  steps.indexSeconds = lap();
   for (const table of tables) await db.query(`VACUUM ANALYZE "${table}"`);
-  steps.vacuumSeconds = lap();
-  return steps;
-}
-
-/** Where a seed's time went. */
-export interface SeedSteps {
-  loadSeconds: number;
-  indexSeconds: number;
-  vacuumSeconds: number;
 }

@@ -1,0 +1,80 @@
+import type { Context } from "../phase.ts";
+import type { ApiClient } from "./api-client.ts";
+import type { Stack } from "./stack.ts";
+import { summarize } from "./stats.ts";
+import { sleep, waitUntil } from "./time.ts";
+
+/**
+ * Publishes `count` events open loop: event i is due at `start + i * 1000 / rate` and is sent then,
+ * whatever happened to the earlier ones, so a slow answer cannot slow the sender down and hide the
+ * delay (coordinated omission). Latency counts from the due time, so any lateness of the sender
+ * counts against the service, never for it. Resolves, once all are answered, with each event's
+ * time from its due time to its 202 (undefined if it was not accepted) and the last due time.
+ */
+export async function publishOpenLoop(
+  client: ApiClient,
+  input: { type: string; ratePerSecond: number; count: number },
+  data: (seq: number, due: number) => Record<string, unknown>,
+): Promise<{ accepted: (number | undefined)[]; lastDue: number }> {
+  const start = performance.now() + 20;
+  const answers: Promise<number | undefined>[] = [];
+  for (let seq = 0; seq < input.count; seq++) {
+    const due = start + (seq * 1000) / input.ratePerSecond;
+    // A timer, never a busy wait: spinning would take a core from the service under test.
+    if (due > performance.now()) await sleep(due - performance.now());
+    const answer = client.publish(input.type, data(seq, due));
+    answers.push(answer.then((status) => (status === 202 ? performance.now() - due : undefined)));
+  }
+  return { accepted: await Promise.all(answers), lastDue: start + ((input.count - 1) * 1000) / input.ratePerSecond };
+}
+
+export type LatencyRun = Awaited<ReturnType<typeof measureLatency>>;
+
+let runs = 0;
+
+/**
+ * Publishes `durationMs` of events of `type` open loop at `ratePerSecond` to a subscription at the
+ * shared receiver (with `beside` running alongside), then waits up to `drainMs` for their webhooks.
+ * The due time travels in the event; the receiver shares this process's clock. Latencies: from the
+ * due time to verified receipt (one never delivered counts as Infinity), to the 202, and from the
+ * 202 to receipt (the queue, the worker, the request); CPU over the sending and the wait.
+ */
+export async function measureLatency(
+  context: Context,
+  stack: Stack,
+  input: { type: string; ratePerSecond: number; durationMs: number; drainMs: number },
+  beside?: () => Promise<unknown>,
+) {
+  const run = ++runs;
+  const arrived = new Map<number, number>();
+  context.receiver.onVerified = (webhook) => {
+    const { data } = JSON.parse(webhook.body) as { data: { run: number; seq: number; due: number } };
+    if (data.run === run) arrived.set(data.seq, webhook.arrivedAt - data.due);
+  };
+  try {
+    const count = Math.round((input.durationMs / 1000) * input.ratePerSecond);
+    const endCpu = stack.cpuWindow();
+    const [{ accepted, lastDue }] = await Promise.all([
+      publishOpenLoop(stack.client, { ...input, count }, (seq, due) => ({ run, seq, due })),
+      beside?.(),
+    ]);
+    const acceptedCount = accepted.filter((lateness) => lateness !== undefined).length;
+    await waitUntil(() => arrived.size >= acceptedCount, lastDue + input.drainMs - performance.now());
+    const endToEnd = accepted.map((_, seq) => arrived.get(seq) ?? Number.POSITIVE_INFINITY);
+    return {
+      sent: count,
+      rejected: count - acceptedCount,
+      delivered: arrived.size,
+      endToEnd: summarize(endToEnd),
+      accepted: summarize(accepted.filter((lateness) => lateness !== undefined)),
+      afterAccepted: summarize(
+        accepted.flatMap((lateness, seq) =>
+          lateness === undefined || !arrived.has(seq) ? [] : [endToEnd[seq]! - lateness],
+        ),
+      ),
+      cpu: endCpu(),
+    };
+  } finally {
+    context.receiver.onVerified = undefined;
+  }
+}

@@ -1,0 +1,94 @@
+import { mkdirSync } from "node:fs";
+import type { Context, WorkerSetup } from "../phase.ts";
+import { ApiClient } from "./api-client.ts";
+import { ROOT, RUN_PREFIX } from "./config.ts";
+import { BENCH_TARGET, groupTarget, postgresTarget, REDIS_TARGET, startCpuWindow } from "./cpu.ts";
+import { freshDatabase } from "./databases.ts";
+import { type Service, startService } from "./processes.ts";
+
+export type Stack = Awaited<ReturnType<typeof startStack>>;
+let stacks = 0;
+
+/**
+ * The service as a phase measures it: the API and `workers` workers on a fresh database named
+ * after `label`, with a client that keeps at most `connections` requests in flight. With
+ * `--profile`, each process runs under `node --cpu-prof`, its profile in artifacts/profiles/.
+ */
+export async function startStack(
+  context: Context,
+  label: string,
+  options: { workers?: number; workerEnv?: Record<string, string>; connections?: number } = {},
+) {
+  const database = await freshDatabase(label);
+  const prefix = `${RUN_PREFIX}-${label}-${++stacks}`;
+  const nodeArgs = (name: string) => {
+    if (!context.profile) return [];
+    const dir = `${ROOT}artifacts/profiles/${prefix}-${name}`;
+    mkdirSync(dir, { recursive: true });
+    return ["--cpu-prof", `--cpu-prof-dir=${dir}`];
+  };
+  const api = await startService("api", "api", database.url, prefix, { nodeArgs: nodeArgs("api") });
+  const workers: Service[] = [];
+  const client = new ApiClient(api.baseUrl, options.connections ?? 16);
+  const stack = {
+    database,
+    /** Every Redis key of the stack starts with it. */
+    prefix,
+    client,
+    /** Subscribes `${receiver.url}${path}` and gives the shared receiver its secret. */
+    async subscribe(path: string, types: string[], settings = {}): Promise<void> {
+      const created = await client.createSubscription(`${context.receiver.url}${path}`, types, settings);
+      context.receiver.useSecret(path, created.secret);
+    },
+    /** One more worker, stopped with the stack. */
+    async addWorker(name: string, env: Record<string, string> = {}): Promise<Service> {
+      const worker = await startService("worker", name, database.url, prefix, { env, nodeArgs: nodeArgs(name) });
+      workers.push(worker);
+      const stop = async () => {
+        await worker.stop();
+        // Stopped, it leaves the CPU windows opened after.
+        if (workers.includes(worker)) workers.splice(workers.indexOf(worker), 1);
+      };
+      return { ...worker, stop };
+    },
+    /** A CPU window over the API, the workers (also those started while it is open), PostgreSQL (this database), Redis and the bench. */
+    cpuWindow: () =>
+      startCpuWindow(() => [
+        groupTarget("api", api.processGroup),
+        ...workers.map((worker) => groupTarget(worker.name, worker.processGroup)),
+        postgresTarget(database.name),
+        REDIS_TARGET,
+        BENCH_TARGET,
+      ]),
+    async stop(): Promise<void> {
+      await client.close();
+      // Workers first, so that none is mid-attempt when the API and the database go away.
+      await Promise.all(workers.map((worker) => worker.stop()));
+      await api.stop();
+    },
+  };
+  try {
+    for (let i = 1; i <= (options.workers ?? 1); i++) await stack.addWorker(`worker-${i}`, options.workerEnv);
+  } catch (error) {
+    await stack.stop();
+    throw error;
+  }
+  return stack;
+}
+
+/**
+ * A worker's settings for the phases that measure the pipeline's speed. Their subscriptions all
+ * point at one loopback receiver, which stands in for many customers' hosts: as one origin it
+ * would be held to ORIGIN_MAX_IN_FLIGHT, which the origin phase measures, so its cap is put out of reach.
+ */
+export function pipelineWorkerEnv(setup: WorkerSetup): Record<string, string> {
+  return {
+    WORKER_CONCURRENCY: String(setup.concurrency),
+    ORIGIN_MAX_IN_FLIGHT: String(2 * setup.concurrency * setup.workers),
+  };
+}
+
+/** As a customer sending hundreds of webhooks a second to one endpoint would set max_in_flight. */
+export const pipelineSubscription = (setup: WorkerSetup) => ({
+  max_in_flight: Math.min(1_000, setup.concurrency * setup.workers),
+});

@@ -1,0 +1,97 @@
+import { cpuMsPer, describeCores } from "../harness/cpu.ts";
+import { type LatencyRun, measureLatency } from "../harness/open-loop.ts";
+import { pipelineSubscription, pipelineWorkerEnv, startStack } from "../harness/stack.ts";
+import { latencies, ms, round } from "../harness/stats.ts";
+import { atScale, definePhase, table } from "../phase.ts";
+
+const SETTINGS = {
+  full: { warmupMs: 2_000, durationMs: 10_000, drainMs: 60_000 },
+  quick: { warmupMs: 1_000, durationMs: 3_000, drainMs: 20_000 },
+};
+/** The checked rate, then one well below capacity for reference. */
+const RATES = [500, 100];
+const TARGETS = { p50Ms: 10, p99Ms: 50, cpuMsPerEvent: 1.5 };
+const PROCESSES = ["api", "worker", "postgres", "redis", "bench"];
+
+type LoneRun = LatencyRun & { ratePerSecond: number };
+
+/**
+ * Publish -> receive at a steady rate, open loop, each event its own request to one subscription:
+ * the shape of production traffic. After a warm-up at the same rate, every event's latency runs
+ * from its due time to its verified receipt, and the CPU of every process over the run is divided
+ * by the events sent in it.
+ */
+export const lonePhase = definePhase<LoneRun[]>({
+  name: "lone",
+  title: "Lone events: publish -> receive and CPU per event, open loop",
+  summary: "500 events/s (and 100/s for reference), each its own request to one subscription: latency, CPU per event",
+  async run(context) {
+    const s = atScale(context.scale, SETTINGS);
+    const setup = context.best.W10;
+    const workerEnv = pipelineWorkerEnv(setup);
+    const stack = await startStack(context, "lone", { workers: setup.workers, workerEnv, connections: 64 });
+    try {
+      const runs: LoneRun[] = [];
+      for (const ratePerSecond of RATES) {
+        const type = `lone.r${ratePerSecond}`;
+        await stack.subscribe(`/lone/${ratePerSecond}`, [type], pipelineSubscription(setup));
+        await measureLatency(context, stack, { type, ratePerSecond, durationMs: s.warmupMs, drainMs: s.drainMs });
+        const run = await measureLatency(context, stack, {
+          type,
+          ratePerSecond,
+          durationMs: s.durationMs,
+          drainMs: s.drainMs,
+        });
+        console.log(
+          `  ${ratePerSecond}/s: p50 ${ms(run.endToEnd.p50)}, ${cpuMsPer(run.cpu, run.sent).toFixed(2)} ms of CPU per event`,
+        );
+        runs.push({ ...run, ratePerSecond });
+      }
+      return runs;
+    } finally {
+      await stack.stop();
+    }
+  },
+  report(runs) {
+    const target = runs[0]!;
+    const complete = target.delivered === target.sent;
+    const cpuPerEvent = cpuMsPer(target.cpu, target.sent);
+    return {
+      tables: [
+        table(
+          "Latency from the due time (p50 / p99 / max); CPU over the run, per event sent",
+          runs.map((r) => ({
+            rate: `${r.ratePerSecond}/s`,
+            delivered: `${round(r.delivered)} of ${round(r.sent)}${r.rejected ? ` (${r.rejected} rejected)` : ""}`,
+            "publish -> receive": latencies(r.endToEnd),
+            "until the 202": latencies(r.accepted),
+            "from the 202 to receipt": latencies(r.afterAccepted),
+            "ms of CPU per event, all but the bench": cpuMsPer(r.cpu, r.sent).toFixed(2),
+            "by process": PROCESSES.map((p) => `${p} ${cpuMsPer(r.cpu, r.sent, [p]).toFixed(2)}`).join(", "),
+            "CPU (cores)": describeCores(r.cpu),
+          })),
+        ),
+      ],
+      checks: [
+        {
+          figure: `Publish -> receive p50 at ${target.ratePerSecond} events/s`,
+          measured: ms(target.endToEnd.p50),
+          target: `<= ${TARGETS.p50Ms} ms`,
+          met: target.endToEnd.p50 <= TARGETS.p50Ms && complete,
+        },
+        {
+          figure: `Publish -> receive p99 at ${target.ratePerSecond} events/s`,
+          measured: ms(target.endToEnd.p99),
+          target: `<= ${TARGETS.p99Ms} ms`,
+          met: target.endToEnd.p99 <= TARGETS.p99Ms && complete,
+        },
+        {
+          figure: `CPU per event at ${target.ratePerSecond} events/s (API, workers, PostgreSQL, Redis)`,
+          measured: `${cpuPerEvent.toFixed(2)} ms`,
+          target: `<= ${TARGETS.cpuMsPerEvent} ms`,
+          met: cpuPerEvent <= TARGETS.cpuMsPerEvent,
+        },
+      ],
+    };
+  },
+});

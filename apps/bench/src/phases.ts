@@ -4,6 +4,7 @@ import { fanOutPhase } from "./phases/fanout.ts";
 import { listPhase } from "./phases/list.ts";
 import { lonePhase } from "./phases/lone.ts";
 import { noisyPhase } from "./phases/noisy.ts";
+import { originPhase } from "./phases/origin.ts";
 import { retentionPhase } from "./phases/retention.ts";
 import { throughputPhase } from "./phases/throughput.ts";
 import { w1SharePhase } from "./phases/w1-share.ts";
@@ -16,6 +17,7 @@ export const PHASES: Phase[] = [
   listPhase,
   noisyPhase,
   fanOutPhase,
+  originPhase,
   backlogPhase,
   retentionPhase,
 ];

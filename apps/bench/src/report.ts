@@ -6,9 +6,12 @@ export interface RenderedPhase extends ReturnType<Phase["report"]> {
   error?: string;
 }
 
-/** The whole report, as Markdown: where it ran, every check against its target, then each phase's tables. */
+/**
+ * The whole report, as Markdown: where it ran, every check against its target, then each phase's
+ * tables. BENCHMARKS.md's Results section is the report of a full run.
+ */
 export function renderReport(heading: string, phases: RenderedPhase[]): string {
-  return `${["# Benchmark results", heading, renderChecks(phases), ...phases.map(renderPhase)].join("\n\n")}\n`;
+  return `${["## Results", heading, renderChecks(phases), ...phases.map(renderPhase)].join("\n\n")}\n`;
 }
 
 /** One table of every check; a phase that failed counts as a check missed. */
@@ -21,7 +24,7 @@ export function renderChecks(phases: RenderedPhase[]): string {
 }
 
 export function renderPhase(phase: RenderedPhase): string {
-  return [`## ${phase.title}`, ...phase.tables.map(renderTable)].join("\n\n");
+  return [`### ${phase.title}`, ...phase.tables.map(renderTable)].join("\n\n");
 }
 
 /** A Markdown table under a bold title, its columns padded so that it also reads as plain text. */
@@ -31,6 +34,6 @@ export function renderTable(table: Table): string {
   const widths = table.columns.map((_, i) => Math.max(3, ...rows.map((row) => row[i]!.length)));
   const line = (row: string[]) => `| ${row.map((text, i) => text.padEnd(widths[i]!)).join(" | ")} |`;
   const [header, ...body] = rows;
-  const rule = `|${widths.map((width) => "-".repeat(width + 2)).join("|")}|`;
+  const rule = line(widths.map((width) => "-".repeat(width)));
   return [`**${table.title}**`, "", line(header!), rule, ...body.map(line)].join("\n");
 }

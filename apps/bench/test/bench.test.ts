@@ -16,7 +16,7 @@ describe("the report", () => {
       "**Runs**",
       "",
       "| run    | deliveries/s |",
-      "|--------|--------------|",
+      "| ------ | ------------ |",
       "| 1      | 1,920        |",
       "| 2 \\| 3 |              |",
     ]);
@@ -35,13 +35,13 @@ describe("the report", () => {
       { title: "Fan-out", tables: [], checks: [], error: "POST /v1/events answered 500" },
     ]);
     const lines = report.split("\n");
-    expect(lines[0]).toBe("# Benchmark results");
+    expect(lines[0]).toBe("## Results");
     expect(lines).toContain("2 cores, Node 20");
     expect(report).toMatch(/\| Lone events +\| p50 at 500 events\/s +\| 4\.20 ms +\| <= 10 ms +\| yes +\|/);
     expect(report).toMatch(/\| Lone events +\| CPU per event +\| 3\.40 ms +\| <= 1\.5 ms +\| \*\*no\*\* \|/);
     expect(report).toMatch(/\| Fan-out +\| the phase ran to its end +\| failed: POST \/v1\/events answered 500 +\|/);
-    expect(lines.indexOf("## Lone events")).toBeGreaterThan(lines.indexOf("**Targets**"));
-    expect(lines.indexOf("**Latency**")).toBeGreaterThan(lines.indexOf("## Lone events"));
+    expect(lines.indexOf("### Lone events")).toBeGreaterThan(lines.indexOf("**Targets**"));
+    expect(lines.indexOf("**Latency**")).toBeGreaterThan(lines.indexOf("### Lone events"));
     expect(report).not.toMatch(/NaN|undefined/);
   });
 

@@ -13,7 +13,7 @@ import {
   stateOf,
 } from "@webhooks/core";
 import { type ClaimedDelivery, type SqlClient, whyNotClaimed } from "@webhooks/db";
-import type { DeliveryGate, DeliveryQueue, GateInput, Wake } from "@webhooks/queue";
+import { type DeliveryGate, type DeliveryQueue, type GateInput, gateLimits, type Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
@@ -225,14 +225,10 @@ function recentlyWaiting(subscriptionId: string): boolean {
 }
 
 function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDeps): GateInput {
-  const { health, maxInFlight, rateLimit, deleted } = delivery.subscription;
+  const { health, deleted } = delivery.subscription;
   return {
+    ...gateLimits({ id: delivery.subscriptionId, url: delivery.url, ...delivery.subscription }, deps.isolation),
     deliveryId: delivery.deliveryId,
-    subscriptionId: delivery.subscriptionId,
-    origin: originOf(delivery.url),
-    maxInFlight,
-    originMaxInFlight: deps.isolation.originMaxInFlight,
-    rateLimit,
     heldUntil: health.heldUntil?.getTime() ?? null,
     circuitOpen: health.circuitOpenedAt !== null,
     probeIntervalMs: deps.isolation.circuitProbeIntervalMs,
@@ -244,15 +240,6 @@ function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDe
     waited,
     test: delivery.test,
   };
-}
-
-/** Scheme, host and port: what one server is. An unparsable url is its own origin (it fails fast). */
-function originOf(url: string): string {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return url;
-  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { type DeliveryJob, type DispatchJob, jobCatalog, withDeadline } from "@webhooks/core";
 import { Queue } from "bullmq";
-import type { Wake } from "./delivery-gate.ts";
+import type { Wake } from "./gate/index.ts";
 import { type QueueLayout, queueLayout, shardOf } from "./queue-layout.ts";
 import type { RedisConnection } from "./redis.ts";
 

@@ -1,5 +1,5 @@
-export * from "./delivery-gate.ts";
 export * from "./delivery-queue.ts";
+export * from "./gate/index.ts";
 export * from "./queue-layout.ts";
 export * from "./queue-metrics.ts";
 export * from "./reachability.ts";

@@ -15,7 +15,7 @@ import {
   tenantForNewResource,
   updateSubscription,
 } from "@webhooks/db";
-import type { DeliveryQueue, Wake } from "@webhooks/queue";
+import { type DeliveryQueue, gateLimits, type Wake } from "@webhooks/queue";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { ApiError } from "../http/api-error.ts";
 import { newRouter, rawInput } from "../http/router.ts";
@@ -226,18 +226,11 @@ async function resizeLine(
   // Held (a Retry-After, an open circuit): the line waits for the hold's end whatever the limits.
   // The gate's own record of the hold lasts at most a lease, so it is not asked.
   if (heldUntil(subscription, new Date()) !== null) return;
-  const limits = {
-    subscriptionId: subscription.id,
-    origin: new URL(subscription.url).origin,
-    maxInFlight: subscription.maxInFlight,
-    originMaxInFlight: deps.config.isolation.originMaxInFlight,
-    rateLimit: subscription.rateLimit,
-  };
   await wakeLine(
     deps,
     logger,
     subscription.id,
-    deps.gate.resize(limits),
+    deps.gate.resize(gateLimits(subscription, deps.config.isolation)),
     "could not wake the deliveries waiting for room under new limits; they go as attempts end",
   );
 }

@@ -1,4 +1,4 @@
-import type { GateInput } from "@webhooks/queue";
+import type { GateInput } from "../src/index.ts";
 
 /**
  * A delivery at the gate, for the gate's own tests: one subscription on a loopback origin, no

@@ -1,4 +1,6 @@
 import { createLogger } from "@webhooks/core";
+import { REDIS_URL, waitFor } from "@webhooks/testing";
+import { afterAll, describe, expect, it } from "vitest";
 import {
   createRedisConnection,
   DeliveryGate,
@@ -6,9 +8,7 @@ import {
   queueLayout,
   type RedisConnection,
   type Wake,
-} from "@webhooks/queue";
-import { REDIS_URL, waitFor } from "@webhooks/testing";
-import { afterAll, describe, expect, it } from "vitest";
+} from "../src/index.ts";
 import { gateInput } from "./gate-input.ts";
 import { gateTestRedis } from "./gate-redis.ts";
 

@@ -1,6 +1,6 @@
-import { createRedisConnection, deleteKeysOfPrefix, type RedisConnection } from "@webhooks/queue";
 import { REDIS_URL, testQueuePrefix } from "@webhooks/testing";
 import { afterAll } from "vitest";
+import { createRedisConnection, deleteKeysOfPrefix, type RedisConnection } from "../src/index.ts";
 
 /**
  * For a test file of the gate alone: one connection to the suite's Redis, and a fresh key prefix

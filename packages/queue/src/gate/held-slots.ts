@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { GateInput } from "./delivery-gate.ts";
 
 /**
- * The slots at the gate that a worker process keeps for its next attempts (see "Held slots" in
- * delivery-gate.ts). Each is an entry of the subscription's (and its origin's) in-flight sets in
+ * The slots at the gate that a worker process keeps for its next attempts (see "held slot" in
+ * docs/architecture.md#the-gate). Each is an entry of the subscription's (and its origin's) in-flight sets in
  * Redis, taken by an attempt through Redis as usual and kept, when that attempt ends, for the
  * next attempt of the same subscription in this process, for a short while. Every other process
  * counts it as taken all along: keeping a slot never lets more than the caps run. This class is

@@ -1,5 +1,5 @@
-import { DeliveryGate, type GateInput } from "@webhooks/queue";
 import { describe, expect, it } from "vitest";
+import { DeliveryGate, type GateInput } from "../src/index.ts";
 import { gateInput } from "./gate-input.ts";
 import { gateTestRedis } from "./gate-redis.ts";
 

@@ -1,0 +1,42 @@
+--- @include "batch"
+--- @include "lapse"
+--- @include "take_turns"
+--[[
+  Gives turns to the head of subscription s's line, as many as s, its origin o and its rate
+  window have room for now (pending turns count as taken); when only the rate window is full,
+  gives the head one turn for the moment it frees. Nobody while s is held, unless the caller
+  knows from the database that it is not (known_free), when the hold is forgotten.
+  Returns {id, at, id, at, ...}.
+]]
+local function wake_room(s, o, max_in_flight, origin_max, rate_limit, now, known_free)
+  local woken = {}
+  -- Forgotten even when nobody waits: a hold left behind would make newcomers wait in line.
+  if known_free then redis.call('DEL', s.hold) end
+  local waiting = redis.call('ZCARD', s.line)
+  if waiting == 0 then return woken end
+  if not known_free and tonumber(redis.call('GET', s.hold) or '0') > now then return woken end
+  -- Room is counted without the slots of holders that died and the turns that were lost.
+  redis.call('ZREMRANGEBYSCORE', s.inflight, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', o.inflight, '-inf', now)
+  lapse(s.turn, lapsed, now, lost_turn_ms)
+  local pending = redis.call('ZCARD', s.turn)
+  local room = math.min(max_in_flight - redis.call('ZCARD', s.inflight), origin_max - redis.call('ZCARD', o.inflight)) - pending
+  if room <= 0 then return woken end
+  local at = now
+  if rate_limit > 0 then
+    redis.call('ZREMRANGEBYSCORE', s.rate, '-inf', now - rate_window)
+    local rate_room = rate_limit - redis.call('ZCARD', s.rate) - pending
+    if rate_room <= 0 then
+      if pending > 0 then return woken end
+      room = 1
+      at = tonumber(redis.call('ZRANGE', s.rate, 0, 0, 'WITHSCORES')[2]) + rate_window
+    else
+      room = math.min(room, rate_room)
+    end
+  end
+  for _, head in ipairs(take_turns(s.line, s.turn, s.place, at, math.min(room, waiting, max_wakes))) do
+    table.insert(woken, head)
+    table.insert(woken, tostring(at))
+  end
+  return woken
+end

@@ -1,0 +1,2 @@
+export * from "./delivery-gate.ts";
+export { type GateLimits, gateLimits, originOf } from "./limits.ts";

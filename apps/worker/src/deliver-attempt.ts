@@ -18,6 +18,7 @@ import type { AttemptBatches } from "./attempt-batches.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 import type { SecretKeys } from "./secret-keys.ts";
+import type { WorkerState } from "./worker-state.ts";
 
 export interface AttemptDeps {
   sql: SqlClient;
@@ -32,6 +33,8 @@ export interface AttemptDeps {
   isolation: IsolationConfig;
   /** How long a claim, and a slot at the gate, last if their holder dies. */
   leaseMs: number;
+  /** What the process keeps across attempts. */
+  state: WorkerState;
 }
 
 /** What the queue should do with the job after this. */
@@ -68,10 +71,10 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   // 0. Pre-check, for deliveries that waited before (a parked job's fallback timer may fire while
   // it is still in line) and for subscriptions this worker saw waiting lately (others have no line
   // to join). Not for a test, which goes ahead of the line (GateInput.test).
-  if (subscriptionId !== undefined && job.test !== true && (waited || recentlyWaiting(subscriptionId))) {
+  if (subscriptionId !== undefined && job.test !== true && (waited || deps.state.waiting.has(subscriptionId))) {
     const precheck = await deps.gate.precheck(subscriptionId, deliveryId);
     if (precheck !== "go") {
-      noteWaiting(subscriptionId);
+      deps.state.waiting.note(subscriptionId);
       deps.metrics.waits.inc({ reason: "in_line" });
       return { kind: "parked", subscriptionId, turnAt: null, stillInLine: precheck === "stays" };
     }
@@ -100,7 +103,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     throw error;
   });
   if (!decision.go) {
-    noteWaiting(delivery.subscriptionId);
+    deps.state.waiting.note(delivery.subscriptionId);
     await deps.batches.withdraw(lease);
     deps.metrics.waits.inc({ reason: decision.reason });
     await wake(
@@ -208,22 +211,6 @@ async function paceSend(
   }
 }
 
-/**
- * Subscriptions whose deliveries waited at the gate in the last few seconds, as this process saw
- * it: only their jobs are pre-checked, so a busy subscription that never waits pays no extra call.
- */
-const WAITING_MEMORY_MS = 10_000;
-const waitingSeen = new Map<string, number>();
-
-function noteWaiting(subscriptionId: string): void {
-  if (waitingSeen.size > 10_000) waitingSeen.clear();
-  waitingSeen.set(subscriptionId, Date.now() + WAITING_MEMORY_MS);
-}
-
-function recentlyWaiting(subscriptionId: string): boolean {
-  return (waitingSeen.get(subscriptionId) ?? 0) > Date.now();
-}
-
 function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDeps): GateInput {
   const { health, deleted } = delivery.subscription;
   return {
@@ -243,13 +230,6 @@ function toGateInput(delivery: ClaimedDelivery, waited: boolean, deps: AttemptDe
 }
 
 /**
- * When this process last wrote a success into each subscription's health. The claim's snapshot
- * of the subscription can be older than that (every delivery in flight was claimed before the
- * write), and without this each of them would write `last_success_at` again within its second.
- */
-const successWritten = new Map<string, Date>();
-
-/**
  * The endpoint's health: written only when this attempt changes it (see core's changesHealth),
  * or when the stored health is unwell (`storedUnwell`, read by the record): the claim's snapshot
  * may predate failures, an open circuit or a hold recorded since, which a success must clear.
@@ -263,7 +243,7 @@ async function recordHealth(
 ): Promise<EndpointHealth | undefined> {
   const finishedAt = new Date();
   const snapshot = delivery.subscription.health;
-  const written = successWritten.get(delivery.subscriptionId);
+  const written = deps.state.successWritten.get(delivery.subscriptionId);
   const health =
     written && (snapshot.lastSuccessAt === null || written > snapshot.lastSuccessAt)
       ? { ...snapshot, lastSuccessAt: written }
@@ -275,10 +255,7 @@ async function recordHealth(
       result,
       finishedAt,
     });
-    if (isSuccess(result)) {
-      if (successWritten.size > 10_000) successWritten.clear();
-      successWritten.set(delivery.subscriptionId, finishedAt);
-    }
+    if (isSuccess(result)) deps.state.successWritten.set(delivery.subscriptionId, finishedAt);
     for (const change of update?.changes ?? []) {
       deps.metrics.healthChanges.inc({ change });
       const level = change === "circuit_closed" ? "info" : "warn";

@@ -8,7 +8,6 @@ import {
   queueLayoutFor,
   waitUntilConnected,
 } from "@webhooks/queue";
-import pLimit from "p-limit";
 import { createAttemptBatches } from "./attempt-batches.ts";
 import { createDeliveryWorker, shardConcurrency } from "./delivery-worker.ts";
 import { HttpSender } from "./http-sender.ts";
@@ -18,6 +17,7 @@ import { Pruner } from "./pruner.ts";
 import { Reconciler } from "./reconciler.ts";
 import type { Resolver } from "./safe-lookup.ts";
 import { SecretKeys } from "./secret-keys.ts";
+import { createWorkerState } from "./worker-state.ts";
 
 const FORCED_CLOSE_MS = 2_000;
 /** A delivery's lease outlives the attempt's timeout by this much, to cover the database writes. */
@@ -127,15 +127,14 @@ export async function startWorker(
     retryScheduleMs: config.worker.retryScheduleMs,
     isolation: config.isolation,
     leaseMs,
+    state: createWorkerState(config.worker.concurrency),
   };
   // One BullMQ worker per shard of the deliveries queue, sharing the process's concurrency.
   const shards = layout.shardPrefixes.length;
-  const attempts = pLimit(config.worker.concurrency);
   const workers = layout.shardPrefixes.map((prefix, shard) =>
     createDeliveryWorker(attemptDeps, {
       connection: workerRedis,
       prefix,
-      attempts,
       concurrency: shardConcurrency(config.worker.concurrency, shards, shard),
       lockMs: config.worker.jobLockMs,
     }),

@@ -17,6 +17,7 @@ import type { HttpSender } from "../src/http-sender.ts";
 import { type RunningWorker, startWorker } from "../src/index.ts";
 import { createWorkerMetrics } from "../src/metrics.ts";
 import { SecretKeys } from "../src/secret-keys.ts";
+import { createWorkerState } from "../src/worker-state.ts";
 import { deliveriesOf, publish, type Stack, startStack, subscribe } from "./stack.ts";
 
 /** What `queuedAttempt` made: one queued delivery, and the dependencies of an attempt at it. */
@@ -132,6 +133,7 @@ export const workerTest = base
         retryScheduleMs: config.worker.retryScheduleMs,
         isolation: config.isolation,
         leaseMs: 10_000,
+        state: createWorkerState(config.worker.concurrency),
       };
       return { config, db, redis, queue, deps, deliveryId: delivery.id as string, subscriptionId: subscription.id };
     };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { outageBackoff } from "../src/delivery-worker.ts";
+import { outageBackoff } from "../src/worker-state.ts";
 
 /**
  * How long a job that cannot reach PostgreSQL is parked: as long as the outage has lasted so far

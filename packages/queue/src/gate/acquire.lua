@@ -29,6 +29,7 @@
 --- @include "includes/give_turn"
 --- @include "includes/take_turns"
 --- @include "includes/wake_room"
+--- @include "includes/origin_line"
 
 -- How long a claim that found the subscription disabled keeps its line from being claimed again.
 -- The API lifts it when the subscription is enabled again; should that call fail, the line moves
@@ -37,7 +38,7 @@ local DISABLED_RECHECK_MS = 5 * 60000
 
 local function acquire(id, subscription, origin_name, now, lease, max_in_flight, origin_max, rate_limit, held_until,
                        circuit_open, probe_ms, disabled, slot, keep_ms, test)
-  local s, o = subscription_keys(subscription), origin_keys(origin_name)
+  local s, o = subscription_keys(prefix, subscription), origin_keys(prefix, origin_name)
 
   -- This script runs before every attempt, so its common case (nobody waiting, room to spare)
   -- is kept to a few calls: sweeps of expired entries happen only where they could change the
@@ -55,6 +56,8 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
     if my_turn then
       my_place = tonumber(redis.call('HGET', s.place, id))
       redis.call('HDEL', s.place, id)
+      -- The origin's room it was given is its own now.
+      redis.call('ZREM', o.turn, id)
     end
   end
 
@@ -64,6 +67,13 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
     if redis.call('ZCARD', set) < limit then return false end
     redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
     return redis.call('ZCARD', set) >= limit
+  end
+
+  -- Deliveries woken from an origin's line by a call of this batch, for the reply.
+  local origin_wakes = {}
+  local function reply_with(reply, wakes)
+    for _, item in ipairs(wakes) do table.insert(reply, item) end
+    return reply
   end
 
   -- Whether it leaves the head of the line to try: if it must wait again, it goes back there.
@@ -90,13 +100,13 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
     end
     redis.call('ZADD', s.line, 'NX', score, id)
     redis.call('SADD', lines, subscription)
-    if reason == 'origin_max_in_flight' then redis.call('ZADD', o.line, 'NX', now, subscription) end
+    if reason == 'origin_max_in_flight' then join_origin_line(o, s, subscription, origin_max) end
     if wait_ms ~= nil then
       local at = now + math.max(0, wait_ms)
       local head = give_turn(s.line, s.turn, s.place, lapsed, at, now, lost_turn_ms)
-      if head then return {0, reason, head, tostring(at)} end
+      if head then return reply_with({0, reason, head, tostring(at)}, origin_wakes) end
     end
-    return {0, reason}
+    return reply_with({0, reason}, origin_wakes)
   end
 
   if not my_turn and not test then
@@ -138,8 +148,23 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
     is_probe = true
   end
   local blocked = nil
-  if full(s.inflight, max_in_flight - room_taken) then blocked = 'max_in_flight'
-  elseif full(o.inflight, origin_max) then blocked = 'origin_max_in_flight' end
+  if full(s.inflight, max_in_flight - room_taken) then
+    blocked = 'max_in_flight'
+  else
+    -- Others wait for the origin without a turn: its room is theirs first, in their order, and a
+    -- newcomer waits behind them (a test goes ahead, as it does in its subscription's line).
+    if not my_turn and not test and redis.call('ZCARD', o.line) > 0 then
+      origin_wakes = wake_origin(prefix, o, origin_max, lapsed, now, lost_turn_ms, max_wakes)
+      if redis.call('ZCARD', o.line) > 0 then blocked = 'origin_max_in_flight' end
+    end
+    -- Turns given out of the origin's room take it until they are taken up.
+    local origin_turns = redis.call('ZCARD', o.turn)
+    if origin_turns > 0 then
+      redis.call('ZREMRANGEBYSCORE', o.turn, '-inf', now - lost_turn_ms)
+      origin_turns = redis.call('ZCARD', o.turn)
+    end
+    if not blocked and full(o.inflight, origin_max - origin_turns) then blocked = 'origin_max_in_flight' end
+  end
   local rate_wait = nil
   if not blocked and rate_limit > 0 then
     redis.call('ZREMRANGEBYSCORE', s.rate, '-inf', now - rate_window)
@@ -162,21 +187,22 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
     redis.call('PEXPIRE', s.rate, rate_window * 2)
   end
   -- A probe decides alone whether the rest may follow; otherwise pass the turn on while there is room.
-  if is_probe then return {1, '1', 0} end
+  if is_probe then return reply_with({1, '1', 0}, origin_wakes) end
   -- A test went past what may still hold the others (a disabled subscription, a hold, an open
   -- circuit): its start says nothing of whether they may go.
-  if test then return {1, '0', 0} end
-  local reply = {1, '0', 0}
+  if test then return reply_with({1, '0', 0}, origin_wakes) end
+  local reply = reply_with({1, '0', 0}, origin_wakes)
   -- The claim read the subscription's health just now, and nothing holds it: a hold left in
-  -- Redis is over.
-  local woken = wake_room(s, o, max_in_flight, origin_max, rate_limit, now, true)
-  for _, item in ipairs(woken) do table.insert(reply, item) end
+  -- Redis is over. Room left goes to the line, and to the origin's line.
+  local woken = wake_room(s, o, subscription, max_in_flight, origin_max, rate_limit, now, true)
+  reply_with(reply, woken)
+  reply_with(reply, wake_origin(prefix, o, origin_max, lapsed, now, lost_turn_ms, max_wakes))
   -- The process may keep the slot for its next attempts only while nobody waits for the
   -- subscription, and while it and its origin have a quarter of their caps to spare: a kept slot
   -- sits free between two attempts, and near a cap that would make others wait.
   local function roomy(set, limit) return redis.call('ZCARD', set) * 4 <= limit * 3 end
-  if keep_ms > 0 and #woken == 0 and redis.call('ZCARD', s.line) == 0 and redis.call('ZCARD', s.turn) == 0
-      and roomy(s.inflight, max_in_flight) and roomy(o.inflight, origin_max) then
+  if keep_ms > 0 and #reply == 3 and redis.call('ZCARD', s.line) == 0 and redis.call('ZCARD', s.turn) == 0
+      and redis.call('ZCARD', o.line) == 0 and roomy(s.inflight, max_in_flight) and roomy(o.inflight, origin_max) then
     reply[3] = 1
   end
   return reply

@@ -242,9 +242,10 @@ export class DeliveryGate {
 
   /**
    * The safety net for lost wakes, run by the reconciler: every subscription with a line and
-   * nothing under way (no attempt in flight, no turn pending), and not known to be disabled, gets
-   * its head woken, and so do the deliveries whose turn lapsed. Work is per subscription with a
-   * line, not per waiting delivery. `wake` runs the wakes (the queue's); returns them.
+   * nothing under way (no attempt in flight, no turn pending), not known to be disabled and not
+   * waiting in an origin's line, gets its head woken; every origin with a line gives its room;
+   * and the deliveries whose turn lapsed are woken. Work is per line, not per waiting delivery.
+   * `wake` runs the wakes (the queue's); returns them.
    */
   async nudgeAll(wake: (wakes: Wake[]) => Promise<void>, now = Date.now()): Promise<Wake[]> {
     const wakes: Wake[] = [];
@@ -253,6 +254,14 @@ export class DeliveryGate {
       const [next, subscriptions] = await this.#redis.sscan(this.#scripts.sharedKey("lines"), cursor, "COUNT", 500);
       cursor = next;
       for (const subscriptionId of subscriptions) wakes.push(...(await this.#nudge(subscriptionId, false, now)));
+    } while (cursor !== "0");
+    // Origins' lines: their room goes to whoever waits for it, should no attempt at the origin end
+    // to give it (the slots of a worker that died expire, and lost turns lapse, without a call).
+    do {
+      const [next, entries] = await this.#redis.hscan(this.#scripts.sharedKey("origin-lines"), cursor, "COUNT", 500);
+      cursor = next;
+      for (let i = 0; i < entries.length; i += 2)
+        wakes.push(...wakesFrom(await this.#scripts.nudgeOrigin(entries[i]!, now)));
     } while (cursor !== "0");
     // Lapsed turns leave the set only once woken, so that a wake that fails, or a reconciler that
     // dies meanwhile, leaves them to the next pass rather than to their jobs' fallback timers. Two

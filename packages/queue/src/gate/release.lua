@@ -20,9 +20,10 @@
 --- @include "includes/keys"
 --- @include "includes/give_turn"
 --- @include "includes/wake_room"
+--- @include "includes/origin_line"
 
 local function release(slot, subscription, origin_name, now, max_in_flight, origin_max, rate_limit, hold_at, lease)
-  local s, o = subscription_keys(subscription), origin_keys(origin_name)
+  local s, o = subscription_keys(prefix, subscription), origin_keys(prefix, origin_name)
   redis.call('ZREM', s.inflight, slot)
   redis.call('ZREM', o.inflight, slot)
   -- The slots of holders that died go too, so that a set never full (and never swept by acquire)
@@ -40,15 +41,11 @@ local function release(slot, subscription, origin_name, now, max_in_flight, orig
   else
     -- 0 (or a time past): its outcome says nothing holds the subscription now (it succeeded, or
     -- a probe closed the circuit), and a hold the gate kept is forgotten; -1: the hold stands.
-    result = wake_room(s, o, max_in_flight, origin_max, rate_limit, now, hold_at >= 0)
+    result = wake_room(s, o, subscription, max_in_flight, origin_max, rate_limit, now, hold_at >= 0)
   end
-  -- The origin has room again: give a turn to a subscription that waited for it.
-  local other = redis.call('ZRANGE', o.line, 0, 0)[1]
-  if other and redis.call('ZCARD', o.inflight) < origin_max then
-    redis.call('ZREM', o.line, other)
-    local t = subscription_keys(other)
-    local head = give_turn(t.line, t.turn, t.place, lapsed, now, now, lost_turn_ms)
-    if head then table.insert(result, head); table.insert(result, tostring(now)) end
+  -- The origin's room goes to the subscriptions waiting for it, in their order.
+  for _, item in ipairs(wake_origin(prefix, o, origin_max, lapsed, now, lost_turn_ms, max_wakes)) do
+    table.insert(result, item)
   end
   return result
 end

@@ -76,6 +76,7 @@ interface GateCommands {
   gateAcquire(lines: string, ...args: (string | number)[]): Promise<string>;
   gateRelease(lines: string, ...args: (string | number)[]): Promise<string>;
   gateNudge(...args: (string | number)[]): Promise<string[] | null>;
+  gateNudgeOrigin(...args: (string | number)[]): Promise<string[]>;
   gatePace(...args: (string | number)[]): Promise<number>;
   gatePrecheck(...args: (string | number)[]): Promise<number>;
 }
@@ -95,7 +96,8 @@ export class GateScripts {
   constructor(redis: RedisConnection, prefix: string) {
     redis.defineCommand("gateAcquire", { numberOfKeys: 1, lua: loadScript("acquire") });
     redis.defineCommand("gateRelease", { numberOfKeys: 1, lua: loadScript("release") });
-    redis.defineCommand("gateNudge", { numberOfKeys: 8, lua: loadScript("nudge") });
+    redis.defineCommand("gateNudge", { numberOfKeys: 1, lua: loadScript("nudge") });
+    redis.defineCommand("gateNudgeOrigin", { numberOfKeys: 1, lua: loadScript("nudge_origin") });
     redis.defineCommand("gatePrecheck", { numberOfKeys: 7, lua: loadScript("precheck") });
     redis.defineCommand("gatePace", { numberOfKeys: 1, lua: loadScript("pace") });
     this.#redis = redis as RedisConnection & GateCommands;
@@ -123,20 +125,26 @@ export class GateScripts {
   /** The deliveries to wake now (see nudge.lua). */
   async nudge(subscriptionId: string, resume: boolean, now: number): Promise<string[]> {
     const woken = await this.#redis.gateNudge(
-      this.key("in-flight", subscriptionId),
-      this.key("line", subscriptionId),
-      this.key("turn", subscriptionId),
-      `${this.#prefix}lines`,
-      this.key("disabled", subscriptionId),
-      this.key("hold", subscriptionId),
-      `${this.#prefix}lapsed`,
-      this.key("place", subscriptionId),
-      now,
+      this.sharedKey("lines"),
+      this.#prefix,
       subscriptionId,
+      now,
       LOST_TURN_MS,
       resume ? 1 : 0,
     );
     return woken ?? [];
+  }
+
+  /** The deliveries to wake, `[id, at, id, at, ...]` (see nudge_origin.lua). */
+  async nudgeOrigin(origin: string, now: number): Promise<string[]> {
+    return this.#redis.gateNudgeOrigin(
+      this.sharedKey("origin-lines"),
+      this.#prefix,
+      origin,
+      now,
+      LOST_TURN_MS,
+      MAX_WAKES,
+    );
   }
 
   async precheck(subscriptionId: string, deliveryId: string, now: number): Promise<PrecheckResult> {
@@ -166,8 +174,8 @@ export class GateScripts {
     return `${this.#prefix}${kind}:${subscriptionId}`;
   }
 
-  /** A key of the gate shared by every subscription (`lines`, `lapsed`). */
-  sharedKey(name: "lines" | "lapsed"): string {
+  /** A key of the gate shared by every subscription (`lines`, `lapsed`) or origin (`origin-lines`). */
+  sharedKey(name: "lines" | "lapsed" | "origin-lines"): string {
     return `${this.#prefix}${name}`;
   }
 }

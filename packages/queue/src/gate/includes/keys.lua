@@ -1,26 +1,29 @@
---- @include "batch"
 --[[
-  The keys of a subscription's and of an origin's state at the gate, built from the prefix (see
-  docs/architecture.md#the-gate for what each holds).
+  The keys of a subscription's and of an origin's state at the gate, under the gate's key prefix
+  (see docs/architecture.md#the-gate for what each holds).
 ]]
-local function subscription_keys(subscription)
-  local at = prefix
+local function subscription_keys(prefix, subscription)
   return {
-    inflight = at .. 'in-flight:' .. subscription,
-    rate = at .. 'rate:' .. subscription,
-    probe = at .. 'probe:' .. subscription,
-    line = at .. 'line:' .. subscription,
-    turn = at .. 'turn:' .. subscription,
-    place = at .. 'place:' .. subscription,
-    hold = at .. 'hold:' .. subscription,
-    cap = at .. 'cap:' .. subscription,
-    disabled = at .. 'disabled:' .. subscription,
+    inflight = prefix .. 'in-flight:' .. subscription,
+    rate = prefix .. 'rate:' .. subscription,
+    probe = prefix .. 'probe:' .. subscription,
+    line = prefix .. 'line:' .. subscription,
+    turn = prefix .. 'turn:' .. subscription,
+    place = prefix .. 'place:' .. subscription,
+    hold = prefix .. 'hold:' .. subscription,
+    cap = prefix .. 'cap:' .. subscription,
+    disabled = prefix .. 'disabled:' .. subscription,
+    origin = prefix .. 'origin:' .. subscription,
   }
 end
 
-local function origin_keys(origin)
+local function origin_keys(prefix, origin)
   return {
+    name = origin,
     inflight = prefix .. 'in-flight-origin:' .. origin,
     line = prefix .. 'origin-line:' .. origin,
+    turn = prefix .. 'origin-turn:' .. origin,
+    -- Every origin with a line, with its cap as last seen (for the reconciler's nudge).
+    lines = prefix .. 'origin-lines',
   }
 end

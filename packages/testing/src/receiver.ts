@@ -58,6 +58,9 @@ export interface TestReceiver {
   /** Requests being answered right now, and the most there ever were at once. */
   concurrent: number;
   maxConcurrent: number;
+  /** Connections open right now, and the most there ever were at once. */
+  connections: number;
+  maxConnections: number;
   /** Secrets to verify with, keyed by nothing: any one that verifies counts. */
   secrets: string[];
   reply: (webhook: ReceivedWebhook, index: number) => Reply;
@@ -148,6 +151,8 @@ export async function startReceiver(
     maxConcurrentPerId: 0,
     concurrent: 0,
     maxConcurrent: 0,
+    connections: 0,
+    maxConnections: 0,
     secrets: [],
     reply,
     verified: 0,
@@ -260,6 +265,10 @@ export async function startReceiver(
       if (answer.delayMs) setTimeout(finish, answer.delayMs);
       else finish();
     });
+  });
+  server.on("connection", (socket) => {
+    state.maxConnections = Math.max(state.maxConnections, ++state.connections);
+    socket.once("close", () => state.connections--);
   });
   if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

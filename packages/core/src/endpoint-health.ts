@@ -3,8 +3,8 @@ import { type AttemptResult, isSuccess } from "./delivery-lifecycle.ts";
 import { parseRetryAfter } from "./retry-schedule.ts";
 
 /**
- * A subscription's health (docs/api.md#endpoint-health): the circuit breaker, Retry-After holds and
- * auto-disable, as pure rules. The worker applies each finished attempt with `applyAttempt` and
+ * A subscription's health (docs/api.md#endpoint-health): the circuit breaker, Retry-After holds,
+ * explicit probes and auto-disable, as pure rules. The worker applies each finished attempt with `applyAttempt` and
  * stores the result; `healthState` derives what the API shows.
  *
  * Why per subscription and not per origin: a subscription is what its owner configures, pauses
@@ -23,6 +23,8 @@ export interface EndpointHealth {
   circuitOpenedAt: Date | null;
   /** Attempts wait until then: the next probe of an open circuit, or the end of a Retry-After. */
   heldUntil: Date | null;
+  /** The end of the last Retry-After the endpoint asked for (heldUntil may be later: the next probe). */
+  retryAfterUntil: Date | null;
   disabledReason: DisabledReason | null;
   active: boolean;
 }
@@ -45,6 +47,7 @@ export const HEALTHY: EndpointHealth = {
   lastFailureAt: null,
   circuitOpenedAt: null,
   heldUntil: null,
+  retryAfterUntil: null,
   disabledReason: null,
   active: true,
 };
@@ -107,7 +110,9 @@ export function applyAttempt(
   if (result.responseCode === 429 || result.responseCode === 503) {
     const askedMs = parseRetryAfter(result.retryAfter, now);
     if (askedMs !== undefined && askedMs > 0) {
-      next.heldUntil = later(next.heldUntil, new Date(now.getTime() + Math.min(askedMs, rules.maxRetryAfterMs)));
+      const end = new Date(now.getTime() + Math.min(askedMs, rules.maxRetryAfterMs));
+      next.retryAfterUntil = later(next.retryAfterUntil, end);
+      next.heldUntil = later(next.heldUntil, end);
     }
   }
   if (health.active && health.disabledReason === null) {
@@ -143,7 +148,7 @@ export function changesHealth(health: EndpointHealth, result: AttemptResult, now
 const LAST_SUCCESS_PRECISION_MS = 1_000;
 
 /**
- * PUT active:true after a disable: clears the reason and closes the circuit
+ * PUT active:true after a disable: clears the reason, closes the circuit and lifts a Retry-After
  * (docs/api.md#auto-disable). The failing streak starts afresh too, or the first failure after it
  * would disable it again.
  */
@@ -154,9 +159,22 @@ export function reenable(health: EndpointHealth): EndpointHealth {
     disabledReason: null,
     circuitOpenedAt: null,
     heldUntil: null,
+    retryAfterUntil: null,
     consecutiveFailures: 0,
     failingSince: null,
   };
+}
+
+/**
+ * When an explicit action (a manual resend, a recover, a test event) may probe a subscription
+ * whose circuit is open: now, since its owner says the endpoint may be back, rather than an
+ * interval after the last failure; but never before the end of a Retry-After the endpoint asked
+ * for. The probe is one attempt like any other: a success closes the circuit, a failure keeps it
+ * open and counts once. Null while the circuit is closed.
+ */
+export function explicitProbeAt(health: EndpointHealth, now: Date): Date | null {
+  if (health.circuitOpenedAt === null) return null;
+  return health.retryAfterUntil !== null && health.retryAfterUntil > now ? health.retryAfterUntil : now;
 }
 
 /** What the API shows as `health.state`. */

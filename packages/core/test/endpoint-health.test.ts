@@ -3,6 +3,7 @@ import {
   applyAttempt,
   changesHealth,
   type EndpointHealth,
+  explicitProbeAt,
   HEALTHY,
   type HealthChange,
   healthState,
@@ -102,7 +103,7 @@ const cases: [string, EndpointHealth, number | null, string | undefined, Partial
     HEALTHY,
     429,
     "30",
-    { failingSince: now, lastFailureAt: now, heldUntil: at(30_000) },
+    { failingSince: now, lastFailureAt: now, heldUntil: at(30_000), retryAfterUntil: at(30_000) },
     [],
   ],
   [
@@ -126,7 +127,13 @@ const cases: [string, EndpointHealth, number | null, string | undefined, Partial
     HEALTHY,
     503,
     "86400",
-    { consecutiveFailures: 1, failingSince: now, lastFailureAt: now, heldUntil: at(60_000) },
+    {
+      consecutiveFailures: 1,
+      failingSince: now,
+      lastFailureAt: now,
+      heldUntil: at(60_000),
+      retryAfterUntil: at(60_000),
+    },
     [],
   ],
   ["429 without Retry-After does not hold", HEALTHY, 429, undefined, { failingSince: now, lastFailureAt: now }, []],
@@ -214,5 +221,28 @@ describe("endpoint health", () => {
     ["a success after a Retry-After hold", health({ lastSuccessAt: at(-10), heldUntil: at(-5) }), 200, true],
   ])("writes health after %s: %s", (_name, current, responseCode, writes) => {
     expect(changesHealth(current, { responseCode }, now)).toBe(writes);
+  });
+
+  it.each<[string, EndpointHealth, Date | null]>([
+    ["a closed circuit: nothing to bring forward", health({ heldUntil: at(5_000), retryAfterUntil: at(5_000) }), null],
+    ["an open circuit: now", health({ circuitOpenedAt: at(-1_000), heldUntil: at(9_000) }), now],
+    [
+      "an open circuit whose endpoint asked for a Retry-After: at its end",
+      health({ circuitOpenedAt: at(-1_000), heldUntil: at(9_000), retryAfterUntil: at(3_000) }),
+      at(3_000),
+    ],
+    [
+      "an open circuit whose Retry-After is over: now",
+      health({ circuitOpenedAt: at(-1_000), heldUntil: at(9_000), retryAfterUntil: at(-1) }),
+      now,
+    ],
+  ])("an explicit action probes %s", (_name, current, probeAt) => {
+    expect(explicitProbeAt(current, now)).toEqual(probeAt);
+  });
+
+  it("remembers a Retry-After apart from the circuit's hold, which it may end before", () => {
+    const open = health({ circuitOpenedAt: at(-1_000), consecutiveFailures: 3, heldUntil: at(9_000) });
+    const { health: after } = applyAttempt(open, { responseCode: 503, retryAfter: "2" }, now, rules);
+    expect(after).toMatchObject({ heldUntil: at(10_000), retryAfterUntil: at(2_000) });
   });
 });

@@ -2,6 +2,7 @@ import {
   type AttemptResult,
   applyAttempt,
   type EndpointHealth,
+  explicitProbeAt,
   type HealthChange,
   type HealthRules,
   type OperationalEventType,
@@ -31,6 +32,7 @@ const HEALTH_COLUMNS: Record<keyof EndpointHealth, string> = {
   lastFailureAt: "last_failure_at",
   circuitOpenedAt: "circuit_opened_at",
   heldUntil: "held_until",
+  retryAfterUntil: "retry_after_until",
   disabledReason: "disabled_reason",
   active: "active",
 };
@@ -51,6 +53,7 @@ export function healthFromRow(row: EndpointHealth): EndpointHealth {
     lastFailureAt,
     circuitOpenedAt,
     heldUntil,
+    retryAfterUntil,
     disabledReason,
     active,
   } = row;
@@ -61,6 +64,7 @@ export function healthFromRow(row: EndpointHealth): EndpointHealth {
     lastFailureAt,
     circuitOpenedAt,
     heldUntil,
+    retryAfterUntil,
     disabledReason,
     active,
   };
@@ -115,9 +119,9 @@ export async function recordEndpointResults(
       `UPDATE subscriptions s SET
          consecutive_failures = u.consecutive_failures, failing_since = u.failing_since, last_success_at = u.last_success_at,
          last_failure_at = u.last_failure_at, circuit_opened_at = u.circuit_opened_at, held_until = u.held_until,
-         disabled_reason = u.disabled_reason, active = u.active, updated_at = now()
-       FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::bool[])
-         AS u(id, consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active)
+         retry_after_until = u.retry_after_until, disabled_reason = u.disabled_reason, active = u.active, updated_at = now()
+       FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::bool[], $10::timestamptz[])
+         AS u(id, consecutive_failures, failing_since, last_success_at, last_failure_at, circuit_opened_at, held_until, disabled_reason, active, retry_after_until)
        WHERE s.id = u.id`,
       [
         all.map((u) => u.subscriptionId),
@@ -129,12 +133,37 @@ export async function recordEndpointResults(
         all.map((u) => u.health.heldUntil?.toISOString() ?? null),
         all.map((u) => u.health.disabledReason),
         all.map((u) => u.health.active),
+        all.map((u) => u.health.retryAfterUntil?.toISOString() ?? null),
       ],
     );
 
     const published = events.length > 0 ? await publishEvents({ sql }, events) : [];
     const deliveryIds = published.flatMap((result) => (result instanceof Error ? [] : result.deliveryIds));
     return { updates: all, deliveryIds };
+  });
+}
+
+/**
+ * An explicit action (a manual resend, a recover, a test event) on a subscription whose circuit
+ * is open brings its next probe forward (core's `explicitProbeAt`). Returns when that probe may
+ * go, or null while the circuit is closed: the caller then has the gate let the action's
+ * delivery go as the probe. The row is locked as the workers' health writes lock it, so that one
+ * recorded meanwhile is not overwritten.
+ */
+export async function bringProbeForward(ctx: { sql: SqlClient }, subscriptionId: string): Promise<Date | null> {
+  return ctx.sql.transaction(async (sql) => {
+    const [row] = await sql.query<EndpointHealth & { now: Date }>(
+      `SELECT ${healthColumns("subscriptions")}, now() AS now FROM subscriptions WHERE id = $1 FOR NO KEY UPDATE`,
+      [subscriptionId],
+    );
+    const probeAt = row ? explicitProbeAt(healthFromRow(row), row.now) : null;
+    if (!row || probeAt === null) return null;
+    if (row.heldUntil === null || row.heldUntil > probeAt)
+      await sql.query("UPDATE subscriptions SET held_until = $2, updated_at = now() WHERE id = $1", [
+        subscriptionId,
+        probeAt,
+      ]);
+    return probeAt;
   });
 }
 

@@ -78,6 +78,7 @@ const subscriptionFields = {
   lastFailureAt: true,
   circuitOpenedAt: true,
   heldUntil: true,
+  retryAfterUntil: true,
   disabledReason: true,
 } as const satisfies Record<keyof SubscriptionRecord, true>;
 
@@ -86,7 +87,8 @@ const subscriptionColumns = Prisma.sql`
   max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers, tenant_id AS "tenantId", filter,
   consecutive_failures AS "consecutiveFailures", failing_since AS "failingSince",
   last_success_at AS "lastSuccessAt", last_failure_at AS "lastFailureAt",
-  circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", disabled_reason AS "disabledReason"`;
+  circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", retry_after_until AS "retryAfterUntil",
+  disabled_reason AS "disabledReason"`;
 
 const disabledReasons: readonly string[] = ["failing", "gone"] satisfies DisabledReason[];
 
@@ -116,6 +118,7 @@ const reenabledHealth = {
   disabledReason: null,
   circuitOpenedAt: null,
   heldUntil: null,
+  retryAfterUntil: null,
   consecutiveFailures: 0,
   failingSince: null,
 } as const satisfies Partial<EndpointHealth>;

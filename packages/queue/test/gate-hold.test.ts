@@ -97,8 +97,10 @@ describe("the gate while a subscription is held", () => {
     const holdEnd = now + 5_000;
     await gate.release({ ...attempt("d1"), holdUntil: holdEnd }, now + 10);
 
-    // d2 was the probe, and it succeeded: the circuit closed. One slot is free beside d3's turn.
+    // d2 was the probe, and it succeeded: the circuit closed. d3's turn, for the hold's end, is
+    // now, and one slot is free beside it.
     expect(await gate.release({ ...attempt("d2"), holdUntil: null }, now + 20)).toEqual([
+      { deliveryId: "d3", at: now + 20 },
       { deliveryId: "d4", at: now + 20 },
     ]);
     expect(await gate.lineLength("sub_held")).toBe(1);
@@ -249,33 +251,47 @@ describe("the gate's line when the subscription's limits change (PUT max_in_flig
 });
 
 describe("a test delivery at the gate", () => {
-  it("goes ahead of the line and past a hold, takes a slot, and leaves the hold and the line to the others", async () => {
+  it("goes ahead of the line and takes a slot, but waits for a Retry-After like the others", async () => {
     const { gate, prefix } = newGateWithPrefix();
     const now = Date.now();
     // max_in_flight 3: two in flight, one slot free, and two in line.
     const three = (id: string, overrides: Partial<GateInput> = {}) => attempt(id, { maxInFlight: 3, ...overrides });
     for (const id of ["d1", "d2", "d3"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: true });
     for (const id of ["d4", "d5"]) expect(await gate.acquire(three(id), now)).toMatchObject({ go: false });
-    // d1's 503 with Retry-After holds the subscription for a minute: d4 has the turn for its end.
-    const holdEnd = now + 60_000;
-    expect(await gate.release({ ...three("d1"), holdUntil: holdEnd }, now + 10)).toEqual([
-      { deliveryId: "d4", at: holdEnd },
+    // A test goes ahead of d4 and d5, on the slot d1 frees.
+    expect(await gate.release({ ...three("d1"), holdUntil: null }, now + 10)).toEqual([
+      { deliveryId: "d4", at: now + 10 },
     ]);
-    // d2 ends too: the gate keeps to the hold, and a slot is free (d3 in flight, d4's turn pending).
-    expect(await gate.release({ ...three("d2") }, now + 15)).toEqual([]);
-
-    // A test claimed now sees the hold in the subscription's health, and goes all the same.
-    const test = three("t1", { heldUntil: holdEnd, test: true });
-    expect(await gate.acquire(test, now + 20)).toEqual({ go: true, probe: false, wakes: [] });
-    // The hold stands for the others, and d5 still waits behind d4's turn.
-    expect(await redis.exists(`${prefix}:gate:hold:sub_held`)).toBe(1);
-    expect(await gate.lineLength("sub_held")).toBe(1);
-    expect(await gate.turnOf("sub_held", "d4")).toBe(holdEnd);
-    // A second test finds the cap full (d3 and the first test in flight, d4's turn pending): it waits at the head of the line.
-    expect(await gate.acquire(three("t2", { heldUntil: holdEnd, test: true }), now + 30)).toMatchObject({
+    expect(await gate.acquire(three("t1", { test: true }), now + 11)).toMatchObject({
       go: false,
       reason: "max_in_flight",
     });
-    expect(await redis.zrange(`${prefix}:gate:line:sub_held`, "0", "-1")).toEqual(["t2", "d5"]);
+    expect(await redis.zrange(`${prefix}:gate:line:sub_held`, "0", "-1")).toEqual(["t1", "d5"]);
+
+    // d2's 503 with Retry-After holds the subscription for a minute.
+    const holdEnd = now + 60_000;
+    await gate.release({ ...three("d2"), holdUntil: holdEnd }, now + 20);
+    // A test claimed now sees the hold in the subscription's health, and waits for its end like the
+    // others: the receiver asked for the pause.
+    expect(await gate.acquire(three("t2", { heldUntil: holdEnd, test: true }), now + 30)).toMatchObject({
+      go: false,
+      reason: "retry_after",
+    });
+    expect(await gate.lineLength("sub_held")).toBe(3);
+  });
+
+  it("goes as the probe of an open circuit", async () => {
+    const gate = newGate();
+    const now = Date.now();
+    // The probe is due (the API brought it forward): the test takes it, and the line waits for its outcome.
+    expect(await gate.acquire(attempt("t1", { circuitOpen: true, test: true }), now)).toEqual({
+      go: true,
+      probe: true,
+      wakes: [],
+    });
+    expect(await gate.acquire(attempt("d1", { circuitOpen: true }), now + 1)).toMatchObject({
+      go: false,
+      reason: "circuit_open",
+    });
   });
 });

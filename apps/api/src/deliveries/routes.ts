@@ -9,6 +9,7 @@ import {
   operationErrors,
 } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
+import { probeWithExplicitAction } from "./explicit-probe.ts";
 import {
   attemptListSchema,
   deliveryIdParam,
@@ -131,6 +132,9 @@ export function deliveryRoutes(deps: ApiDeps) {
     })
     .openapi(resendRouteDef, async (c) => {
       const delivery = await resendDelivery(scoped(c), c.req.valid("param").delivery_id);
+      // With the subscription's circuit open, it goes now as the probe.
+      if (delivery.status === "queued")
+        await probeWithExplicitAction(deps, c.var.logger, delivery.subscriptionId, delivery.id);
       try {
         // Also for a delivery that was already queued: if its job was lost, this puts it back.
         await deps.queue.enqueueResend(delivery.id);

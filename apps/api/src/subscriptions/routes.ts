@@ -16,6 +16,7 @@ import {
   updateSubscription,
 } from "@webhooks/db";
 import { type DeliveryQueue, gateLimits, type Wake } from "@webhooks/queue";
+import { probeWithExplicitAction } from "../deliveries/explicit-probe.ts";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { ApiError } from "../http/api-error.ts";
 import { newRouter, rawInput } from "../http/router.ts";
@@ -343,6 +344,9 @@ export function subscriptionRoutes(deps: ApiDeps) {
       // same: the reconciler enqueues it (or its retry's delayed job runs it at the retry time).
       const recovery = recoverDeliveries(ctx, { subscriptionId: subscription_id, since, until });
       let step = await recovery.next();
+      // With the subscription's circuit open, the first delivery recovered goes now as the probe.
+      const first = step.done ? undefined : [...step.value.finished, ...step.value.retrying][0];
+      if (first !== undefined) await probeWithExplicitAction(deps, c.var.logger, subscription_id, first);
       while (!step.done) {
         try {
           await enqueueRecovered(deps.queue, step.value);
@@ -382,6 +386,8 @@ export function subscriptionRoutes(deps: ApiDeps) {
       // Read before it is enqueued: the answer is the delivery as accepted (queued, no attempt
       // yet), not whatever a worker quick enough to claim it has made of it since.
       const accepted = await getDelivery(ctx, deliveryId);
+      // With the subscription's circuit open, it goes now as the probe.
+      await probeWithExplicitAction(deps, c.var.logger, subscription_id, deliveryId);
       try {
         await deps.queue.enqueue([deliveryId]);
       } catch (error) {

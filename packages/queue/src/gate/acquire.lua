@@ -101,12 +101,23 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
     redis.call('ZADD', s.line, 'NX', score, id)
     redis.call('SADD', lines, subscription)
     if reason == 'origin_max_in_flight' then join_origin_line(o, s, subscription, origin_max) end
+    local reply = {0, reason}
     if wait_ms ~= nil then
       local at = now + math.max(0, wait_ms)
+      -- Turns pending for later than this wait's end (a hold PostgreSQL has since shortened, as an
+      -- explicit action does) are for its end now.
+      for _, later in ipairs(redis.call('ZRANGEBYSCORE', s.turn, '(' .. at, '+inf')) do
+        redis.call('ZADD', s.turn, at, later)
+        table.insert(reply, later)
+        table.insert(reply, tostring(at))
+      end
       local head = give_turn(s.line, s.turn, s.place, lapsed, at, now, lost_turn_ms)
-      if head then return reply_with({0, reason, head, tostring(at)}, origin_wakes) end
+      if head then
+        table.insert(reply, head)
+        table.insert(reply, tostring(at))
+      end
     end
-    return reply_with({0, reason}, origin_wakes)
+    return reply_with(reply, origin_wakes)
   end
 
   if not my_turn and not test then
@@ -135,13 +146,15 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
     redis.call('SET', s.disabled, 1, 'PX', DISABLED_RECHECK_MS)
     return wait('disabled', nil)
   end
-  if held_until > now and not test then
+  if held_until > now then
     -- So that the attempts that end meanwhile wake nobody (see wake_room).
     redis.call('SET', s.hold, held_until, 'PX', math.min(held_until - now, lease))
     return wait(circuit_open and 'circuit_open' or 'retry_after', held_until - now)
   end
   local is_probe = false
-  if circuit_open and not test then
+  -- An open circuit lets one probe through per interval; a resend, recover or test brings the
+  -- next one forward (the API clears the probe key and gives that delivery the turn).
+  if circuit_open then
     if not redis.call('SET', s.probe, id, 'NX', 'PX', math.max(1, probe_ms)) then
       return wait('circuit_open', redis.call('PTTL', s.probe))
     end
@@ -188,8 +201,8 @@ local function acquire(id, subscription, origin_name, now, lease, max_in_flight,
   end
   -- A probe decides alone whether the rest may follow; otherwise pass the turn on while there is room.
   if is_probe then return reply_with({1, '1', 0}, origin_wakes) end
-  -- A test went past what may still hold the others (a disabled subscription, a hold, an open
-  -- circuit): its start says nothing of whether they may go.
+  -- A test went past what may still hold the others (a disabled subscription, their line): its
+  -- start says nothing of whether they may go.
   if test then return reply_with({1, '0', 0}, origin_wakes) end
   local reply = reply_with({1, '0', 0}, origin_wakes)
   -- The claim read the subscription's health just now, and nothing holds it: a hold left in

@@ -30,9 +30,10 @@ export interface GateInput extends GateLimits {
   /** The delivery waited at the gate before: it leaves the line through Redis, where its turn is. */
   waited?: boolean;
   /**
-   * A test event's delivery: it goes ahead of the line, and past a disabled subscription, a hold
-   * and an open circuit, but still takes a slot within the caps and the rate limit (when none is
-   * free it waits at the head of the line). docs/api.md#test-events.
+   * A test event's delivery: it goes ahead of the line, and past a disabled subscription, but
+   * not past a hold, and it takes a slot within the caps and the rate limit (when none is free it
+   * waits at the head of the line). With the circuit open it goes as the probe (see `probeNow`).
+   * docs/api.md#test-events.
    */
   test?: boolean;
 }
@@ -301,6 +302,26 @@ export class DeliveryGate {
   async #nudge(subscriptionId: string, resume: boolean, now: number): Promise<Wake[]> {
     const woken = await this.#scripts.nudge(subscriptionId, resume, now);
     return woken.map((deliveryId) => ({ deliveryId, at: now }));
+  }
+
+  /**
+   * An explicit action (a manual resend, a recover, a test event) on a subscription whose circuit
+   * is open, whose next probe the API has just brought forward in PostgreSQL to `at` (now, or the
+   * end of a Retry-After): this delivery goes then as the probe. The probe key and the hold the gate remembers go, and the delivery leaves
+   * the line for a turn now (should it have to wait again, it goes back to the line's head).
+   * Returns the wake (for the caller to run). A success closes the circuit and the line drains;
+   * a failure holds the line until the next probe, as any probe's does.
+   */
+  async probeNow(subscriptionId: string, deliveryId: string, at: number): Promise<Wake[]> {
+    const key = (kind: string) => this.#scripts.key(kind, subscriptionId);
+    await this.#redis
+      .multi()
+      .del(key("probe"), key("hold"))
+      .zrem(key("line"), deliveryId)
+      .zadd(key("turn"), at, deliveryId)
+      .sadd(this.#scripts.sharedKey("lines"), subscriptionId)
+      .exec();
+    return [{ deliveryId, at }];
   }
 
   /** Deliveries waiting in a subscription's line (for metrics and tests). */

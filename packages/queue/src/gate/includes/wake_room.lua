@@ -6,14 +6,25 @@
   Gives turns to the head of subscription s's line, as many as s, its origin o and its rate
   window have room for now (pending turns count as taken); when only the rate window is full,
   gives the head one turn for the moment it frees. Nobody while s is held, unless the caller
-  knows from the database that it is not (known_free), when the hold is forgotten. While others
+  knows from the database that it is not (known_free), when the hold is forgotten and the turns
+  given for its end are now. While others
   wait for the origin, s takes its turns there, in the origin's line; it joins that line too when
   the origin's room is what keeps its deliveries waiting. Returns {id, at, id, at, ...}.
 ]]
 local function wake_room(s, o, subscription, max_in_flight, origin_max, rate_limit, now, known_free)
   local woken = {}
-  -- Forgotten even when nobody waits: a hold left behind would make newcomers wait in line.
-  if known_free then redis.call('DEL', s.hold) end
+  if known_free then
+    -- Forgotten even when nobody waits: a hold left behind would make newcomers wait in line.
+    redis.call('DEL', s.hold)
+    -- Turns given for the end of a hold that is over (an explicit action's probe closed the
+    -- circuit) are now. Those a rate window away or less are the rate limit's, and stand.
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', s.turn, '(' .. (now + rate_window), '+inf')) do
+      redis.call('ZADD', s.turn, now, id)
+      redis.call('ZADD', o.turn, now, id)
+      table.insert(woken, id)
+      table.insert(woken, tostring(now))
+    end
+  end
   local waiting = redis.call('ZCARD', s.line)
   if waiting == 0 then return woken end
   if not known_free and tonumber(redis.call('GET', s.hold) or '0') > now then return woken end

@@ -1082,6 +1082,7 @@ export const SubscriptionScalarFieldEnum = {
   lastFailureAt: 'lastFailureAt',
   circuitOpenedAt: 'circuitOpenedAt',
   heldUntil: 'heldUntil',
+  retryAfterUntil: 'retryAfterUntil',
   disabledReason: 'disabledReason',
   previousSecretId: 'previousSecretId',
   previousSecretExpiresAt: 'previousSecretExpiresAt',

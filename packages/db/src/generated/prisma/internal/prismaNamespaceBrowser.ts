@@ -104,6 +104,7 @@ export const SubscriptionScalarFieldEnum = {
   lastFailureAt: 'lastFailureAt',
   circuitOpenedAt: 'circuitOpenedAt',
   heldUntil: 'heldUntil',
+  retryAfterUntil: 'retryAfterUntil',
   disabledReason: 'disabledReason',
   previousSecretId: 'previousSecretId',
   previousSecretExpiresAt: 'previousSecretExpiresAt',

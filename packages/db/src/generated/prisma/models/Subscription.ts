@@ -55,6 +55,7 @@ export type SubscriptionMinAggregateOutputType = {
   lastFailureAt: Date | null
   circuitOpenedAt: Date | null
   heldUntil: Date | null
+  retryAfterUntil: Date | null
   disabledReason: string | null
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
@@ -78,6 +79,7 @@ export type SubscriptionMaxAggregateOutputType = {
   lastFailureAt: Date | null
   circuitOpenedAt: Date | null
   heldUntil: Date | null
+  retryAfterUntil: Date | null
   disabledReason: string | null
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
@@ -102,6 +104,7 @@ export type SubscriptionCountAggregateOutputType = {
   lastFailureAt: number
   circuitOpenedAt: number
   heldUntil: number
+  retryAfterUntil: number
   disabledReason: number
   previousSecretId: number
   previousSecretExpiresAt: number
@@ -141,6 +144,7 @@ export type SubscriptionMinAggregateInputType = {
   lastFailureAt?: true
   circuitOpenedAt?: true
   heldUntil?: true
+  retryAfterUntil?: true
   disabledReason?: true
   previousSecretId?: true
   previousSecretExpiresAt?: true
@@ -164,6 +168,7 @@ export type SubscriptionMaxAggregateInputType = {
   lastFailureAt?: true
   circuitOpenedAt?: true
   heldUntil?: true
+  retryAfterUntil?: true
   disabledReason?: true
   previousSecretId?: true
   previousSecretExpiresAt?: true
@@ -188,6 +193,7 @@ export type SubscriptionCountAggregateInputType = {
   lastFailureAt?: true
   circuitOpenedAt?: true
   heldUntil?: true
+  retryAfterUntil?: true
   disabledReason?: true
   previousSecretId?: true
   previousSecretExpiresAt?: true
@@ -301,6 +307,7 @@ export type SubscriptionGroupByOutputType = {
   lastFailureAt: Date | null
   circuitOpenedAt: Date | null
   heldUntil: Date | null
+  retryAfterUntil: Date | null
   disabledReason: string | null
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
@@ -350,6 +357,7 @@ export type SubscriptionWhereInput = {
   lastFailureAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  retryAfterUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
@@ -378,6 +386,7 @@ export type SubscriptionOrderByWithRelationInput = {
   lastFailureAt?: Prisma.SortOrderInput | Prisma.SortOrder
   circuitOpenedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   heldUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  retryAfterUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   previousSecretId?: Prisma.SortOrderInput | Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -409,6 +418,7 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   lastFailureAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  retryAfterUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
@@ -437,6 +447,7 @@ export type SubscriptionOrderByWithAggregationInput = {
   lastFailureAt?: Prisma.SortOrderInput | Prisma.SortOrder
   circuitOpenedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   heldUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  retryAfterUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   previousSecretId?: Prisma.SortOrderInput | Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -471,6 +482,7 @@ export type SubscriptionScalarWhereWithAggregatesInput = {
   lastFailureAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
   circuitOpenedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
+  retryAfterUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
   previousSecretId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Subscription"> | Date | string | null
@@ -496,6 +508,7 @@ export type SubscriptionCreateInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -523,6 +536,7 @@ export type SubscriptionUncheckedCreateInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
@@ -548,6 +562,7 @@ export type SubscriptionUpdateInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -575,6 +590,7 @@ export type SubscriptionUncheckedUpdateInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -601,6 +617,7 @@ export type SubscriptionCreateManyInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
@@ -626,6 +643,7 @@ export type SubscriptionUpdateManyMutationInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -651,6 +669,7 @@ export type SubscriptionUncheckedUpdateManyInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -695,6 +714,7 @@ export type SubscriptionCountOrderByAggregateInput = {
   lastFailureAt?: Prisma.SortOrder
   circuitOpenedAt?: Prisma.SortOrder
   heldUntil?: Prisma.SortOrder
+  retryAfterUntil?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
@@ -726,6 +746,7 @@ export type SubscriptionMaxOrderByAggregateInput = {
   lastFailureAt?: Prisma.SortOrder
   circuitOpenedAt?: Prisma.SortOrder
   heldUntil?: Prisma.SortOrder
+  retryAfterUntil?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
@@ -749,6 +770,7 @@ export type SubscriptionMinOrderByAggregateInput = {
   lastFailureAt?: Prisma.SortOrder
   circuitOpenedAt?: Prisma.SortOrder
   heldUntil?: Prisma.SortOrder
+  retryAfterUntil?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
@@ -899,6 +921,7 @@ export type SubscriptionCreateWithoutSecretInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -924,6 +947,7 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
@@ -959,6 +983,7 @@ export type SubscriptionCreateWithoutPreviousSecretInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -985,6 +1010,7 @@ export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -1039,6 +1065,7 @@ export type SubscriptionScalarWhereInput = {
   lastFailureAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   circuitOpenedAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   heldUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
+  retryAfterUntil?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   previousSecretExpiresAt?: Prisma.DateTimeNullableFilter<"Subscription"> | Date | string | null
@@ -1080,6 +1107,7 @@ export type SubscriptionCreateManySecretInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretId?: string | null
   previousSecretExpiresAt?: Date | string | null
@@ -1106,6 +1134,7 @@ export type SubscriptionCreateManyPreviousSecretInput = {
   lastFailureAt?: Date | string | null
   circuitOpenedAt?: Date | string | null
   heldUntil?: Date | string | null
+  retryAfterUntil?: Date | string | null
   disabledReason?: string | null
   previousSecretExpiresAt?: Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -1130,6 +1159,7 @@ export type SubscriptionUpdateWithoutSecretInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -1155,6 +1185,7 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1180,6 +1211,7 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1205,6 +1237,7 @@ export type SubscriptionUpdateWithoutPreviousSecretInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -1231,6 +1264,7 @@ export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -1256,6 +1290,7 @@ export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   circuitOpenedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   heldUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  retryAfterUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecretExpiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
@@ -1283,6 +1318,7 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   lastFailureAt?: boolean
   circuitOpenedAt?: boolean
   heldUntil?: boolean
+  retryAfterUntil?: boolean
   disabledReason?: boolean
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
@@ -1311,6 +1347,7 @@ export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   lastFailureAt?: boolean
   circuitOpenedAt?: boolean
   heldUntil?: boolean
+  retryAfterUntil?: boolean
   disabledReason?: boolean
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
@@ -1339,6 +1376,7 @@ export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   lastFailureAt?: boolean
   circuitOpenedAt?: boolean
   heldUntil?: boolean
+  retryAfterUntil?: boolean
   disabledReason?: boolean
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
@@ -1367,6 +1405,7 @@ export type SubscriptionSelectScalar = {
   lastFailureAt?: boolean
   circuitOpenedAt?: boolean
   heldUntil?: boolean
+  retryAfterUntil?: boolean
   disabledReason?: boolean
   previousSecretId?: boolean
   previousSecretExpiresAt?: boolean
@@ -1375,7 +1414,7 @@ export type SubscriptionSelectScalar = {
   filter?: boolean
 }
 
-export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId" | "filter", ExtArgs["result"]["subscription"]>
+export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "retryAfterUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId" | "filter", ExtArgs["result"]["subscription"]>
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
@@ -1435,6 +1474,12 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * Attempts are held until then: the circuit's next probe, or the end of a Retry-After.
      */
     heldUntil: Date | null
+    /**
+     * The end of the last Retry-After the endpoint asked for (held_until may be later: the
+     * circuit's next probe). A resend, recover or test brings an open circuit's probe forward to
+     * now, but never before this.
+     */
+    retryAfterUntil: Date | null
     /**
      * Why the service disabled the subscription ("failing" or "gone"); null if it did not.
      */
@@ -1896,6 +1941,7 @@ export interface SubscriptionFieldRefs {
   readonly lastFailureAt: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly circuitOpenedAt: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly heldUntil: Prisma.FieldRef<"Subscription", 'DateTime'>
+  readonly retryAfterUntil: Prisma.FieldRef<"Subscription", 'DateTime'>
   readonly disabledReason: Prisma.FieldRef<"Subscription", 'String'>
   readonly previousSecretId: Prisma.FieldRef<"Subscription", 'String'>
   readonly previousSecretExpiresAt: Prisma.FieldRef<"Subscription", 'DateTime'>

@@ -6,7 +6,7 @@ import { publish, subscribe } from "./stack.ts";
 
 /**
  * A manual resend, a recover or a test event to a subscription whose circuit is open goes at once
- * as the probe (docs/api.md#endpoint-limits-and-health): a success closes the circuit and the
+ * as the probe (docs/api.md#circuit-breaker): a success closes the circuit and the
  * deliveries waiting behind it follow; a failure keeps it open and counts once. A Retry-After
  * the endpoint asked for is still honoured. The circuit's own probe is an hour away, and so are
  * the retries and the reconciler's next pass: whatever arrives was sent because of the action.
@@ -62,7 +62,9 @@ async function openCircuit(
     subscriptionId: sub.id,
     failed: ids.slice(0, 2).map(byEvent),
     waiting: ids.slice(2).map(byEvent),
-    fix: () => void (fixed = true),
+    fix: () => {
+      fixed = true;
+    },
   };
 }
 

@@ -8,7 +8,7 @@ const GATE_TIMEOUT_MS = 2_000;
 /**
  * A manual resend, a recover or a test event is its owner saying the endpoint may be back: when
  * the subscription's circuit is open, that delivery goes at once as the probe rather than
- * waiting for the next one (docs/api.md#endpoint-limits-and-health). The probe is brought
+ * waiting for the next one (docs/api.md#circuit-breaker). The probe is brought
  * forward in PostgreSQL (never before the end of a Retry-After the endpoint asked for), then the
  * gate lets the delivery go as it. Call it before the delivery is enqueued, so that its job finds
  * its turn. A failure is logged, never the request's: the delivery then waits for the next

@@ -33,7 +33,7 @@ export interface GateInput extends GateLimits {
    * A test event's delivery: it goes ahead of the line, and past a disabled subscription, but
    * not past a hold, and it takes a slot within the caps and the rate limit (when none is free it
    * waits at the head of the line). With the circuit open it goes as the probe (see `probeNow`).
-   * docs/api.md#test-events.
+   * docs/api.md#send-a-test-event.
    */
   test?: boolean;
 }

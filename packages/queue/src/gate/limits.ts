@@ -1,7 +1,7 @@
 /**
  * The limits the gate holds a subscription's attempts to, computed in one place for the worker
  * (each attempt, from its claim) and the API (a PUT that changes them wakes the line by them).
- * docs/api.md#endpoint-limits-and-health states them for users.
+ * docs/api.md#endpoint-limits states them for users.
  */
 export interface GateLimits {
   subscriptionId: string;

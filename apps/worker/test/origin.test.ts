@@ -1,8 +1,8 @@
-import { startTestApi, type TestApi } from "@webhooks/api/testing";
-import { loadConfig, newId } from "@webhooks/core";
-import { type ServiceProcess, sql, type TestReceiver, testEnv, waitFor } from "@webhooks/testing";
+import type { TestApi } from "@webhooks/api/testing";
+import { newId } from "@webhooks/core";
+import { sql, type TestReceiver, waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
-import { workerTest } from "./fixtures.ts";
+import { isolationTest as it } from "./isolation-fixtures.ts";
 import { publish, subscribe } from "./stack.ts";
 
 /**
@@ -12,18 +12,6 @@ import { publish, subscribe } from "./stack.ts";
  * an hour, and no delivery waits long enough for a parked job's fallback timer: every delivery
  * that arrives was woken by the gate.
  */
-const it = workerTest.extend("twoWorkerProcesses", async ({ database, workerProcess, defer }) => {
-  return async (
-    overrides: Record<string, string>,
-  ): Promise<{ api: TestApi; env: Record<string, string>; workers: ServiceProcess[] }> => {
-    const env = testEnv(database.url, overrides);
-    const api = await startTestApi(loadConfig(env));
-    defer(() => api.close());
-    const workers = [await workerProcess(env), await workerProcess(env)];
-    return { api, env, workers };
-  };
-});
-
 const NO_RECONCILER = { RECONCILE_INTERVAL: "1h" };
 
 /**

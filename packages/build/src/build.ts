@@ -2,6 +2,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
 import { join } from "node:path";
 import { buildPortal, PORTAL_PATH } from "@webhooks/portal";
+import { GATE_SCRIPTS, loadScript } from "@webhooks/queue";
 import { build, type Metafile, type Plugin } from "esbuild";
 
 /**
@@ -41,6 +42,7 @@ export interface BuiltFile {
 export async function buildService(root: string): Promise<BuiltFile[]> {
   await Promise.all(OUTPUT_DIRECTORIES.map((directory) => rm(join(root, directory), { recursive: true, force: true })));
   const portal = await prebuiltPortalPlugin(root);
+  const gateScripts = prebuiltGateScriptsPlugin(root);
   const result = await build({
     absWorkingDir: root,
     entryPoints: PROGRAMS.map((program) => ({ in: program.source, out: program.output.replace(/\.js$/, ".bundle") })),
@@ -54,7 +56,7 @@ export async function buildService(root: string): Promise<BuiltFile[]> {
     sourcesContent: false,
     metafile: true,
     logLevel: "warning",
-    plugins: [portal, dependenciesStayImports],
+    plugins: [portal, gateScripts, dependenciesStayImports],
   });
   await assertProductionDependencies(root, result.metafile);
   await Promise.all(PROGRAMS.map((program) => writeFile(join(root, program.output), launcher(program))));
@@ -86,6 +88,35 @@ const dependenciesStayImports: Plugin = {
     );
   },
 };
+
+/**
+ * The gate's Redis scripts, read now from their .lua files: the compiled programs get, in place of
+ * packages/queue/src/gate/load-script.ts (which reads them next to itself), a module that holds
+ * each script as it would have read it.
+ */
+function prebuiltGateScriptsPlugin(root: string): Plugin {
+  const scripts = GATE_SCRIPTS.map((name) => `[${JSON.stringify(name)}, ${JSON.stringify(loadScript(name))}]`);
+  const contents = `// The gate's scripts as the production build read them (packages/build/src/build.ts).
+const scripts = new Map([${scripts.join(", ")}]);
+export const GATE_SCRIPTS = ${JSON.stringify(GATE_SCRIPTS)};
+export function loadScript(name) {
+  const script = scripts.get(name);
+  if (script === undefined) throw new Error(\`No gate script named \${name}\`);
+  return script;
+}
+`;
+  const source = join(root, "packages/queue/src/gate/load-script.ts");
+  return {
+    name: "prebuilt-gate-scripts",
+    setup(plugin) {
+      plugin.onLoad({ filter: /load-script\.ts$/ }, (args) =>
+        args.path === source
+          ? { contents, loader: "js", resolveDir: join(root, "packages/queue/src/gate") }
+          : undefined,
+      );
+    },
+  };
+}
 
 /**
  * The portal's page, bundled now rather than at the first request: the compiled API gets, in

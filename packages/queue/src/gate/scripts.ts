@@ -1,15 +1,12 @@
-import { readFileSync } from "node:fs";
 import { type BatchLoader, batchLoader } from "@webhooks/core";
 import type { RedisConnection } from "../redis.ts";
+import { loadScript } from "./load-script.ts";
 
 /**
  * The gate's Redis scripts (the `.lua` files beside this one, each opening with the keys and
  * arguments it takes and what it replies) and their typed calls. See
  * docs/architecture.md#the-gate for what they decide.
- *
- * The files are read when a gate is made, relative to this module (`import.meta.url`): a build
- * that moves this module's code elsewhere must copy `gate/*.lua` and `gate/includes/*.lua` beside
- * it, keeping `includes/`.
+ * The files are read when a gate is made (load-script.ts).
  */
 
 /** A turn not taken up this long after its time was lost: it lapses, and the reconciler wakes its delivery. */
@@ -178,22 +175,6 @@ export class GateScripts {
   sharedKey(name: "lines" | "lapsed" | "origin-lines"): string {
     return `${this.#prefix}${name}`;
   }
-}
-
-/**
- * Reads a script, with the files it includes (`--- @include "name"`, relative to the including
- * file, `.lua` implied) inlined in place of the directive, each file once per script.
- */
-export function loadScript(name: string): string {
-  const included = new Set<string>();
-  const expand = (file: URL): string =>
-    readFileSync(file, "utf8").replace(/^--- @include "([^"]+)"[ \t]*$/gm, (_, path: string) => {
-      const target = new URL(`${path}.lua`, file);
-      if (included.has(target.href)) return "";
-      included.add(target.href);
-      return expand(target);
-    });
-  return expand(new URL(`./${name}.lua`, import.meta.url));
 }
 
 /** A batch's JSON reply, one array per call (Lua's JSON encoder writes an empty array as {}). */

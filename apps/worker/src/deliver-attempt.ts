@@ -136,7 +136,9 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     const signed = signWebhook({
       secretKeys: delivery.secrets.map((secret) => deps.secretKeys.get(secret.id, secret.ciphertext)),
       messageId: delivery.eventId,
-      timestamp: new Date(),
+      // The attempt's start, as the log records it: what was sent can be shown exactly
+      // (docs/api.md#list-a-deliverys-attempts).
+      timestamp: attempt.startedAt,
       body,
     });
     // The custom headers go under the signature headers; reserved names (content-type, user-agent, ...) are dropped.

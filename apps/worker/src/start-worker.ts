@@ -1,4 +1,4 @@
-import { type Config, type Logger, SecretBox, settlesWithin } from "@webhooks/core";
+import { type Config, type Logger, SecretBox, settlesWithin, WEBHOOK_USER_AGENT } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import {
   checkEvictionPolicy,
@@ -79,7 +79,7 @@ export async function startWorker(
   const sender = new HttpSender({
     timeoutMs: config.worker.deliveryTimeoutMs,
     policy: config.destinationPolicy,
-    userAgent: "webhook-delivery-service/1.0",
+    userAgent: WEBHOOK_USER_AGENT,
     ...(options.resolve ? { resolve: options.resolve } : {}),
     logger,
   });

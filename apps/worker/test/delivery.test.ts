@@ -73,6 +73,47 @@ describe("a delivery", () => {
     expect(log[0]!.duration_ms).toBeGreaterThanOrEqual(0);
   });
 
+  it("lists in its attempt log the headers each attempt sent, secrets elided and nothing else changed", async ({
+    stack,
+    receiver,
+  }) => {
+    const s = await stack({ RETRY_SCHEDULE: "1100ms" });
+    const replies = [500, 200];
+    const rx = await receiver((_, index) => ({ status: replies[index] ?? 200 }));
+    const sub = await subscribe(s.api, {
+      url: rx.url,
+      headers: { Authorization: "Bearer t0ken-of-the-receiver", "X-Region": "eu" },
+    });
+    rx.secrets.push(sub.secret);
+    const eventId = (await publish(s.api, { type: "invoice.paid", data: { n: 1 } })).id;
+    const [created] = await deliveriesOf(s.api, eventId);
+    await waitFor(async () => (await settled(s, created!.id))?.status === "delivered", { what: "delivered" });
+
+    const log = await attempts(s, created!.id);
+    expect(log).toHaveLength(2);
+    // Newest first in the log, in arrival order at the receiver.
+    for (const [attempt, webhook] of [
+      [log[1]!, rx.received[0]!],
+      [log[0]!, rx.received[1]!],
+    ] as const) {
+      const shown: Record<string, string> = attempt.request_headers;
+      const sent = Object.entries(webhook.headers).filter(
+        ([name]) => !["host", "connection", "content-length"].includes(name),
+      );
+      expect(Object.keys(shown).map((name) => name.toLowerCase())).toEqual(sent.map(([name]) => name));
+      for (const [name, value] of Object.entries(shown)) {
+        const received = String(webhook.headers[name.toLowerCase()]);
+        // An elided value shows its scheme alone: "v1,…", "Bearer …".
+        if (value.endsWith("…")) expect(received.startsWith(value.slice(0, -1))).toBe(true);
+        else expect(received).toBe(value);
+      }
+      expect(shown["webhook-signature"]).toBe("v1,…");
+      expect(shown.Authorization).toBe("Bearer …");
+      expect(shown["webhook-timestamp"]).toBe(String(Math.floor(Date.parse(attempt.started_at) / 1000)));
+    }
+    expect(JSON.stringify(log)).not.toContain("t0ken-of-the-receiver");
+  });
+
   it("goes queued -> failed (retry scheduled) -> failed (retry scheduled) -> delivered", async ({
     stack,
     receiver,

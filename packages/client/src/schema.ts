@@ -257,7 +257,7 @@ export interface paths {
         };
         /**
          * List a delivery's attempts
-         * @description Newest first, paged like the delivery log.
+         * @description Newest first, paged like the delivery log. Each attempt shows the request headers it sent, with signatures and credentials elided.
          */
         get: operations["listDeliveryAttempts"];
         put?: never;
@@ -820,6 +820,21 @@ export interface components {
             response_body: string | null;
             /** @description Why no response was received (timeout, connection refused, ...); with a response, why its body did not arrive in full ("response body incomplete: ..."); or null. */
             error: string | null;
+            /**
+             * @description The request headers this attempt sent, in the order sent, with nothing secret in them: webhook-signature is shown as its scheme alone ("v1,…", whether one or, during a rotation's overlap, two signatures were sent), and the value of a custom header whose name says it holds a credential (Authorization, Cookie, or a name with auth, token, secret, key, password, session, ... in it) as "…", or its scheme and "…" ("Bearer …"). webhook-timestamp is started_at in Unix seconds: an attempt is signed with its start.
+             * @example {
+             *       "content-type": "application/json",
+             *       "user-agent": "webhook-delivery-service/1.0",
+             *       "Authorization": "Bearer …",
+             *       "X-Region": "eu",
+             *       "webhook-id": "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
+             *       "webhook-timestamp": "1795820210",
+             *       "webhook-signature": "v1,…"
+             *     }
+             */
+            request_headers: {
+                [key: string]: string;
+            };
         };
         /** @description No parameters: send no body, or `{}`. */
         NoParameters: Record<string, never>;

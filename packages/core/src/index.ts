@@ -15,6 +15,7 @@ export * from "./jobs.ts";
 export * from "./logger.ts";
 export * from "./payload-filter.ts";
 export * from "./payload-filter-jsonpath.ts";
+export * from "./request-headers.ts";
 export * from "./retry-schedule.ts";
 export * from "./secret-box.ts";
 export * from "./server-timeouts.ts";

@@ -128,14 +128,28 @@ export async function getDelivery(ctx: ScopedContext, id: string): Promise<Deliv
   return delivery;
 }
 
+/**
+ * What every attempt of a delivery sends besides its own time and signature: the delivery's
+ * snapshot of its event and of the subscription's custom headers (docs/api.md#updates-apply-to-the-next-delivery).
+ */
+export interface DeliveryRequest {
+  eventId: string;
+  headers: Record<string, string>;
+}
+
+/** A page of a delivery's attempt log, with the request they sent. */
+export interface AttemptLog extends Page<AttemptRecord> {
+  request: DeliveryRequest;
+}
+
 /** A delivery's attempt log, newest first (docs/api.md#list-a-deliverys-attempts). */
 export async function listAttempts(
   ctx: ScopedContext & ScopedListContext,
   deliveryId: string,
   page: PageRequest,
-): Promise<Page<AttemptRecord>> {
-  await getDelivery(ctx, deliveryId);
-  return fetchPage<AttemptRecord>(
+): Promise<AttemptLog> {
+  const request = await deliveryRequest(ctx, deliveryId);
+  const attempts = await fetchPage<AttemptRecord>(
     ctx.sql,
     {
       // The attempts that ended and the one in flight (the view is in prisma/migrations).
@@ -149,9 +163,19 @@ export async function listAttempts(
       // A cursor must be one of this delivery's attempts. The condition also keeps the cursor's
       // lookup a lookup: the view's in-flight branch has no index on the attempt id, but finds
       // the delivery by its primary key. Attempts have no tenant column: an attempt is in scope
-      // when its delivery is, and getDelivery above checked that.
+      // when its delivery is, and deliveryRequest above checked that.
       cursorScope: [Prisma.sql`delivery_id = ${deliveryId}`],
     },
     page,
   );
+  return { ...attempts, request };
+}
+
+async function deliveryRequest(ctx: ScopedContext, id: string): Promise<DeliveryRequest> {
+  if (!isId("delivery", id)) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
+  const where = Prisma.join([Prisma.sql`id = ${id}`, ...scopeConditions(ctx.scope)], " AND ");
+  const [request] = await ctx.db.$queryRaw<DeliveryRequest[]>`
+    SELECT event_id AS "eventId", headers FROM deliveries WHERE ${where}`;
+  if (!request) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
+  return request;
 }

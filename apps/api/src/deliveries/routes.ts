@@ -53,7 +53,8 @@ const attemptsRouteDef = createRoute({
   operationId: "listDeliveryAttempts",
   tags,
   summary: "List a delivery's attempts",
-  description: "Newest first, paged like the delivery log.",
+  description:
+    "Newest first, paged like the delivery log. Each attempt shows the request headers it sent, with signatures and credentials elided.",
   request: { params: deliveryIdParam, query: listAttemptsQuery },
   responses: { 200: jsonResponse(attemptListSchema, "A page of attempts"), ...operationErrors(404) },
 });
@@ -125,7 +126,7 @@ export function deliveryRoutes(deps: ApiDeps) {
           object: "list" as const,
           url: `/v1/deliveries/${delivery_id}/attempts`,
           has_more: page.hasMore,
-          data: page.data.map(toAttemptJson),
+          data: page.data.map((attempt) => toAttemptJson(attempt, page.request)),
         },
         200,
       );

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { deliveryStatuses } from "@webhooks/core";
-import type { AttemptRecord, DeliveryRecord, ResponseClass, ResponseCodeFilter } from "@webhooks/db";
+import { attemptRequestHeaders, deliveryStatuses } from "@webhooks/core";
+import type { AttemptRecord, DeliveryRecord, DeliveryRequest, ResponseClass, ResponseCodeFilter } from "@webhooks/db";
 import {
   cursorQueries,
   isoTimestamp,
@@ -53,6 +53,23 @@ export const attemptSchema = z
     error: z.string().nullable().openapi({
       description:
         'Why no response was received (timeout, connection refused, ...); with a response, why its body did not arrive in full ("response body incomplete: ..."); or null.',
+    }),
+    request_headers: z.record(z.string(), z.string()).openapi({
+      description:
+        "The request headers this attempt sent, in the order sent, with nothing secret in them: webhook-signature " +
+        'is shown as its scheme alone ("v1,…", whether one or, during a rotation\'s overlap, two signatures were sent), ' +
+        "and the value of a custom header whose name says it holds a credential (Authorization, Cookie, or a name " +
+        'with auth, token, secret, key, password, session, ... in it) as "…", or its scheme and "…" ("Bearer …"). ' +
+        "webhook-timestamp is started_at in Unix seconds: an attempt is signed with its start.",
+      example: {
+        "content-type": "application/json",
+        "user-agent": "webhook-delivery-service/1.0",
+        Authorization: "Bearer …",
+        "X-Region": "eu",
+        "webhook-id": "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
+        "webhook-timestamp": "1795820210",
+        "webhook-signature": "v1,…",
+      },
     }),
   })
   .openapi("DeliveryAttempt");
@@ -138,7 +155,8 @@ export function toDeliveryJson(delivery: DeliveryRecord) {
   };
 }
 
-export function toAttemptJson(attempt: AttemptRecord) {
+/** An attempt, with the request it sent: its delivery's snapshot at its own start (docs/api.md#list-a-deliverys-attempts). */
+export function toAttemptJson(attempt: AttemptRecord, request: DeliveryRequest) {
   return {
     id: attempt.id,
     object: "delivery_attempt" as const,
@@ -150,6 +168,11 @@ export function toAttemptJson(attempt: AttemptRecord) {
     response_code: attempt.responseCode,
     response_body: attempt.responseBody,
     error: attempt.error,
+    request_headers: attemptRequestHeaders({
+      customHeaders: request.headers,
+      eventId: request.eventId,
+      startedAt: attempt.startedAt,
+    }),
   };
 }
 

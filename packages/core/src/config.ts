@@ -86,6 +86,24 @@ function parseClusterNode(text: string): { host: string; port: number } | undefi
   return { host, port };
 }
 
+/** A logo inlined in every portal page: a small one. A larger image is served by path. */
+const MAX_PORTAL_LOGO_BYTES = 64 * 1024;
+
+/**
+ * The portal's Content-Security-Policy lets images come from its own origin or data: URLs, and
+ * nothing else (docs/portal.md#security): a path on this server (not `//host`, which is another
+ * origin, nor a backslash, which browsers read as a slash), or a data: URL of an image.
+ */
+function isPortalLogoUrl(text: string): boolean {
+  if (/^data:image\/(png|jpeg|gif|webp|avif|svg\+xml)[;,]/i.test(text)) return !/[\s"<>]/.test(text);
+  if (!text.startsWith("/") || text.startsWith("//") || /[\\\s\p{Cc}"<>]/u.test(text)) return false;
+  try {
+    return new URL(text, "https://portal.invalid").origin === "https://portal.invalid";
+  } catch {
+    return false;
+  }
+}
+
 const envSchema = z.object({
   NODE_ENV: oneOf(["development", "test", "production"]).default("development"),
   HOST: z.string().min(1).default("0.0.0.0"),
@@ -201,6 +219,21 @@ const envSchema = z.object({
   JOB_LOCK_DURATION: duration.default(30_000),
   SHUTDOWN_TIMEOUT: duration.default(30_000),
   EVENT_TYPES_STRICT: boolean.default(false),
+  // The customer portal's branding (docs/portal.md#branding).
+  PORTAL_NAME: z
+    .string()
+    .max(100, "must be at most 100 characters")
+    .regex(/^[^\p{Cc}]+$/u, "must not contain control characters")
+    .optional(),
+  PORTAL_LOGO_URL: z
+    .string()
+    .max(MAX_PORTAL_LOGO_BYTES, `must be at most ${MAX_PORTAL_LOGO_BYTES / 1024} KiB`)
+    .refine(
+      isPortalLogoUrl,
+      "must be a path on this server, such as /brand/logo.svg, or a data:image/... URL: the portal loads nothing from another origin",
+    )
+    .optional(),
+  PORTAL_RETURN_URL: url(["https:", "http:"]).optional(),
 });
 
 /** The names of every variable the configuration reads (docs/configuration.md lists each one). */
@@ -260,7 +293,20 @@ export interface Config {
     maxAgeMs: number | undefined;
     pruneIntervalMs: number;
   };
+  /** How the customer portal presents itself (docs/portal.md#branding). */
+  portal: PortalBranding;
 }
+
+export interface PortalBranding {
+  /** The page's title and header: the product that hands out the portal. */
+  name: string;
+  /** A path on the API's origin, or a data:image URL. */
+  logoUrl: string | undefined;
+  /** The link back to the product's own pages: "Back to <label>". */
+  back: { url: string; label: string } | undefined;
+}
+
+export const DEFAULT_PORTAL_NAME = "Webhooks";
 
 export interface IsolationConfig {
   /** max_in_flight of a subscription created without one. */
@@ -298,6 +344,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
   }
   const e = parsed.data;
   const production = e.NODE_ENV === "production";
+  if (production && e.PORTAL_RETURN_URL?.startsWith("http:")) {
+    throw new ConfigError("Invalid configuration: PORTAL_RETURN_URL must start with https:// when NODE_ENV=production");
+  }
   if (production && !e.SECRET_ENCRYPTION_KEY) {
     throw new ConfigError("Invalid configuration: SECRET_ENCRYPTION_KEY is required when NODE_ENV=production");
   }
@@ -359,6 +408,14 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     retention: {
       maxAgeMs: e.RETENTION,
       pruneIntervalMs: e.PRUNE_INTERVAL,
+    },
+    portal: {
+      name: e.PORTAL_NAME ?? DEFAULT_PORTAL_NAME,
+      logoUrl: e.PORTAL_LOGO_URL,
+      // "Back to Acme"; without a name, "Back to app.acme.com" rather than "Back to Webhooks".
+      back: e.PORTAL_RETURN_URL
+        ? { url: e.PORTAL_RETURN_URL, label: e.PORTAL_NAME ?? new URL(e.PORTAL_RETURN_URL).host }
+        : undefined,
     },
   };
 }

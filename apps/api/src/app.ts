@@ -82,7 +82,7 @@ export function createApp(deps: ApiDeps) {
   });
   app.route("/", docsRoutes());
   // The customer portal: a page that uses the /v1 routes above with a portal session's token.
-  app.route("/", portalRoutes());
+  app.route("/", portalRoutes(deps.config.portal));
   app.route("/", healthRoutes(deps));
   if (deps.config.metricsToken) app.use("/metrics", requireMetricsToken(deps.config.metricsToken, authThrottle));
   app.get("/metrics", async (c) =>

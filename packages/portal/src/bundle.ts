@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { BRANDING_SLOT } from "./branding.ts";
 
 /** A file the portal serves under /portal/assets/, named by a hash of its content. */
 export interface PortalAsset {
@@ -70,7 +71,7 @@ export async function buildPortal(basePath: string): Promise<PortalBundle> {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
-<title>Webhooks</title>
+${BRANDING_SLOT}
 <link rel="icon" href="data:,">
 ${tags.sort().join("\n")}
 </head>

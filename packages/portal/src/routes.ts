@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { brandedPage, DEFAULT_BRANDING, type PortalBranding } from "./branding.ts";
 import { buildPortal, type PortalBundle } from "./bundle.ts";
 
 export const PORTAL_PATH = "/portal";
@@ -7,7 +8,7 @@ export const PORTAL_PATH = "/portal";
 /**
  * The page may load only what this origin serves and talk only to it: no CDN, no inline script
  * or style, no form posted elsewhere, not framed by another site (the buttons on it delete and
- * rotate things). `data:` images only for the empty favicon.
+ * rotate things). `data:` images for the empty favicon and a logo given as a data: URL.
  */
 export const PORTAL_CSP = [
   "default-src 'none'",
@@ -35,18 +36,21 @@ const pageHeaders = {
  * start-up, so an API (or a test) that never serves the portal never pays for esbuild; a failed
  * build is retried. The compiled API has it built already (see buildPortal).
  */
-export function portalRoutes(): Hono {
-  let bundle: Promise<PortalBundle> | undefined;
+export function portalRoutes(branding: PortalBranding = DEFAULT_BRANDING): Hono {
+  let bundle: Promise<PortalBundle & { page: string }> | undefined;
   const load = () => {
-    bundle ??= buildPortal(PORTAL_PATH).catch((error: unknown) => {
-      bundle = undefined;
-      throw error;
-    });
+    bundle ??= buildPortal(PORTAL_PATH).then(
+      (built) => ({ ...built, page: brandedPage(built.html, branding) }),
+      (error: unknown) => {
+        bundle = undefined;
+        throw error;
+      },
+    );
     return bundle;
   };
 
   return new Hono()
-    .get(PORTAL_PATH, async (c) => c.body((await load()).html, 200, pageHeaders))
+    .get(PORTAL_PATH, async (c) => c.body((await load()).page, 200, pageHeaders))
     .get(`${PORTAL_PATH}/`, (c) => c.redirect(PORTAL_PATH, 301))
     .get(`${PORTAL_PATH}/assets/:file`, async (c) => {
       const asset = (await load()).assets.get(c.req.param("file"));

@@ -1,109 +1,26 @@
-import { mkdir } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
 import { sql, waitFor } from "@webhooks/testing";
 import axe from "axe-core";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { PORTAL_CSP } from "../src/index.ts";
-import { type PortalStack, startPortalStack } from "./stack.ts";
+import { headersShown, portalHarness, TENANT } from "./browser.ts";
+import type { PortalStack } from "./stack.ts";
 
-// Debian's chromium, driven by playwright-core (no browser download); CHROMIUM_PATH points
-// elsewhere on machines that keep it elsewhere.
-const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-/** Screenshots the tests take, kept by CI as artifacts (git-ignored). */
-const SCREENSHOTS = fileURLToPath(new URL("../../../artifacts/portal/", import.meta.url));
 const LINK_INVALID = /This link has expired or is not valid; ask for a new one/;
 
-let stack: PortalStack;
-let browser: Browser;
 /** What the receiver answers at /flaky: 500 until a test says otherwise. */
 let flakyStatus = 500;
 
-beforeAll(async () => {
-  stack = await startPortalStack((webhook) => {
-    if (webhook.path === "/flaky" && flakyStatus !== 200)
-      return { status: flakyStatus, body: "receiver is down for maintenance" };
-    if (webhook.path === "/gone") return { status: 410, body: "this endpoint was retired" };
-    return { status: 200, body: "thanks" };
-  });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM_PATH,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--no-first-run",
-    ],
-  });
-  await mkdir(SCREENSHOTS, { recursive: true });
+const harness = portalHarness((webhook) => {
+  if (webhook.path === "/flaky" && flakyStatus !== 200)
+    return { status: flakyStatus, body: "receiver is down for maintenance" };
+  if (webhook.path === "/gone") return { status: 410, body: "this endpoint was retired" };
+  return { status: 200, body: "thanks" };
 });
-afterAll(async () => {
-  await browser?.close();
-  await stack?.close();
+const { openBrowser, portalLink, expectSelfContained, shot, createEndpoint, publish } = harness;
+let stack: PortalStack;
+beforeAll(() => {
+  stack = harness.stack;
 });
-
-interface Session {
-  context: BrowserContext;
-  page: Page;
-  /** Every URL the page asked for: documents, scripts, styles, fetches, sockets. */
-  requested: string[];
-  /** Console errors and uncaught exceptions: a CSP violation shows up here. */
-  problems: string[];
-}
-
-const sessions: Session[] = [];
-afterEach(async ({ task }) => {
-  for (const [index, session] of sessions.splice(0).entries()) {
-    // What the page showed when a test failed, for whoever reads CI's artifacts.
-    if (task.result?.state === "fail")
-      await shot(session.page, `failed-${task.name.slice(0, 40).replace(/\W+/g, "-")}-${index}`).catch(() => {});
-    await session.context.close();
-  }
-});
-
-async function openBrowser(viewport = { width: 1280, height: 900 }): Promise<Session> {
-  const context = await browser.newContext({ viewport });
-  context.setDefaultTimeout(20_000);
-  const page = await context.newPage();
-  const session: Session = { context, page, requested: [], problems: [] };
-  context.on("request", (request) => session.requested.push(request.url()));
-  page.on("websocket", (socket) => session.requested.push(socket.url()));
-  page.on("console", (message) => {
-    // Chromium logs every 4xx answer as an error; the tests ask for some on purpose.
-    if (
-      message.type() === "error" &&
-      !message.text().startsWith("Failed to load resource: the server responded with a status of 4")
-    ) {
-      session.problems.push(message.text());
-    }
-  });
-  page.on("pageerror", (error) => session.problems.push(error.message));
-  sessions.push(session);
-  return session;
-}
-
-/** The tenant whose people use the portal in these tests; another one's session must see none of it. */
-const TENANT = "acme";
-
-/** The link a team's product hands its customer: a portal session's url, made with the team's unscoped key. */
-async function portalLink(tenant = TENANT): Promise<string> {
-  const created = await stack.call("POST", "/v1/portal_sessions", { tenant_id: tenant, expires_in: "1h" });
-  expect(created.status).toBe(201);
-  expect(created.body.url).toBe(`${stack.baseUrl}/portal#token=${created.body.token}`);
-  return created.body.url;
-}
-
-/** Nothing was loaded from, or sent to, another origin; and the page raised no error. */
-function expectSelfContained(session: Session) {
-  const network = session.requested.filter((url) => /^(https?|wss?):/.test(url));
-  expect(network.length).toBeGreaterThan(2);
-  expect(network.filter((url) => new URL(url).origin !== stack.baseUrl)).toEqual([]);
-  expect(session.problems).toEqual([]);
-}
-
-const shot = (page: Page, name: string, fullPage = true) =>
-  page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage });
 
 describe("the customer portal in a browser", () => {
   it("serves the page with a strict CSP and no inline code, and its assets under hashed names, cached for good", async () => {
@@ -149,7 +66,9 @@ describe("the customer portal in a browser", () => {
     await page.getByLabel("Endpoint URL").fill(`${stack.receiver.url}/hooks`);
     await page.getByLabel("Event types").fill("invoice.paid, invoice.payment_failed");
     await page.getByLabel("Description (optional)").fill("Billing");
-    await page.getByLabel("Extra HTTP headers (optional)").fill("X-Customer: acme");
+    await page
+      .getByLabel("Extra HTTP headers (optional)")
+      .fill("X-Customer: acme\nAuthorization: Bearer cust-t0ken-42");
     await page.getByRole("button", { name: "Create endpoint" }).click();
 
     const secretBox = page.getByRole("textbox", { name: "Signing secret" });
@@ -175,6 +94,21 @@ describe("the customer portal in a browser", () => {
     expect(received).toHaveLength(1);
     expect(received[0]!.signatureValid).toBe(true);
     expect(received[0]!.headers["x-customer"]).toBe("acme");
+    // What was sent: the body as the endpoint got it, and the headers, the secrets elided.
+    expect(JSON.parse((await page.locator("pre.payload").textContent()) ?? "")).toEqual(received[0]!.json);
+    const attempt = page.getByRole("article", { name: "Attempt 1" });
+    expect(await headersShown(attempt)).toEqual([
+      ["content-type", "application/json"],
+      ["user-agent", received[0]!.headers["user-agent"]],
+      ["X-Customer", "acme"],
+      ["Authorization", "Bearer …"],
+      ["webhook-id", received[0]!.headers["webhook-id"]],
+      ["webhook-timestamp", received[0]!.headers["webhook-timestamp"]],
+      ["webhook-signature", "v1,…"],
+    ]);
+    expect(received[0]!.headers.authorization).toBe("Bearer cust-t0ken-42");
+    expect(await page.content()).not.toContain("cust-t0ken-42");
+    expect(await page.content()).not.toContain(String(received[0]!.headers["webhook-signature"]).slice(3));
     await shot(page, "02-test-delivery");
 
     // Pause and resume.
@@ -290,13 +224,15 @@ describe("the customer portal in a browser", () => {
     await rows.first().getByText("Failed", { exact: true }).waitFor();
     await rows.first().getByText("500").waitFor();
 
-    // A value the API refuses: its own message, not a blank table.
+    // A value the API refuses: said in plain words by the field, and no list of other filters.
     await page.getByLabel("Response code").fill("abc");
     await page.getByRole("button", { name: "Apply filters" }).click();
     await page
       .getByRole("alert")
-      .getByText(/response_code must be/)
+      .getByText("Enter a status code, such as 500, or a group of codes: 2xx, 3xx, 4xx or 5xx.")
       .waitFor();
+    await expect.poll(() => rows.count()).toBe(0);
+    expect(await page.getByLabel("Response code").getAttribute("aria-invalid")).toBe("true");
     await page.getByLabel("Response code").fill("500");
     await page.getByRole("button", { name: "Apply filters" }).click();
     await expect.poll(() => page.getByRole("alert").count()).toBe(0);
@@ -479,16 +415,6 @@ describe("the customer portal in a browser", () => {
     expectSelfContained(session);
   });
 });
-
-async function createEndpoint(url: string, events: string[]): Promise<string> {
-  const created = await stack.call("POST", "/v1/subscriptions", { url, events, tenant_id: TENANT });
-  expect(created.status).toBe(201);
-  return created.body.id;
-}
-
-async function publish(type: string, data: Record<string, unknown>): Promise<void> {
-  expect((await stack.call("POST", "/v1/events", { type, data, tenant_id: TENANT })).status).toBe(202);
-}
 
 async function deliveriesOf(
   subscriptionId: string,

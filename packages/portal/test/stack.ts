@@ -19,6 +19,11 @@ export interface PortalStack {
   receiver: TestReceiver;
   /** A call to the API with the test's unscoped key (or `key`); the parsed body and status. */
   call<T = any>(method: string, path: string, json?: unknown, key?: string): Promise<{ status: number; body: T }>;
+  /**
+   * One more API process on the same database, with `overrides` on top of the stack's settings
+   * (a deployment's branding); its base URL. Closed with the stack.
+   */
+  startApi(overrides: Record<string, string>): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -70,6 +75,12 @@ export async function startPortalStack(receiverReply: TestReceiver["reply"]): Pr
         body: json === undefined ? undefined : JSON.stringify(json),
       });
       return { status: response.status, body: await response.json() };
+    },
+    async startApi(overrides) {
+      const apiPort = await freePort();
+      const apiUrl = `http://127.0.0.1:${apiPort}`;
+      started.push(await spawnService("api", { ...env, PORT: String(apiPort), PUBLIC_URL: apiUrl, ...overrides }));
+      return apiUrl;
     },
     async close() {
       for (const service of started) service.kill("SIGTERM");

@@ -11,13 +11,17 @@ export type Recovery = Schemas["Recovery"];
 export type DeliveryStatus = Delivery["status"];
 export type PortalClient = Client<paths>;
 
-/** A failed call, with the API's own message (docs/api.md#errors) or one that says what went wrong. */
+/**
+ * A failed call, with the API's own message, parameter and code (docs/api.md#errors); problems.ts
+ * says it in the customer's words. Status 0: the service could not be reached.
+ */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
     readonly param?: string,
     readonly requestId?: string,
+    readonly code?: string,
   ) {
     super(message);
   }
@@ -39,7 +43,7 @@ export function createPortalClient(token: string, onUnauthorized: () => void): P
 }
 
 interface ErrorBody {
-  error?: { message?: unknown; param?: unknown; request_id?: unknown };
+  error?: { message?: unknown; param?: unknown; request_id?: unknown; code?: unknown };
 }
 
 /** The data of a successful call; anything else throws an ApiError a person can read. */
@@ -53,20 +57,19 @@ export async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; respo
   const { response, data, error } = result;
   if (response.ok && error === undefined) return data as T;
   const body = (typeof error === "object" && error !== null ? error : {}) as ErrorBody;
+  const text = (value: unknown) => (typeof value === "string" ? value : undefined);
   const message =
-    typeof body.error?.message === "string"
-      ? body.error.message
-      : response.status === 429
-        ? "Too many requests. Wait a moment and try again."
-        : `The service answered with an unexpected error (HTTP ${response.status}). Try again later.`;
-  const param = typeof body.error?.param === "string" ? body.error.param : undefined;
-  const requestId =
-    typeof body.error?.request_id === "string"
-      ? body.error.request_id
-      : (response.headers.get("request-id") ?? undefined);
-  throw new ApiError(response.status, message, param, requestId);
+    text(body.error?.message) ??
+    `The service answered with an unexpected error (HTTP ${response.status}). Try again later.`;
+  const requestId = text(body.error?.request_id) ?? response.headers.get("request-id") ?? undefined;
+  throw new ApiError(response.status, message, text(body.error?.param), requestId, text(body.error?.code));
 }
+
+/** The status of an ApiError that is not the service's answer but a failure in the page itself. */
+export const PAGE_FAILURE = -1;
 
 /** Anything thrown, as an ApiError. */
 export const asApiError = (error: unknown): ApiError =>
-  error instanceof ApiError ? error : new ApiError(0, error instanceof Error ? error.message : "Something went wrong.");
+  error instanceof ApiError
+    ? error
+    : new ApiError(PAGE_FAILURE, error instanceof Error ? error.message : "Something went wrong.");

@@ -1,14 +1,19 @@
 import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import { createPortalClient } from "./api.ts";
+import { readBranding } from "./branding.ts";
 import { DeliveriesView } from "./deliveries.tsx";
 import { DeliveryView } from "./delivery.tsx";
 import { EndpointView } from "./endpoint.tsx";
 import { EndpointsView, NewEndpointView } from "./endpoints.tsx";
+import { timeZoneLabel } from "./format.ts";
 import { ClientContext } from "./hooks.ts";
 import { deliveriesHref, endpointsHref, type Route, useRoute } from "./route.ts";
 import { forgetToken, storedToken, takeTokenFromLink } from "./token.ts";
 
 export const LINK_INVALID = "This link has expired or is not valid; ask for a new one.";
+
+/** Read once: the server wrote it into the page. */
+const branding = readBranding();
 
 /**
  * The portal: the token from the link (or this tab's storage), then the views. Any 401 from the
@@ -45,6 +50,9 @@ export function App() {
 }
 
 function LinkInvalid() {
+  useEffect(() => {
+    document.title = `Link not valid · ${branding.name}`;
+  }, []);
   return (
     <main class="gone" id="main">
       <h1>{LINK_INVALID}</h1>
@@ -52,7 +60,30 @@ function LinkInvalid() {
         Links to this page work for a limited time and only for the account they were made for. Open it again from the
         product that sent you here, or ask its team for a new link.
       </p>
+      {branding.back && (
+        <p>
+          <a href={branding.back.url}>Back to {branding.back.label}</a>
+        </p>
+      )}
     </main>
+  );
+}
+
+const viewNames: Record<Route["name"], string> = {
+  endpoints: "Endpoints",
+  "new-endpoint": "Add an endpoint",
+  endpoint: "Endpoint",
+  deliveries: "Delivery log",
+  delivery: "Delivery",
+};
+
+/** The deployment's logo and name, and the way back to its product. */
+function Brand() {
+  return (
+    <p class="brand">
+      {branding.logoUrl && <img class="logo" src={branding.logoUrl} alt="" />}
+      <span>{branding.name}</span>
+    </p>
   );
 }
 
@@ -65,7 +96,11 @@ function Shell({ route }: { route: Route }) {
         ? `${route.name}/${route.id}`
         : route.name;
   // A new view moves focus to its heading, as a new page would: keyboard and screen reader users start there.
-  useEffect(() => document.getElementById("view-title")?.focus(), [where]);
+  // The tab's title says where, too, as a new page's would.
+  useEffect(() => {
+    document.title = `${viewNames[route.name]} · ${branding.name}`;
+    document.getElementById("view-title")?.focus();
+  }, [where]);
   return (
     <>
       {/* biome-ignore lint/a11y/useValidAnchor: a skip link is a link to users; the fragment holds the route, so it moves focus itself */}
@@ -81,7 +116,7 @@ function Shell({ route }: { route: Route }) {
         Skip to content
       </a>
       <header class="top">
-        <p class="brand">Webhooks</p>
+        <Brand />
         <nav aria-label="Sections">
           <a href={endpointsHref} aria-current={section === "endpoints" ? "page" : undefined}>
             Endpoints
@@ -90,12 +125,28 @@ function Shell({ route }: { route: Route }) {
             Delivery log
           </a>
         </nav>
+        {branding.back && (
+          <a class="back" href={branding.back.url}>
+            ← Back to {branding.back.label}
+          </a>
+        )}
       </header>
       <main id="main">
         <View route={route} />
       </main>
+      <footer class="foot">
+        <p class="small muted">{timesNote()}</p>
+      </footer>
     </>
   );
+}
+
+/** Which clock the page's times are on: the viewer's own, named. */
+function timesNote(): string {
+  const zone = timeZoneLabel();
+  return zone === "UTC"
+    ? "Times are in UTC."
+    : `Times are in your time zone, ${zone}. Point at a time to see it in UTC.`;
 }
 
 function View({ route }: { route: Route }) {

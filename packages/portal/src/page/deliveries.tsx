@@ -1,9 +1,10 @@
 import { useState } from "preact/hooks";
 import { type DeliveryStatus, type Subscription, unwrap } from "./api.ts";
-import { Badge, ErrorAlert, Pager, Time, ViewTitle } from "./components.tsx";
+import { Badge, ErrorAlert, FieldError, fieldAria, Pager, Time, useFormProblem, ViewTitle } from "./components.tsx";
 import { deliveryStatus, retriesSoon } from "./format.ts";
 import { useClient, useLoad, usePolling } from "./hooks.ts";
 import { type Cursor, cursorFrom, pageMoves } from "./paging.ts";
+import { explain, type Problem } from "./problems.ts";
 import { deliveriesHref, deliveryHref, endpointHref, navigate } from "./route.ts";
 
 const PAGE_SIZE = 20;
@@ -15,6 +16,14 @@ const statuses: { value: DeliveryStatus | ""; label: string }[] = [
   { value: "failed", label: "Failed" },
   { value: "queued", label: "Queued" },
 ];
+
+/** The filter form's inputs, by the API parameter each sets. */
+const FILTER_INPUTS = {
+  subscription_id: "filter-endpoint",
+  status: "filter-status",
+  event: "filter-event",
+  response_code: "filter-code",
+};
 
 interface Filters {
   subscription_id?: string | undefined;
@@ -60,6 +69,11 @@ export function DeliveriesView({ query }: { query: URLSearchParams }) {
   const inProgress = page.data?.data.some((delivery) => delivery.status === "queued" || retriesSoon(delivery)) ?? false;
   usePolling(onFirstPage && inProgress && !page.error, 2_000, page.reload);
 
+  // A filter the API refused is said by its field; anything else above the list.
+  const problem = page.error ? explain(page.error) : undefined;
+  const unplaced = useFormProblem(problem, FILTER_INPUTS, page.error);
+  // The page of other filters, kept while a refresh fails, must not pass for these ones.
+  const shown = page.error?.status === 400 ? undefined : page.data;
   const urls = new Map((endpoints.data?.data ?? []).map((subscription) => [subscription.id, subscription.url]));
   const go = (next: Cursor) => navigate(deliveriesHref({ ...filters, ...next }));
 
@@ -67,7 +81,7 @@ export function DeliveriesView({ query }: { query: URLSearchParams }) {
     <>
       <ViewTitle>Delivery log</ViewTitle>
       <p class="lead">Every webhook we sent you, newest first, with each attempt and your endpoint's answer.</p>
-      <FilterForm key={query.toString()} filters={filters} endpoints={endpoints.data?.data ?? []} />
+      <FilterForm key={query.toString()} filters={filters} endpoints={endpoints.data?.data ?? []} problem={problem} />
       <div class="toolbar">
         <button type="button" onClick={page.reload} disabled={page.loading}>
           Refresh
@@ -76,9 +90,9 @@ export function DeliveriesView({ query }: { query: URLSearchParams }) {
           {page.loading ? "Loading…" : ""}
         </span>
       </div>
-      <ErrorAlert error={page.error} />
-      {page.data && page.data.data.length === 0 && <p class="empty">No deliveries match.</p>}
-      {page.data && page.data.data.length > 0 && (
+      <ErrorAlert problem={unplaced} />
+      {shown && shown.data.length === 0 && <p class="empty">No deliveries match.</p>}
+      {shown && shown.data.length > 0 && (
         <table class="cards" aria-busy={page.loading}>
           <caption class="sr-only">Deliveries</caption>
           <thead>
@@ -92,7 +106,7 @@ export function DeliveriesView({ query }: { query: URLSearchParams }) {
             </tr>
           </thead>
           <tbody>
-            {page.data.data.map((delivery) => {
+            {shown.data.map((delivery) => {
               const status = deliveryStatus(delivery);
               return (
                 <tr key={delivery.id}>
@@ -120,12 +134,21 @@ export function DeliveriesView({ query }: { query: URLSearchParams }) {
           </tbody>
         </table>
       )}
-      {page.data && <Pager label="Delivery log pages" {...pageMoves(page.data, cursor, go)} />}
+      {shown && <Pager label="Delivery log pages" {...pageMoves(shown, cursor, go)} />}
     </>
   );
 }
 
-function FilterForm({ filters, endpoints }: { filters: Filters; endpoints: Subscription[] }) {
+function FilterForm({
+  filters,
+  endpoints,
+  problem,
+}: {
+  filters: Filters;
+  endpoints: Subscription[];
+  /** Why the log could not be listed with these filters: by the field at fault, or above the list. */
+  problem: Problem | undefined;
+}) {
   const [subscriptionId, setSubscriptionId] = useState(filters.subscription_id ?? "");
   const [status, setStatus] = useState(filters.status ?? "");
   const [event, setEvent] = useState(filters.event ?? "");
@@ -154,7 +177,12 @@ function FilterForm({ filters, endpoints }: { filters: Filters; endpoints: Subsc
     >
       <div class="field">
         <label for="filter-endpoint">Endpoint</label>
-        <select id="filter-endpoint" value={subscriptionId} onChange={(e) => setSubscriptionId(e.currentTarget.value)}>
+        <select
+          id="filter-endpoint"
+          value={subscriptionId}
+          onChange={(e) => setSubscriptionId(e.currentTarget.value)}
+          {...fieldAria("filter-endpoint", "subscription_id", problem)}
+        >
           <option value="">All endpoints</option>
           {choices.map((endpoint) => (
             <option key={endpoint.id} value={endpoint.id}>
@@ -162,16 +190,23 @@ function FilterForm({ filters, endpoints }: { filters: Filters; endpoints: Subsc
             </option>
           ))}
         </select>
+        <FieldError id="filter-endpoint" field="subscription_id" problem={problem} />
       </div>
       <div class="field">
         <label for="filter-status">Status</label>
-        <select id="filter-status" value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
+        <select
+          id="filter-status"
+          value={status}
+          onChange={(e) => setStatus(e.currentTarget.value)}
+          {...fieldAria("filter-status", "status", problem)}
+        >
           {statuses.map((option) => (
             <option key={option.value} value={option.value}>
               {option.label}
             </option>
           ))}
         </select>
+        <FieldError id="filter-status" field="status" problem={problem} />
       </div>
       <div class="field">
         <label for="filter-event">Event type</label>
@@ -180,20 +215,23 @@ function FilterForm({ filters, endpoints }: { filters: Filters; endpoints: Subsc
           placeholder="invoice.paid"
           value={event}
           onInput={(e) => setEvent(e.currentTarget.value)}
+          {...fieldAria("filter-event", "event", problem)}
         />
+        <FieldError id="filter-event" field="event" problem={problem} />
       </div>
       <div class="field">
         <label for="filter-code">Response code</label>
         <input
           id="filter-code"
-          aria-describedby="filter-code-help"
           placeholder="500 or 5xx"
           value={responseCode}
           onInput={(e) => setResponseCode(e.currentTarget.value)}
+          {...fieldAria("filter-code", "response_code", problem, "filter-code-help")}
         />
         <p id="filter-code-help" class="help">
           An exact code, or 2xx, 3xx, 4xx, 5xx.
         </p>
+        <FieldError id="filter-code" field="response_code" problem={problem} />
       </div>
       <div class="actions">
         <button type="submit" class="primary">

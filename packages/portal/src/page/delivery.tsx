@@ -1,6 +1,7 @@
+import { Fragment } from "preact";
 import { useCallback, useState } from "preact/hooks";
 import { type DeliveryAttempt, unwrap } from "./api.ts";
-import { Badge, ErrorAlert, Notice, Time, ViewTitle } from "./components.tsx";
+import { Badge, CopyButton, ErrorAlert, Notice, Time, ViewTitle } from "./components.tsx";
 import { deliveryStatus, retriesSoon } from "./format.ts";
 import { useAction, useClient, useLoad, usePolling } from "./hooks.ts";
 import { deliveriesHref, endpointHref } from "./route.ts";
@@ -13,6 +14,7 @@ export function DeliveryView({ id }: { id: string }) {
   const client = useClient();
   const params = { params: { path: { delivery_id: id } } };
   const delivery = useLoad(() => unwrap(client.GET("/v1/deliveries/{delivery_id}", params)), id);
+  const eventId = delivery.data?.event_id;
   const attempts = useLoad(
     () =>
       unwrap(
@@ -103,13 +105,16 @@ export function DeliveryView({ id }: { id: string }) {
           <Notice>Queued: the delivery will be sent again now, with the same content and signature scheme.</Notice>
         )}
       </section>
+      {eventId && <Payload eventId={eventId} />}
       <section aria-labelledby="attempts-title">
         <h2 id="attempts-title">Attempts</h2>
         <ErrorAlert error={attempts.error} />
-        {attempts.data && attempts.data.data.length === 0 && <p class="empty">No attempt yet.</p>}
+        {attempts.data && attempts.data.data.length === 0 && (
+          <p class="empty">No attempt yet. Each attempt will show here with the headers it sent and the answer.</p>
+        )}
         <ol class="attempts" reversed>
-          {attempts.data?.data.map((attempt) => (
-            <Attempt key={attempt.id} attempt={attempt} />
+          {attempts.data?.data.map((attempt, index) => (
+            <Attempt key={attempt.id} attempt={attempt} newest={index === 0} />
           ))}
         </ol>
         {attempts.data?.has_more && <p class="small">Only the newest {ATTEMPTS_SHOWN} attempts are shown.</p>}
@@ -118,7 +123,66 @@ export function DeliveryView({ id }: { id: string }) {
   );
 }
 
-function Attempt({ attempt }: { attempt: DeliveryAttempt }) {
+/**
+ * The body every attempt sent (docs/receiving.md#the-request): the event's type, when it was
+ * published, and its data, as the receiver got them, formatted for reading.
+ */
+function Payload({ eventId }: { eventId: string }) {
+  const client = useClient();
+  const event = useLoad(
+    () => unwrap(client.GET("/v1/events/{event_id}", { params: { path: { event_id: eventId } } })),
+    eventId,
+  );
+  const body = event.data
+    ? JSON.stringify({ type: event.data.type, timestamp: event.data.created_at, data: event.data.data }, null, 2)
+    : undefined;
+  return (
+    <section aria-labelledby="payload-title" class="panel">
+      <h2 id="payload-title">Payload</h2>
+      <p class="help">
+        The JSON body of every attempt: the event's type, when it was published (<code>timestamp</code>) and its{" "}
+        <code>data</code>. Shown formatted; your endpoint received it on one line.
+      </p>
+      <ErrorAlert error={event.error} />
+      {event.loading && !body && <p>Loading…</p>}
+      {body && (
+        <>
+          <pre class="body payload mono">{body}</pre>
+          <CopyButton text={body} label="Copy payload" />
+        </>
+      )}
+    </section>
+  );
+}
+
+/** The headers an attempt sent, as the API lists them: the signature and credentials elided. */
+function RequestHeaders({ headers }: { headers: Record<string, string> }) {
+  const entries = Object.entries(headers);
+  const elided = entries.some(([, value]) => value.endsWith(ELIDED));
+  return (
+    <>
+      <dl class="headers mono small">
+        {entries.map(([name, value]) => (
+          <Fragment key={name}>
+            <dt>{name}</dt>
+            <dd class={value.endsWith(ELIDED) ? "elided" : undefined}>{value}</dd>
+          </Fragment>
+        ))}
+      </dl>
+      {elided && (
+        <p class="help">
+          Values ending in … are hidden: the signature, and headers that hold credentials (such as Authorization), are
+          never shown.
+        </p>
+      )}
+    </>
+  );
+}
+
+/** What stands for a hidden value in the API's request_headers. */
+const ELIDED = "…";
+
+function Attempt({ attempt, newest }: { attempt: DeliveryAttempt; newest: boolean }) {
   const ok = attempt.response_code !== null && attempt.response_code >= 200 && attempt.response_code < 300;
   const inFlight = attempt.duration_ms === null && attempt.error === null && attempt.response_code === null;
   return (
@@ -150,6 +214,10 @@ function Attempt({ attempt }: { attempt: DeliveryAttempt }) {
             </>
           )}
         </dl>
+        <details open={newest}>
+          <summary>Request headers</summary>
+          <RequestHeaders headers={attempt.request_headers} />
+        </details>
         {attempt.response_body !== null && (
           <details open>
             <summary>Response body (first 4 KiB)</summary>

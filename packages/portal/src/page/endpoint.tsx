@@ -1,6 +1,16 @@
 import { useState } from "preact/hooks";
 import { type Delivery, type Recovery, type Subscription, type SubscriptionWithSecret, unwrap } from "./api.ts";
-import { Badge, ErrorAlert, Notice, SecretOnce, Time, ViewTitle } from "./components.tsx";
+import {
+  Badge,
+  ErrorAlert,
+  FieldError,
+  fieldAria,
+  Notice,
+  SecretOnce,
+  Time,
+  useFormProblem,
+  ViewTitle,
+} from "./components.tsx";
 import {
   disabledReasonText,
   endpointStatus,
@@ -10,9 +20,11 @@ import {
   healthLabel,
   parseEventTypes,
   parseHeaders,
+  timeZoneLabel,
   toLocalInput,
 } from "./format.ts";
 import { useAction, useClient, useLoad } from "./hooks.ts";
+import { explain, type Problem, type Sent } from "./problems.ts";
 import { deliveriesHref, deliveryHref, endpointsHref, navigate } from "./route.ts";
 
 /** One endpoint: its state and health, and everything its owner can do with it. */
@@ -200,25 +212,34 @@ function EditEndpoint({ subscription, onChange }: SectionProps) {
   const [url, setUrl] = useState(subscription.url);
   const [events, setEvents] = useState(formatEventTypes(subscription.events));
   const [headers, setHeaders] = useState(formatHeaders(subscription.headers));
-  const [formProblem, setFormProblem] = useState<string | undefined>(undefined);
+  const [formProblem, setFormProblem] = useState<Problem | undefined>(undefined);
+  const [sent, setSent] = useState<Sent>({});
   const [saved, setSaved] = useState(false);
   const save = useAction(async () => {
     setSaved(false);
     const parsed = parseHeaders(headers);
     if ("problem" in parsed) {
-      setFormProblem(parsed.problem);
+      setFormProblem({ field: "headers", message: parsed.problem });
       return;
     }
     setFormProblem(undefined);
+    const body = { url: url.trim(), events: parseEventTypes(events), headers: parsed.headers };
+    setSent(body);
     const changed = await unwrap(
       client.PUT("/v1/subscriptions/{subscription_id}", {
         params: { path: { subscription_id: subscription.id } },
-        body: { url: url.trim(), events: parseEventTypes(events), headers: parsed.headers },
+        body,
       }),
     );
     onChange(changed);
     setSaved(true);
   });
+  const problem = formProblem ?? (save.error ? explain(save.error, sent) : undefined);
+  const unplaced = useFormProblem(
+    problem,
+    { url: "edit-url", events: "edit-events", headers: "edit-headers" },
+    formProblem ?? save.error,
+  );
   return (
     <section aria-labelledby="edit-title" class="panel">
       <h2 id="edit-title">Settings</h2>
@@ -238,20 +259,23 @@ function EditEndpoint({ subscription, onChange }: SectionProps) {
             inputMode="url"
             value={url}
             onInput={(e) => setUrl(e.currentTarget.value)}
+            {...fieldAria("edit-url", "url", problem)}
           />
+          <FieldError id="edit-url" field="url" problem={problem} />
         </div>
         <div class="field">
           <label for="edit-events">Event types</label>
           <input
             id="edit-events"
             required
-            aria-describedby="edit-events-help"
             value={events}
             onInput={(e) => setEvents(e.currentTarget.value)}
+            {...fieldAria("edit-events", "events", problem, "edit-events-help")}
           />
           <p id="edit-events-help" class="help">
             Separate them with commas; <code>*</code> means every event type.
           </p>
+          <FieldError id="edit-events" field="events" problem={problem} />
         </div>
         <div class="field">
           <label for="edit-headers">Extra HTTP headers</label>
@@ -259,21 +283,17 @@ function EditEndpoint({ subscription, onChange }: SectionProps) {
             id="edit-headers"
             rows={3}
             class="mono"
-            aria-describedby="edit-headers-help"
             value={headers}
             onInput={(e) => setHeaders(e.currentTarget.value)}
+            {...fieldAria("edit-headers", "headers", problem, "edit-headers-help")}
           />
           <p id="edit-headers-help" class="help">
             One a line, <code>Name: value</code>. Leave empty for none.
           </p>
+          <FieldError id="edit-headers" field="headers" problem={problem} />
         </div>
         <p class="help">Changes apply to deliveries created from now on.</p>
-        {formProblem && (
-          <div class="alert" role="alert">
-            <p>{formProblem}</p>
-          </div>
-        )}
-        <ErrorAlert error={save.error} />
+        <ErrorAlert problem={unplaced} />
         {saved && <Notice>Settings saved.</Notice>}
         <div class="actions">
           <button type="submit" class="primary" disabled={save.busy}>
@@ -350,17 +370,17 @@ function Recover({ subscription }: { subscription: Subscription }) {
   const client = useClient();
   const [since, setSince] = useState(() => toLocalInput(new Date(Date.now() - 86_400_000)));
   const [until, setUntil] = useState("");
-  const [problem, setProblem] = useState<string | undefined>(undefined);
+  const [formProblem, setFormProblem] = useState<Problem | undefined>(undefined);
   const [recovery, setRecovery] = useState<Recovery | undefined>(undefined);
   const recover = useAction(async () => {
     setRecovery(undefined);
     const sinceIso = fromLocalInput(since);
     const untilIso = until ? fromLocalInput(until) : undefined;
     if (!sinceIso || (until && !untilIso)) {
-      setProblem("Enter a valid date and time.");
+      setFormProblem({ field: sinceIso ? "until" : "since", message: "Enter a valid date and time." });
       return;
     }
-    setProblem(undefined);
+    setFormProblem(undefined);
     setRecovery(
       await unwrap(
         client.POST("/v1/subscriptions/{subscription_id}/recover", {
@@ -370,11 +390,18 @@ function Recover({ subscription }: { subscription: Subscription }) {
       ),
     );
   });
+  const problem = formProblem ?? (recover.error ? explain(recover.error) : undefined);
+  const unplaced = useFormProblem(
+    problem,
+    { since: "recover-since", until: "recover-until" },
+    formProblem ?? recover.error,
+  );
   return (
     <section aria-labelledby="recover-title" class="panel">
       <h2 id="recover-title">Resend failed deliveries</h2>
       <p class="help">
-        After an outage of your endpoint: sends again every failed delivery created in this time window.
+        After an outage of your endpoint: sends again every failed delivery created in this time window. The times are
+        in your time zone, {timeZoneLabel()}.
       </p>
       <form
         class="form inline"
@@ -391,7 +418,9 @@ function Recover({ subscription }: { subscription: Subscription }) {
             required
             value={since}
             onInput={(e) => setSince(e.currentTarget.value)}
+            {...fieldAria("recover-since", "since", problem)}
           />
+          <FieldError id="recover-since" field="since" problem={problem} />
         </div>
         <div class="field">
           <label for="recover-until">Until (optional; now if empty)</label>
@@ -400,7 +429,9 @@ function Recover({ subscription }: { subscription: Subscription }) {
             type="datetime-local"
             value={until}
             onInput={(e) => setUntil(e.currentTarget.value)}
+            {...fieldAria("recover-until", "until", problem)}
           />
+          <FieldError id="recover-until" field="until" problem={problem} />
         </div>
         <div class="actions">
           <button type="submit" disabled={recover.busy}>
@@ -408,12 +439,7 @@ function Recover({ subscription }: { subscription: Subscription }) {
           </button>
         </div>
       </form>
-      {problem && (
-        <div class="alert" role="alert">
-          <p>{problem}</p>
-        </div>
-      )}
-      <ErrorAlert error={recover.error} />
+      <ErrorAlert problem={unplaced} />
       {recovery && (
         <Notice>
           {recovery.deliveries === 1 ? "1 failed delivery was" : `${recovery.deliveries} failed deliveries were`} queued

@@ -1,9 +1,20 @@
 import { useState } from "preact/hooks";
 import { type SubscriptionWithSecret, unwrap } from "./api.ts";
-import { Badge, ErrorAlert, Pager, SecretOnce, Time, ViewTitle } from "./components.tsx";
+import {
+  Badge,
+  ErrorAlert,
+  FieldError,
+  fieldAria,
+  Pager,
+  SecretOnce,
+  Time,
+  useFormProblem,
+  ViewTitle,
+} from "./components.tsx";
 import { endpointStatus, formatEventTypes, healthLabel, parseEventTypes, parseHeaders } from "./format.ts";
 import { useAction, useClient, useLoad } from "./hooks.ts";
 import { type Cursor, pageMoves } from "./paging.ts";
+import { explain, type Problem, type Sent } from "./problems.ts";
 import { endpointHref, newEndpointHref } from "./route.ts";
 
 const PAGE_SIZE = 20;
@@ -83,13 +94,14 @@ export function NewEndpointView() {
   const [events, setEvents] = useState("*");
   const [description, setDescription] = useState("");
   const [headers, setHeaders] = useState("");
-  const [formProblem, setFormProblem] = useState<string | undefined>(undefined);
+  const [formProblem, setFormProblem] = useState<Problem | undefined>(undefined);
+  const [sent, setSent] = useState<Sent>({});
   const [created, setCreated] = useState<SubscriptionWithSecret | undefined>(undefined);
 
   const create = useAction(async () => {
     const parsed = parseHeaders(headers);
     if ("problem" in parsed) {
-      setFormProblem(parsed.problem);
+      setFormProblem({ field: "headers", message: parsed.problem });
       return;
     }
     setFormProblem(undefined);
@@ -99,8 +111,15 @@ export function NewEndpointView() {
       headers: parsed.headers,
       ...(description.trim() ? { description: description.trim() } : {}),
     };
+    setSent(body);
     setCreated(await unwrap(client.POST("/v1/subscriptions", { body })));
   });
+  const problem = formProblem ?? (create.error ? explain(create.error, sent) : undefined);
+  const unplaced = useFormProblem(
+    problem,
+    { url: "new-url", events: "new-events", description: "new-description", headers: "new-headers" },
+    formProblem ?? create.error,
+  );
 
   if (created) {
     return (
@@ -139,21 +158,24 @@ export function NewEndpointView() {
             placeholder="https://example.com/webhooks"
             value={url}
             onInput={(e) => setUrl(e.currentTarget.value)}
+            {...fieldAria("new-url", "url", problem)}
           />
+          <FieldError id="new-url" field="url" problem={problem} />
         </div>
         <div class="field">
           <label for="new-events">Event types</label>
           <input
             id="new-events"
             required
-            aria-describedby="new-events-help"
             value={events}
             onInput={(e) => setEvents(e.currentTarget.value)}
+            {...fieldAria("new-events", "events", problem, "new-events-help")}
           />
           <p id="new-events-help" class="help">
             Separate them with commas, such as <code>invoice.paid, invoice.payment_failed</code>. <code>*</code> means
             every event type.
           </p>
+          <FieldError id="new-events" field="events" problem={problem} />
         </div>
         <div class="field">
           <label for="new-description">Description (optional)</label>
@@ -162,7 +184,9 @@ export function NewEndpointView() {
             maxLength={1024}
             value={description}
             onInput={(e) => setDescription(e.currentTarget.value)}
+            {...fieldAria("new-description", "description", problem)}
           />
+          <FieldError id="new-description" field="description" problem={problem} />
         </div>
         <div class="field">
           <label for="new-headers">Extra HTTP headers (optional)</label>
@@ -170,20 +194,16 @@ export function NewEndpointView() {
             id="new-headers"
             rows={3}
             class="mono"
-            aria-describedby="new-headers-help"
             value={headers}
             onInput={(e) => setHeaders(e.currentTarget.value)}
+            {...fieldAria("new-headers", "headers", problem, "new-headers-help")}
           />
           <p id="new-headers-help" class="help">
             One a line, such as <code>Authorization: Bearer 3c1f0e</code>. We send them with every webhook.
           </p>
+          <FieldError id="new-headers" field="headers" problem={problem} />
         </div>
-        {formProblem && (
-          <div class="alert" role="alert">
-            <p>{formProblem}</p>
-          </div>
-        )}
-        <ErrorAlert error={create.error} />
+        <ErrorAlert problem={unplaced} />
         <div class="actions">
           <button type="submit" class="primary" disabled={create.busy}>
             {create.busy ? "Creating…" : "Create endpoint"}

@@ -1,8 +1,28 @@
 import type { Delivery, Subscription } from "./api.ts";
 
-const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+// The viewer's own zone, named in every time shown ("Nov 28, 2026, 3:32:40 AM GMT+1", or "EST"):
+// a log read across zones, or pasted into a support ticket, must say which clock it is on.
+// (dateStyle/timeStyle cannot be combined with timeZoneName, hence the fields one by one.)
+const dateTime = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "short",
+  day: "numeric",
+  hour: "numeric",
+  minute: "2-digit",
+  second: "2-digit",
+  timeZoneName: "short",
+});
 
 export const formatTime = (iso: string): string => dateTime.format(new Date(iso));
+
+/** The viewer's zone, as the page names it: "Europe/Paris (GMT+1)", or "UTC". */
+export function timeZoneLabel(now = new Date()): string {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const offset = new Intl.DateTimeFormat("en", { timeZone: zone, timeZoneName: "shortOffset" })
+    .formatToParts(now)
+    .find((part) => part.type === "timeZoneName")?.value;
+  return offset && zone !== "UTC" ? `${zone} (${offset})` : zone;
+}
 
 /** "invoice.paid, invoice.failed" or "invoice.paid invoice.failed" -> the list the API takes. */
 export const parseEventTypes = (text: string): string[] => text.split(/[\s,]+/).filter(Boolean);
@@ -16,7 +36,8 @@ export function parseHeaders(text: string): { headers: Record<string, string> } 
   for (const [index, line] of lines.entries()) {
     if (line.trim() === "") continue;
     const colon = line.indexOf(":");
-    if (colon <= 0) return { problem: `Header line ${index + 1} must look like "Name: value".` };
+    if (colon <= 0)
+      return { problem: `Line ${index + 1} must be a header's name, a colon and its value, such as X-Customer: 42.` };
     headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
   }
   return { headers };

@@ -3,6 +3,7 @@
 import { mkdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { TestReceiver } from "@webhooks/testing";
+import axe from "axe-core";
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { type PortalStack, startPortalStack } from "./stack.ts";
@@ -144,4 +145,19 @@ export function headersShown(attempt: Locator): Promise<[string, string][]> {
         term.nextElementSibling?.textContent ?? "",
       ]),
     );
+}
+
+/** What axe-core finds on the page against WCAG 2.1 A and AA, one line a problem. */
+export async function accessibilityProblems(page: Page, view: string): Promise<string[]> {
+  // axe-core's own script, run through the DevTools protocol (which the page's CSP does not govern).
+  await page.evaluate(axe.source);
+  const result = await page.evaluate(() =>
+    (window as unknown as { axe: typeof axe }).axe.run(document, {
+      runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
+    }),
+  );
+  expect(result.passes.length, `axe checked nothing on ${view}`).toBeGreaterThan(10);
+  return result.violations.map(
+    (violation) => `${view}: ${violation.id} (${violation.nodes.map((node) => node.target.join(" ")).join(", ")})`,
+  );
 }

@@ -1,8 +1,7 @@
 import { sql, waitFor } from "@webhooks/testing";
-import axe from "axe-core";
 import { beforeAll, describe, expect, it } from "vitest";
 import { PORTAL_CSP } from "../src/index.ts";
-import { headersShown, portalHarness, TENANT } from "./browser.ts";
+import { accessibilityProblems, headersShown, portalHarness, TENANT } from "./browser.ts";
 import type { PortalStack } from "./stack.ts";
 
 const LINK_INVALID = /This link has expired or is not valid; ask for a new one/;
@@ -298,18 +297,7 @@ describe("the customer portal in a browser", () => {
     await page.getByRole("textbox", { name: "Signing secret" }).waitFor();
 
     const problems: string[] = [];
-    const check = async (view: string) => {
-      // axe-core's own script, run through the DevTools protocol (which the page's CSP does not govern).
-      await page.evaluate(axe.source);
-      const result = await page.evaluate(() =>
-        (window as unknown as { axe: typeof axe }).axe.run(document, {
-          runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
-        }),
-      );
-      expect(result.passes.length, `axe checked nothing on ${view}`).toBeGreaterThan(10);
-      for (const violation of result.violations)
-        problems.push(`${view}: ${violation.id} (${violation.nodes.map((node) => node.target.join(" ")).join(", ")})`);
-    };
+    const check = async (view: string) => problems.push(...(await accessibilityProblems(page, view)));
     await check("new endpoint's secret");
     await page.getByRole("link", { name: /go to the endpoint/ }).click();
     await page.getByRole("button", { name: "Send test event" }).waitFor();

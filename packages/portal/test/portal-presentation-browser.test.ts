@@ -83,6 +83,46 @@ describe("problems in the customer's words", () => {
     ],
     [endpoint(header("X-Big", "v".repeat(4100))), "headers", /^The extra headers are too long: 4,096 characters/],
     [endpoint({ description: "d".repeat(1025) }), "description", /^The description is too long: 1,024 characters/],
+    [endpoint({ filter: [] }), "filter", /^The filter must be a JSON object, in braces \{ \}\.$/],
+    [
+      endpoint({ filter: { data: { plan: { $regex: "^pro" } } } }),
+      "filter",
+      /^\$regex, at data\.plan, is not something a filter can say\. It can use \$eq, \$neq/,
+    ],
+    [
+      endpoint({ filter: { data: { amount: { $gt: "lots" } } } }),
+      "filter",
+      /^\$gt, at data\.amount, compares with a number, or with a date and time/,
+    ],
+    [
+      endpoint({ filter: { data: { plan: { $in: "pro" } } } }),
+      "filter",
+      /^\$in, at data\.plan, needs a list of values/,
+    ],
+    [endpoint({ filter: { data: { $or: { plan: "pro" } } } }), "filter", /^\$or, at data, needs a list of filters/],
+    [
+      endpoint({ filter: { data: { refund: { $exists: "yes" } } } }),
+      "filter",
+      /^\$exists, at data\.refund, takes true or false\.$/,
+    ],
+    [
+      endpoint({ filter: { data: { id: { $startsWith: 1 } } } }),
+      "filter",
+      /^\$startsWith, at data\.id, takes text in quotes/,
+    ],
+    [endpoint({ filter: { $gte: 1 } }), "filter", /^\$gte cannot come first: a filter starts with "data"/],
+    [
+      endpoint({ filter: { amount: 1 } }),
+      "filter",
+      /^A filter starts with "data" \(the event's payload\) or "type" \(its event type\), not "amount"/,
+    ],
+    [endpoint({ filter: { data: { plan: {} } } }), "filter", /^At data\.plan, the filter has an empty condition \{\}/],
+    [
+      endpoint({ filter: { data: { a: { b: { c: { d: { e: { f: { g: { h: { i: { j: 1 } } } } } } } } } } } }),
+      "filter",
+      /^The filter goes more than 10 levels deep, at data\.a\.b\.c\.d\.e\.f\.g\.h\.i\. Make it simpler\.$/,
+    ],
+    [endpoint({ filter: { data: { note: "x".repeat(4100) } } }), "filter", /^The filter is too long: 4,096 characters/],
   ])("POST /v1/subscriptions %j: by %s", async (body, field, message) => {
     const problem = await explained("POST", "/v1/subscriptions", body);
     expect(problem.field).toBe(field);

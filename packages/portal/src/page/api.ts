@@ -8,6 +8,8 @@ export type SubscriptionWithSecret = Schemas["SubscriptionWithSecret"];
 export type Delivery = Schemas["Delivery"];
 export type DeliveryAttempt = Schemas["DeliveryAttempt"];
 export type Recovery = Schemas["Recovery"];
+export type EventType = Schemas["EventType"];
+export type PayloadFilter = NonNullable<Subscription["filter"]>;
 export type DeliveryStatus = Delivery["status"];
 export type PortalClient = Client<paths>;
 

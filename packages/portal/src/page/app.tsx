@@ -1,13 +1,14 @@
 import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import { createPortalClient } from "./api.ts";
 import { readBranding } from "./branding.ts";
+import { EventTypesView, EventTypeView } from "./catalog.tsx";
 import { DeliveriesView } from "./deliveries.tsx";
 import { DeliveryView } from "./delivery.tsx";
 import { EndpointView } from "./endpoint.tsx";
 import { EndpointsView, NewEndpointView } from "./endpoints.tsx";
 import { timeZoneLabel } from "./format.ts";
 import { ClientContext } from "./hooks.ts";
-import { deliveriesHref, endpointsHref, type Route, useRoute } from "./route.ts";
+import { deliveriesHref, endpointsHref, eventTypesHref, type Route, useRoute } from "./route.ts";
 import { forgetToken, storedToken, takeTokenFromLink } from "./token.ts";
 
 export const LINK_INVALID = "This link has expired or is not valid; ask for a new one.";
@@ -75,6 +76,8 @@ const viewNames: Record<Route["name"], string> = {
   endpoint: "Endpoint",
   deliveries: "Delivery log",
   delivery: "Delivery",
+  "event-types": "Event types",
+  "event-type": "Event type",
 };
 
 /** The deployment's logo and name, and the way back to its product. */
@@ -88,7 +91,12 @@ function Brand() {
 }
 
 function Shell({ route }: { route: Route }) {
-  const section = route.name === "deliveries" || route.name === "delivery" ? "deliveries" : "endpoints";
+  const section =
+    route.name === "deliveries" || route.name === "delivery"
+      ? "deliveries"
+      : route.name === "event-types" || route.name === "event-type"
+        ? "event-types"
+        : "endpoints";
   const where =
     route.name === "deliveries"
       ? `deliveries?${route.query.toString()}`
@@ -123,6 +131,9 @@ function Shell({ route }: { route: Route }) {
           </a>
           <a href={deliveriesHref({})} aria-current={section === "deliveries" ? "page" : undefined}>
             Delivery log
+          </a>
+          <a href={eventTypesHref} aria-current={section === "event-types" ? "page" : undefined}>
+            Event types
           </a>
         </nav>
         {branding.back && (
@@ -161,5 +172,9 @@ function View({ route }: { route: Route }) {
       return <DeliveriesView query={route.query} />;
     case "delivery":
       return <DeliveryView id={route.id} />;
+    case "event-types":
+      return <EventTypesView />;
+    case "event-type":
+      return <EventTypeView name={route.id} />;
   }
 }

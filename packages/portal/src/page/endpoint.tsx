@@ -11,6 +11,8 @@ import {
   useFormProblem,
   ViewTitle,
 } from "./components.tsx";
+import { EventPicker } from "./event-picker.tsx";
+import { FilterSection } from "./filter.tsx";
 import {
   disabledReasonText,
   endpointStatus,
@@ -18,7 +20,6 @@ import {
   formatHeaders,
   fromLocalInput,
   healthLabel,
-  parseEventTypes,
   parseHeaders,
   timeZoneLabel,
   toLocalInput,
@@ -131,6 +132,7 @@ function EndpointDetail({
       <PauseResume subscription={subscription} onChange={onChange} />
       <TestEvent subscription={subscription} />
       <EditEndpoint subscription={subscription} onChange={onChange} />
+      <FilterSection subscription={subscription} onChange={onChange} />
       <RotateSecret subscription={subscription} onChange={onChange} />
       <Recover subscription={subscription} />
       <DeleteEndpoint subscription={subscription} />
@@ -210,7 +212,7 @@ function TestEvent({ subscription }: { subscription: Subscription }) {
 function EditEndpoint({ subscription, onChange }: SectionProps) {
   const client = useClient();
   const [url, setUrl] = useState(subscription.url);
-  const [events, setEvents] = useState(formatEventTypes(subscription.events));
+  const [events, setEvents] = useState(subscription.events);
   const [headers, setHeaders] = useState(formatHeaders(subscription.headers));
   const [formProblem, setFormProblem] = useState<Problem | undefined>(undefined);
   const [sent, setSent] = useState<Sent>({});
@@ -223,7 +225,7 @@ function EditEndpoint({ subscription, onChange }: SectionProps) {
       return;
     }
     setFormProblem(undefined);
-    const body = { url: url.trim(), events: parseEventTypes(events), headers: parsed.headers };
+    const body = { url: url.trim(), events, headers: parsed.headers };
     setSent(body);
     const changed = await unwrap(
       client.PUT("/v1/subscriptions/{subscription_id}", {
@@ -263,20 +265,7 @@ function EditEndpoint({ subscription, onChange }: SectionProps) {
           />
           <FieldError id="edit-url" field="url" problem={problem} />
         </div>
-        <div class="field">
-          <label for="edit-events">Event types</label>
-          <input
-            id="edit-events"
-            required
-            value={events}
-            onInput={(e) => setEvents(e.currentTarget.value)}
-            {...fieldAria("edit-events", "events", problem, "edit-events-help")}
-          />
-          <p id="edit-events-help" class="help">
-            Separate them with commas; <code>*</code> means every event type.
-          </p>
-          <FieldError id="edit-events" field="events" problem={problem} />
-        </div>
+        <EventPicker id="edit-events" events={events} onChange={setEvents} problem={problem} />
         <div class="field">
           <label for="edit-headers">Extra HTTP headers</label>
           <textarea

@@ -11,7 +11,8 @@ import {
   useFormProblem,
   ViewTitle,
 } from "./components.tsx";
-import { endpointStatus, formatEventTypes, healthLabel, parseEventTypes, parseHeaders } from "./format.ts";
+import { EventPicker } from "./event-picker.tsx";
+import { endpointStatus, formatEventTypes, healthLabel, parseHeaders } from "./format.ts";
 import { useAction, useClient, useLoad } from "./hooks.ts";
 import { type Cursor, pageMoves } from "./paging.ts";
 import { explain, type Problem, type Sent } from "./problems.ts";
@@ -91,7 +92,7 @@ export function EndpointsView() {
 export function NewEndpointView() {
   const client = useClient();
   const [url, setUrl] = useState("");
-  const [events, setEvents] = useState("*");
+  const [events, setEvents] = useState<string[]>(["*"]);
   const [description, setDescription] = useState("");
   const [headers, setHeaders] = useState("");
   const [formProblem, setFormProblem] = useState<Problem | undefined>(undefined);
@@ -107,7 +108,7 @@ export function NewEndpointView() {
     setFormProblem(undefined);
     const body = {
       url: url.trim(),
-      events: parseEventTypes(events),
+      events,
       headers: parsed.headers,
       ...(description.trim() ? { description: description.trim() } : {}),
     };
@@ -162,21 +163,7 @@ export function NewEndpointView() {
           />
           <FieldError id="new-url" field="url" problem={problem} />
         </div>
-        <div class="field">
-          <label for="new-events">Event types</label>
-          <input
-            id="new-events"
-            required
-            value={events}
-            onInput={(e) => setEvents(e.currentTarget.value)}
-            {...fieldAria("new-events", "events", problem, "new-events-help")}
-          />
-          <p id="new-events-help" class="help">
-            Separate them with commas, such as <code>invoice.paid, invoice.payment_failed</code>. <code>*</code> means
-            every event type.
-          </p>
-          <FieldError id="new-events" field="events" problem={problem} />
-        </div>
+        <EventPicker id="new-events" events={events} onChange={setEvents} problem={problem} />
         <div class="field">
           <label for="new-description">Description (optional)</label>
           <input

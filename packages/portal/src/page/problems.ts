@@ -47,6 +47,7 @@ const FIELD_NAMES: Record<string, string> = {
   headers: "the extra headers",
   response_code: "the response code",
   event: "the event type",
+  filter: "the filter",
   since: "the start",
   until: "the end",
   overlap: "the overlap",
@@ -66,6 +67,8 @@ function explainField(
       return explainEvents(param, reason, code, sent);
     case "headers":
       return explainHeaders(param, reason);
+    case "filter":
+      return explainFilter(reason);
     case "description":
       return /at most/.test(reason) ? "The description is too long: 1,024 characters at most." : undefined;
     case "response_code":
@@ -104,7 +107,11 @@ function explainEvents(param: string, reason: string, code: string | undefined, 
   const index = /^events\[(\d+)\]$/.exec(param)?.[1];
   const named = index === undefined ? undefined : (sent.events as unknown[] | undefined)?.[Number(index)];
   const name = typeof named === "string" ? `"${named}"` : "An event type";
-  if (code === "unknown_event_type") return `${name} is not an event type we send. Choose from the list.`;
+  if (code === "unknown_event_type") {
+    // "events names types that the event-type catalog does not have (or has archived): a, b"
+    const names = reason.slice(reason.lastIndexOf(": ") + 2);
+    return `We do not send ${names.includes(",") ? "these event types" : "this event type"}: ${names}. Choose from the list.`;
+  }
   if (/at least 1/.test(reason)) return "Choose at least one event type, or * for every type.";
   if (/at most \d+ items/.test(reason))
     return "An endpoint can list at most 256 event types. Use * to receive every type.";
@@ -112,6 +119,40 @@ function explainEvents(param: string, reason: string, code: string | undefined, 
     return `${name} is not a valid event type name: names have letters, digits and _ - . : only, such as invoice.paid.`;
   if (/characters long/.test(reason)) return `${name} is too long: an event type name has 255 characters at most.`;
   return undefined;
+}
+
+const OPERATORS = "$eq, $neq, $gt, $gte, $lt, $lte, $in, $nin, $exists, $startsWith, $and, $or, $not";
+
+/**
+ * A filter the API refused (docs/api.md#checked-when-saved): its message starts with the place,
+ * `filter.data.amount.$gt`, which is said as "$gt, at data.amount".
+ */
+function explainFilter(reason: string): string | undefined {
+  const place = /^filter(\S*) /.exec(reason);
+  const where = (place?.[1] ?? "").replace(/^\./, "");
+  const what = place ? reason.slice(place[0].length) : reason;
+  const last = where.split(".").at(-1) ?? "";
+  const parent = where.split(".").slice(0, -1).join(".");
+  const at = (key: string) => (parent ? `${key}, at ${parent},` : key);
+  if (/is not an operator/.test(what)) return `${at(last)} is not something a filter can say. It can use ${OPERATORS}.`;
+  if (/number or an ISO 8601 date-time/.test(what))
+    return `${at(last)} compares with a number, or with a date and time such as 2026-01-31T12:00:00Z.`;
+  if (/non-empty array of values/.test(what))
+    return `${at(last)} needs a list of values in square brackets, such as ["usd", "eur"].`;
+  if (/non-empty array of filters/.test(what))
+    return `${at(last)} needs a list of filters in square brackets, such as [{"data": {"plan": "pro"}}, {"data": {"plan": "team"}}].`;
+  if (/must be true or false/.test(what)) return `${at(last)} takes true or false.`;
+  if (/must be a string/.test(what)) return `${at(last)} takes text in quotes, such as "in_".`;
+  if (/nested deeper/.test(what)) return `The filter goes more than 10 levels deep, at ${where}. Make it simpler.`;
+  if (/bytes of JSON/.test(what)) return "The filter is too long: 4,096 characters of JSON at most.";
+  if (/cannot be used at the top level/.test(what))
+    return `${last} cannot come first: a filter starts with "data" (the event's payload) or "type", such as {"data": {"amount": {"${last}": 1000}}}.`;
+  if (/is not a field of what filters match/.test(what))
+    return `A filter starts with "data" (the event's payload) or "type" (its event type), not "${last}": such as {"data": {"${last}": …}}.`;
+  if (/empty object/.test(what))
+    return `At ${where}, the filter has an empty condition {}, which would match anything. Give it a value, or remove it.`;
+  if (/JSON object, or null/.test(what)) return "The filter must be a JSON object, in braces { }.";
+  return where ? `The filter, at ${where}, ${what}.` : undefined;
 }
 
 function explainHeaders(param: string, reason: string): string | undefined {

@@ -9,13 +9,17 @@ export type Route =
   | { name: "new-endpoint" }
   | { name: "endpoint"; id: string }
   | { name: "deliveries"; query: URLSearchParams }
-  | { name: "delivery"; id: string };
+  | { name: "delivery"; id: string }
+  | { name: "event-types" }
+  | { name: "event-type"; id: string };
 
 export function parseRoute(hash: string): Route {
   const [path = "", search = ""] = hash.replace(/^#\/?/, "").split("?", 2);
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "deliveries" && parts[1]) return { name: "delivery", id: parts[1] };
   if (parts[0] === "deliveries") return { name: "deliveries", query: new URLSearchParams(search) };
+  if (parts[0] === "event-types" && parts[1]) return { name: "event-type", id: parts[1] };
+  if (parts[0] === "event-types") return { name: "event-types" };
   if (parts[0] === "endpoints" && parts[1] === "new") return { name: "new-endpoint" };
   if (parts[0] === "endpoints" && parts[1]) return { name: "endpoint", id: parts[1] };
   return { name: "endpoints" };
@@ -25,6 +29,8 @@ export const endpointsHref = "#/endpoints";
 export const newEndpointHref = "#/endpoints/new";
 export const endpointHref = (id: string) => `#/endpoints/${encodeURIComponent(id)}`;
 export const deliveryHref = (id: string) => `#/deliveries/${encodeURIComponent(id)}`;
+export const eventTypesHref = "#/event-types";
+export const eventTypeHref = (name: string) => `#/event-types/${encodeURIComponent(name)}`;
 
 /** The delivery log's address for these filters and cursor; empty values are left out. */
 export function deliveriesHref(query: Record<string, string | undefined>): string {

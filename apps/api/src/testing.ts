@@ -188,6 +188,17 @@ export async function subscribe(
   api: TestApi,
   body: Partial<CreateSubscriptionRequest> = {},
   options: { key?: string | null } = {},
+): Promise<CreatedSubscriptionResponse & { secret: string }> {
+  const created = await subscribeWithScheme(api, body, options);
+  if (created.secret === undefined) throw new Error("subscribe() makes hmac-sha256 subscriptions; use subscribeWithScheme");
+  return { ...created, secret: created.secret };
+}
+
+/** Creates a subscription of any signature scheme (201, checked against its schema). */
+export async function subscribeWithScheme(
+  api: TestApi,
+  body: Partial<CreateSubscriptionRequest> = {},
+  options: { key?: string | null } = {},
 ): Promise<CreatedSubscriptionResponse> {
   const request: CreateSubscriptionRequest = { url: "https://example.com/hooks", events: ["*"], ...body };
   return (await api.post("/v1/subscriptions", request, 201, { ...options, schema: createdSubscriptionSchema })).body;

@@ -65,7 +65,7 @@ function client(api: TestApi, apiKey = TEST_API_KEY) {
 }
 
 describe("the typed client (packages/client), on every operation", () => {
-  let subscription: SubscriptionWithSecret;
+  let subscription: SubscriptionWithSecret & { secret: string };
   let event: Event;
   let delivery: Delivery;
 
@@ -88,7 +88,7 @@ describe("the typed client (packages/client), on every operation", () => {
       rate_limit: null,
     });
     expect(data!.secret).toMatch(/^whsec_/);
-    subscription = data!;
+    subscription = { ...data!, secret: data!.secret! };
 
     const invalid = await client(api).POST("/v1/subscriptions", {
       body: { url: `${receiver.url}/webhooks`, events: [] },
@@ -238,7 +238,7 @@ describe("the typed client (packages/client), on every operation", () => {
     );
     const otherSecret = (
       await client(api).POST("/v1/subscriptions", { body: { url: "https://example.com/hooks", events: ["a"] } })
-    ).data!.secret;
+    ).data!.secret!;
     expect(() => verifyWebhook(otherSecret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
   });
 
@@ -385,7 +385,7 @@ describe("the typed client (packages/client), on every operation", () => {
       params: { path: { subscription_id: subscription.id } },
     });
     const [webhook] = await webhooksOf(receiver, sent.data!.event_id);
-    expect(verifyWebhook(data!.secret, webhook!.headers, webhook!.body).type).toBe("webhook.test");
+    expect(verifyWebhook(data!.secret!, webhook!.headers, webhook!.body).type).toBe("webhook.test");
     expect(() => verifyWebhook(subscription.secret, webhook!.headers, webhook!.body)).toThrow(WebhookVerificationError);
   });
 

@@ -135,7 +135,7 @@ describe("POST /v1/subscriptions/{id}/rotate_secret", () => {
     // The secrets are stored encrypted: neither appears in the table.
     const stored = await sql<{ ciphertext: Buffer }>(database.url, "SELECT ciphertext FROM signing_secrets");
     for (const row of stored) {
-      expect(row.ciphertext.toString("latin1")).not.toContain(rotated.body.secret.slice(6, 20));
+      expect(row.ciphertext.toString("latin1")).not.toContain(String(rotated.body.secret).slice(6, 20));
     }
     const [row] = await sql<{ previous_secret_id: string | null; expires_in: number }>(
       database.url,

@@ -115,6 +115,10 @@ describe("PUT /v1/subscriptions/{id}", () => {
       rate_limit: null,
       headers: {},
       filter: null,
+      signature_scheme: "hmac-sha256",
+      public_key: null,
+      auth: null,
+      client_certificate: null,
       health: {
         state: "healthy",
         consecutive_failures: 0,

@@ -23,6 +23,8 @@ const RESERVED_HEADERS: ReadonlySet<string> = new Set([
   "te",
   "trailer",
   "proxy-connection",
+  // Meant for the egress proxy (EGRESS_PROXY_URL), which would take a customer's for its own.
+  "proxy-authorization",
 ]);
 const RESERVED_PREFIX = "webhook-";
 

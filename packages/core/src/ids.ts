@@ -12,6 +12,7 @@ export const idPrefixes = {
   attempt: "att",
   apiKey: "key",
   secret: "sec",
+  credentials: "cred",
   request: "req",
 } as const;
 

@@ -6,6 +6,7 @@ export * from "./delivery-lifecycle.ts";
 export * from "./delivery-status.ts";
 export * from "./destination-policy.ts";
 export * from "./durations.ts";
+export * from "./endpoint-credentials.ts";
 export * from "./endpoint-health.ts";
 export * from "./errors.ts";
 export * from "./event-schemas.ts";

@@ -35,6 +35,11 @@ export interface ClaimedDelivery {
   url: string;
   /** The subscription's extra request headers when the delivery was created. */
   headers: Record<string, string>;
+  /**
+   * The subscription's endpoint credentials when the delivery was created, sealed; null for none
+   * (docs/api.md#endpoint-authentication). A row never changes, so its id names what it holds.
+   */
+  credentials: { id: string; ciphertext: Uint8Array } | null;
   /** Made by POST /v1/subscriptions/{id}/test (docs/api.md#send-a-test-event). */
   test: boolean;
   /**
@@ -88,7 +93,7 @@ export const CLAIM_SQL = `WITH claimed AS (
          -- claim: most costly exactly when a backlog makes them many.
          AND coalesce(d.next_attempt_at, 'infinity') <= now() + $4::int * interval '1 millisecond'
          AND (d.leased_until IS NULL OR d.leased_until < now())
-       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.event_id, d.test,
+       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.credentials_id, d.event_id, d.test,
                  d.attempts, d.open_attempt_id, d.open_attempt_started_at,
                  before.open_attempt_id AS abandoned_id, before.open_attempt_started_at AS abandoned_started_at
      ), closed AS (
@@ -97,7 +102,8 @@ export const CLAIM_SQL = `WITH claimed AS (
        WHERE c.abandoned_id IS NOT NULL
      )
      SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
-            c.url, c.headers, c.test, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
+            c.url, c.headers, c.credentials_id AS "credentialsId", cr.ciphertext AS "credentialsCiphertext",
+            c.test, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
             (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
             c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt",
             c.open_attempt_id AS "attemptId", c.attempts, c.open_attempt_started_at AS "attemptStartedAt", c.abandoned_id IS NOT NULL AS "wasOpen",
@@ -105,7 +111,8 @@ export const CLAIM_SQL = `WITH claimed AS (
      FROM claimed c
      JOIN events e ON e.id = c.event_id
      JOIN subscriptions sub ON sub.id = c.subscription_id
-     JOIN signing_secrets s ON s.id = sub.secret_id`;
+     JOIN signing_secrets s ON s.id = sub.secret_id
+     LEFT JOIN endpoint_credentials cr ON cr.id = c.credentials_id`;
 
 /**
  * Claims each delivery that is due and not leased, and records its attempt as started, in one
@@ -142,6 +149,8 @@ export async function claimDeliveries(
       nextAttemptAt: Date | null;
       url: string;
       headers: Record<string, string>;
+      credentialsId: string | null;
+      credentialsCiphertext: Uint8Array | null;
       test: boolean;
       secretId: string;
       ciphertext: Uint8Array;
@@ -178,6 +187,10 @@ export async function claimDeliveries(
         nextAttemptAt: row.nextAttemptAt,
         url: row.url,
         headers: row.headers,
+        credentials:
+          row.credentialsId !== null && row.credentialsCiphertext !== null
+            ? { id: row.credentialsId, ciphertext: row.credentialsCiphertext }
+            : null,
         test: row.test,
         secrets: [
           { id: row.secretId, ciphertext: row.ciphertext },

@@ -94,9 +94,10 @@ const deliveryIdSql = (block: string, n: string) =>
  * delivery per pair, numbered in SQL. No subscription row travels to the API and back, however
  * many there are.
  *
- * Only active subscriptions get deliveries. Each delivery copies the url and the custom headers, so
- * later updates cannot change them (docs/api.md#updates-apply-to-the-next-delivery). It records the
- * secret current now; attempts are signed with the subscription's secrets at attempt time.
+ * Only active subscriptions get deliveries. Each delivery copies the url, the custom headers and
+ * the endpoint credentials' id, so later updates cannot change them
+ * (docs/api.md#updates-apply-to-the-next-delivery). It records the secret current now; attempts
+ * are signed with the subscription's secrets at attempt time.
  *
  * A filter is the jsonpath form of the subscription's filter (core's payload-filter-jsonpath.ts),
  * evaluated here, in the statement's snapshot: each event is matched against the filter as it is
@@ -121,11 +122,11 @@ const PUBLISH_SQL = `
     RETURNING id, created_at
   ), candidate AS (
     -- One lookup in the events GIN index for the whole batch.
-    SELECT id, url, secret_id, headers, events, tenant_id, filter_path FROM subscriptions
+    SELECT id, url, secret_id, headers, credentials_id, events, tenant_id, filter_path FROM subscriptions
     WHERE active AND deleted_at IS NULL AND events && ($8::text[] || ARRAY['*'])
   ), target AS (
     SELECT i.id AS event_id, i.type, i.tenant_id, i.delivery_block, event.created_at,
-           c.id AS subscription_id, c.url, c.secret_id, c.headers,
+           c.id AS subscription_id, c.url, c.secret_id, c.headers, c.credentials_id,
            row_number() OVER (PARTITION BY i.id ORDER BY c.id) - 1 AS n
     FROM event
     JOIN input i ON i.id = event.id
@@ -134,8 +135,8 @@ const PUBLISH_SQL = `
       AND (c.filter_path IS NULL OR jsonb_path_match(i.data, c.filter_path, i.filter_vars, true))
   ), delivery AS (
     -- Core's INITIAL_STATE: queued, due at once (next_attempt_at is the creation time).
-    INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, created_at, updated_at)
-    SELECT ${deliveryIdSql("delivery_block", "n")}, subscription_id, event_id, type, tenant_id, url, secret_id, headers,
+    INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, credentials_id, status, next_attempt_at, created_at, updated_at)
+    SELECT ${deliveryIdSql("delivery_block", "n")}, subscription_id, event_id, type, tenant_id, url, secret_id, headers, credentials_id,
            '${INITIAL_STATE.status}', created_at, created_at, created_at
     FROM target
     RETURNING id, event_id, subscription_id
@@ -319,13 +320,13 @@ export async function publishTestEvent(
   const deliveryId = newId("delivery");
   const [written] = await ctx.sql.query<{ createdAt: Date; tenantId: string | null }>(
     `WITH target AS (
-       SELECT id, url, secret_id, headers, tenant_id FROM subscriptions WHERE id = $1 AND deleted_at IS NULL
+       SELECT id, url, secret_id, headers, credentials_id, tenant_id FROM subscriptions WHERE id = $1 AND deleted_at IS NULL
      ), event AS (
        INSERT INTO events (id, type, data, tenant_id) SELECT $2, $3, $4::jsonb, tenant_id FROM target
        RETURNING id, created_at, tenant_id
      ), delivery AS (
-       INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, status, next_attempt_at, test, created_at, updated_at)
-       SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, '${INITIAL_STATE.status}', event.created_at, true, event.created_at, event.created_at
+       INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, credentials_id, status, next_attempt_at, test, created_at, updated_at)
+       SELECT $5, target.id, event.id, $3, target.tenant_id, target.url, target.secret_id, target.headers, target.credentials_id, '${INITIAL_STATE.status}', event.created_at, true, event.created_at, event.created_at
        FROM target, event
      )
      SELECT created_at AS "createdAt", tenant_id AS "tenantId" FROM event`,

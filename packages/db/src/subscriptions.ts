@@ -1,8 +1,13 @@
 import {
+  type ClientCertificate,
+  type ClientCertificateView,
   checkDestinationUrl,
   type DestinationPolicy,
   type DisabledReason,
+  type EndpointAuth,
+  type EndpointAuthView,
   type EndpointHealth,
+  generateSigningKeyPair,
   generateSigningSecret,
   type HealthState,
   isId,
@@ -11,10 +16,19 @@ import {
   type PayloadFilter,
   payloadFilterJsonPathOf,
   type SecretBox,
+  type SignatureScheme,
   urlSpellingProblem,
   ValidationError,
 } from "@webhooks/core";
 import { inTransaction, Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import {
+  assertNoAuthorizationConflict,
+  type CredentialColumns,
+  checkCredentials,
+  jsonOrNull,
+  readCredentials,
+  writeCredentials,
+} from "./endpoint-credentials.ts";
 import { assertSubscribableEventTypes } from "./event-types.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
 import {
@@ -51,13 +65,26 @@ export interface SubscriptionRecord extends EndpointHealth {
   tenantId: string | null;
   /** The payload filter (docs/api.md#payload-filters), or null for none. */
   filter: PayloadFilter | null;
+  /** How its webhooks are signed (docs/api.md#signature-schemes). Never changes. */
+  signatureScheme: SignatureScheme;
+  /** The current ed25519 public key (`whpk_...`); null for hmac-sha256. */
+  publicKey: string | null;
+  /** The readable half of its endpoint authentication, or null (docs/api.md#endpoint-authentication). */
+  auth: EndpointAuthView | null;
+  clientCertificate: ClientCertificateView | null;
 }
 
-/** A row as read; disabled_reason is plain text in the table, headers and filter any JSON. */
-type SubscriptionRow = Omit<SubscriptionRecord, "disabledReason" | "headers" | "filter"> & {
+/** A row as read; disabled_reason and signature_scheme are plain text in the table, the JSON columns any JSON. */
+type SubscriptionRow = Omit<
+  SubscriptionRecord,
+  "disabledReason" | "headers" | "filter" | "signatureScheme" | "auth" | "clientCertificate"
+> & {
   disabledReason: string | null;
   headers: unknown;
   filter: unknown;
+  signatureScheme: string;
+  auth: unknown;
+  clientCertificate: unknown;
 };
 
 const subscriptionFields = {
@@ -72,6 +99,10 @@ const subscriptionFields = {
   headers: true,
   tenantId: true,
   filter: true,
+  signatureScheme: true,
+  publicKey: true,
+  auth: true,
+  clientCertificate: true,
   consecutiveFailures: true,
   failingSince: true,
   lastSuccessAt: true,
@@ -85,6 +116,7 @@ const subscriptionFields = {
 const subscriptionColumns = Prisma.sql`
   id, url, events, description, active, created_at AS "createdAt",
   max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers, tenant_id AS "tenantId", filter,
+  signature_scheme AS "signatureScheme", public_key AS "publicKey", auth, client_certificate AS "clientCertificate",
   consecutive_failures AS "consecutiveFailures", failing_since AS "failingSince",
   last_success_at AS "lastSuccessAt", last_failure_at AS "lastFailureAt",
   circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", retry_after_until AS "retryAfterUntil",
@@ -98,13 +130,16 @@ function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
     // Only the workers write this column, through core's rules; anything else is a bug to surface.
     throw new Error(`Subscription ${row.id} has an unknown disabled_reason: ${disabledReason}`);
   }
-  // Only the API writes headers and filter, after checking them with core's customHeadersProblem
-  // and parsePayloadFilter.
+  // Only the API writes headers, filter, auth and client_certificate, after checking them (core's
+  // customHeadersProblem, parsePayloadFilter, checkCredentials), and signature_scheme, from its enum.
   return {
     ...row,
     disabledReason: disabledReason as DisabledReason | null,
     headers: row.headers as Record<string, string>,
     filter: row.filter as PayloadFilter | null,
+    signatureScheme: row.signatureScheme as SignatureScheme,
+    auth: (row.auth ?? null) as EndpointAuthView | null,
+    clientCertificate: (row.clientCertificate ?? null) as ClientCertificateView | null,
   };
 }
 
@@ -157,15 +192,35 @@ export async function createSubscription(
     tenantId?: string | null | undefined;
     /** A payload filter the API has checked, or null for none. */
     filter?: PayloadFilter | null | undefined;
+    signatureScheme?: SignatureScheme | undefined;
+    auth?: EndpointAuth | null | undefined;
+    clientCertificate?: ClientCertificate | null | undefined;
   },
-): Promise<{ subscription: SubscriptionRecord; secret: string }> {
+): Promise<{ subscription: SubscriptionRecord; secret: string | undefined }> {
   assertDeliverableUrl(input.url, ctx.destinationPolicy);
   if (ctx.eventTypesStrict) await assertSubscribableEventTypes(ctx, input.events);
-  const secret = generateSigningSecret();
+  const certificateView = checkCredentials(input, ctx.destinationPolicy, new Date()) ?? null;
+  assertNoAuthorizationConflict(input.headers ?? {}, Boolean(input.auth));
+  // docs/api.md#signature-schemes: an ed25519 subscription's private key is never shown; its
+  // public key is on every read.
+  const signatureScheme = input.signatureScheme ?? "hmac-sha256";
+  const keyPair = signatureScheme === "ed25519" ? generateSigningKeyPair() : undefined;
+  const secret = keyPair?.privateKey ?? generateSigningSecret();
   const filter = input.filter ?? null;
-  const create = (db: PrismaClientOrTransaction) =>
-    db.subscription.create({
+  const subscription = await inTransaction(ctx.db, async (tx) => {
+    const credentials = await writeCredentials(
+      tx,
+      ctx.secretBox,
+      { auth: input.auth ?? null, client_certificate: input.clientCertificate ?? null },
+      certificateView,
+    );
+    const secretId = newId("secret");
+    await tx.signingSecret.create({
+      data: { id: secretId, ciphertext: new Uint8Array(ctx.secretBox.seal(secret)) },
+    });
+    const created = await tx.subscription.create({
       data: {
+        secretId,
         id: newId("subscription"),
         url: input.url,
         events: input.events,
@@ -175,19 +230,25 @@ export async function createSubscription(
         rateLimit: input.rateLimit ?? null,
         headers: input.headers ?? {},
         tenantId: input.tenantId ?? null,
-        secret: { create: { id: newId("secret"), ciphertext: new Uint8Array(ctx.secretBox.seal(secret)) } },
+        signatureScheme,
+        publicKey: keyPair?.publicKey ?? null,
+        ...credentialData(credentials),
       },
       select: subscriptionFields,
     });
-  const subscription =
-    filter === null
-      ? await create(ctx.db)
-      : await inTransaction(ctx.db, async (tx) => {
-          const created = await create(tx);
-          await writeFilter(tx, created.id, filter);
-          return { ...created, filter };
-        });
-  return { subscription: toSubscriptionRecord(subscription), secret };
+    if (filter === null) return created;
+    await writeFilter(tx, created.id, filter);
+    return { ...created, filter };
+  });
+  return { subscription: toSubscriptionRecord(subscription), secret: keyPair ? undefined : secret };
+}
+
+function credentialData(columns: CredentialColumns) {
+  return {
+    credentialsId: columns.credentialsId,
+    auth: jsonOrNull(columns.auth),
+    clientCertificate: jsonOrNull(columns.clientCertificate),
+  };
 }
 
 function notFound(id: string): NotFoundError {
@@ -232,15 +293,16 @@ export function subscriptionListQuery(scope: TenantScope, filters: { tenantId?: 
 }
 
 /**
- * A partial update of url, events, active, max_in_flight, rate_limit, headers and filter
- * (docs/api.md#update-a-subscription). It changes only the subscription row (events published
- * after it are matched against the new events and filter); deliveries already created keep their
- * own snapshot of url and headers (docs/api.md#updates-apply-to-the-next-delivery), so an update
- * can never reach them. The limits apply to attempts that start after the change. `active: true`
- * also re-enables a subscription the service disabled and closes its circuit.
+ * A partial update of url, events, active, max_in_flight, rate_limit, headers, filter, auth and
+ * client_certificate (docs/api.md#update-a-subscription). It changes only the subscription row
+ * (and adds a credentials row; events published after it are matched against the new events and
+ * filter); deliveries already created keep their own snapshot of url, headers and credentials
+ * (docs/api.md#updates-apply-to-the-next-delivery), so an update can never reach them. The limits
+ * apply to attempts that start after the change. `active: true` also re-enables a subscription the
+ * service disabled and closes its circuit.
  */
 export async function updateSubscription(
-  ctx: ScopedContext & Pick<SubscriptionContext, "destinationPolicy" | "eventTypesStrict">,
+  ctx: ScopedContext & Pick<SubscriptionContext, "destinationPolicy" | "eventTypesStrict" | "secretBox">,
   id: string,
   changes: {
     url?: string | undefined;
@@ -253,51 +315,93 @@ export async function updateSubscription(
     headers?: Record<string, string> | undefined;
     /** A payload filter the API has checked; null removes it, undefined keeps it. */
     filter?: PayloadFilter | null | undefined;
+    /** null removes it; undefined keeps it. */
+    auth?: EndpointAuth | null | undefined;
+    clientCertificate?: ClientCertificate | null | undefined;
   },
 ): Promise<SubscriptionRecord> {
   if (!isId("subscription", id)) throw notFound(id);
   if (changes.url !== undefined) assertDeliverableUrl(changes.url, ctx.destinationPolicy);
   if (changes.events !== undefined && ctx.eventTypesStrict) await assertSubscribableEventTypes(ctx, changes.events);
+  const certificateView = checkCredentials(changes, ctx.destinationPolicy, new Date());
   const { filter } = changes;
-  const update = (db: PrismaClientOrTransaction) =>
-    db.subscription.updateMany({
-      where: { id, deletedAt: null, ...scopeWhere(ctx.scope) },
-      data: {
-        url: changes.url,
-        events: changes.events,
-        active: changes.active,
-        maxInFlight: changes.maxInFlight,
-        rateLimit: changes.rateLimit,
-        headers: changes.headers,
-        ...(changes.active === true ? reenabledHealth : {}),
-      },
-    });
-  const { count } =
+  const data = {
+    url: changes.url,
+    events: changes.events,
+    active: changes.active,
+    maxInFlight: changes.maxInFlight,
+    rateLimit: changes.rateLimit,
+    headers: changes.headers,
+    ...(changes.active === true ? reenabledHealth : {}),
+  };
+  const where = { id, deletedAt: null, ...scopeWhere(ctx.scope) };
+  if (
+    changes.auth === undefined &&
+    changes.clientCertificate === undefined &&
+    changes.headers === undefined &&
     filter === undefined
-      ? await update(ctx.db)
-      : await inTransaction(ctx.db, async (tx) => {
-          const updated = await update(tx);
-          if (updated.count > 0) await writeFilter(tx, id, filter);
-          return updated;
-        });
-  if (count === 0) throw notFound(id);
+  ) {
+    const { count } = await ctx.db.subscription.updateMany({ where, data });
+    if (count === 0) throw notFound(id);
+    return getSubscription(ctx, id);
+  }
+  // Auth, certificate and headers are checked against each other, and a new credentials row
+  // carries over the half not sent: read and written under the row's lock, so that two updates
+  // at once cannot each drop the other's half.
+  await inTransaction(ctx.db, async (tx) => {
+    const inScope = Prisma.join([Prisma.sql`TRUE`, ...scopeConditions(ctx.scope)], " AND ");
+    const [current] = await tx.$queryRaw<
+      {
+        credentialsId: string | null;
+        headers: Record<string, string>;
+        hasAuth: boolean;
+        clientCertificate: ClientCertificateView | null;
+      }[]
+    >`SELECT credentials_id AS "credentialsId", headers, auth IS NOT NULL AS "hasAuth", client_certificate AS "clientCertificate"
+      FROM subscriptions WHERE id = ${id} AND deleted_at IS NULL AND ${inScope} FOR UPDATE`;
+    if (!current) throw notFound(id);
+    assertNoAuthorizationConflict(
+      changes.headers ?? current.headers,
+      changes.auth === undefined ? current.hasAuth : changes.auth !== null,
+    );
+    let credentials: CredentialColumns | undefined;
+    if (changes.auth !== undefined || changes.clientCertificate !== undefined) {
+      const stored = await readCredentials(tx, ctx.secretBox, current.credentialsId);
+      credentials = await writeCredentials(
+        tx,
+        ctx.secretBox,
+        {
+          auth: changes.auth === undefined ? stored.auth : changes.auth,
+          client_certificate:
+            changes.clientCertificate === undefined ? stored.client_certificate : changes.clientCertificate,
+        },
+        changes.clientCertificate === undefined ? current.clientCertificate : (certificateView ?? null),
+      );
+    }
+    await tx.subscription.updateMany({ where, data: { ...data, ...(credentials ? credentialData(credentials) : {}) } });
+    if (filter !== undefined) await writeFilter(tx, id, filter);
+  });
   return getSubscription(ctx, id);
 }
 
 /**
- * A new signing secret (docs/api.md#rotate-the-signing-secret). The one it replaces stays valid for
- * `overlapMs` (0 for none): until then every attempt, of any delivery, is signed with both (see
- * claimDeliveries). Only one previous secret is kept: rotating again during an overlap ends the
- * older secret's overlap at once, and the secret being replaced gets the new overlap. Returns the
- * new secret, which is never shown again.
+ * A new signing secret (docs/api.md#rotate-the-signing-secret), or for an ed25519 subscription a
+ * new key pair (docs/api.md#signature-schemes). The one it replaces stays valid for `overlapMs` (0
+ * for none): until then every attempt, of any delivery, is signed with both (see claimDeliveries).
+ * Only one previous secret is kept: rotating again during an overlap ends the older secret's
+ * overlap at once, and the secret being replaced gets the new overlap. Returns the new HMAC
+ * secret, which is never shown again; an ed25519 subscription's new public key is in the
+ * subscription, and its private key is never shown.
  */
 export async function rotateSubscriptionSecret(
   ctx: ScopedContext & Pick<SubscriptionContext, "secretBox">,
   id: string,
   input: { overlapMs: number },
-): Promise<{ subscription: SubscriptionRecord; secret: string }> {
-  if (!isId("subscription", id)) throw notFound(id);
-  const secret = generateSigningSecret();
+): Promise<{ subscription: SubscriptionRecord; secret: string | undefined }> {
+  // The scheme never changes, so the key can be made before the statement that stores it.
+  const { signatureScheme } = await getSubscription(ctx, id);
+  const keyPair = signatureScheme === "ed25519" ? generateSigningKeyPair() : undefined;
+  const secret = keyPair?.privateKey ?? generateSigningSecret();
   const secretId = newId("secret");
   const ciphertext = new Uint8Array(ctx.secretBox.seal(secret));
   const inScope = Prisma.join(
@@ -316,12 +420,13 @@ export async function rotateSubscriptionSecret(
       previous_secret_id = CASE WHEN ${input.overlapMs}::int > 0 THEN secret_id END,
       previous_secret_expires_at = CASE WHEN ${input.overlapMs}::int > 0 THEN now() + ${input.overlapMs}::int * interval '1 millisecond' END,
       secret_id = new_secret.id,
+      public_key = ${keyPair?.publicKey ?? null},
       updated_at = now()
     FROM new_secret
     WHERE subscriptions.id = ${id} AND subscriptions.deleted_at IS NULL AND ${inScope}
     RETURNING subscriptions.id`;
   if (rotated.length === 0) throw notFound(id);
-  return { subscription: await getSubscription(ctx, id), secret };
+  return { subscription: await getSubscription(ctx, id), secret: keyPair ? undefined : secret };
 }
 
 /**

@@ -50,7 +50,10 @@ const createRouteDef = createRoute({
   operationId: "createSubscription",
   tags,
   summary: "Create a subscription",
-  description: "The response is the only one that ever contains the signing secret.",
+  description:
+    "The response is the only one that ever contains the signing secret (hmac-sha256). An ed25519 subscription has no " +
+    "secret to show: its public_key, on every read, verifies its signatures. auth.password, auth.client_secret and " +
+    "client_certificate.private_key are write-only.",
   request: {
     query: noQueryParameters,
     body: { required: true, content: { "application/json": { schema: createSubscriptionBody } } },
@@ -126,7 +129,9 @@ const rotateSecretRouteDef = createRoute({
     "Replaces the signing secret; the response is the only one that ever contains the new one. Until `overlap` " +
     "(default 24h) has passed, every attempt, of any delivery including those created before the rotation, carries " +
     "both signatures in webhook-signature (`v1,<new> v1,<old>`), so a receiver verifies with either secret; after it, " +
-    "only the new one. Rotating again during an overlap ends the oldest secret's overlap at once.",
+    "only the new one. Rotating again during an overlap ends the oldest secret's overlap at once. For an ed25519 " +
+    "subscription the key pair is replaced: the response has no secret, and its public_key is the new one (`v1a,<new> " +
+    "v1a,<old>` during the overlap).",
   request: {
     query: noQueryParameters,
     params: subscriptionIdParam,
@@ -268,15 +273,18 @@ export function subscriptionRoutes(deps: ApiDeps) {
   const scoped = (c: { var: { principal: { scope: TenantScope } } }) => ({ ...base, scope: c.var.principal.scope });
   return newRouter()
     .openapi(createRouteDef, async (c) => {
-      const { max_in_flight, rate_limit, tenant_id, ...body } = c.req.valid("json");
+      const { max_in_flight, rate_limit, tenant_id, signature_scheme, client_certificate, ...body } =
+        c.req.valid("json");
       const tenantId = tenantForNewResource(c.var.principal.scope, tenant_id);
       const { subscription, secret } = await createSubscription(base, {
         ...body,
         maxInFlight: max_in_flight,
         rateLimit: rate_limit,
         tenantId,
+        signatureScheme: signature_scheme,
+        clientCertificate: client_certificate,
       });
-      return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 201);
+      return c.json({ ...toSubscriptionJson(subscription, new Date()), ...(secret ? { secret } : {}) }, 201);
     })
     .openapi(getRouteDef, async (c) => {
       const subscription = await getSubscription(scoped(c), c.req.valid("param").subscription_id);
@@ -300,11 +308,12 @@ export function subscriptionRoutes(deps: ApiDeps) {
     .openapi(
       updateRouteDef,
       async (c) => {
-        const { max_in_flight, rate_limit, ...changes } = c.req.valid("json");
+        const { max_in_flight, rate_limit, client_certificate, ...changes } = c.req.valid("json");
         const subscription = await updateSubscription(scoped(c), c.req.valid("param").subscription_id, {
           ...changes,
           maxInFlight: max_in_flight,
           rateLimit: rate_limit,
+          clientCertificate: client_certificate,
         });
         if (changes.active === true) await resumeLine(deps, c.var.logger, subscription.id);
         if ((max_in_flight !== undefined || rate_limit !== undefined) && subscription.active)
@@ -322,7 +331,7 @@ export function subscriptionRoutes(deps: ApiDeps) {
       const { subscription, secret } = await rotateSubscriptionSecret(scoped(c), c.req.valid("param").subscription_id, {
         overlapMs,
       });
-      return c.json({ ...toSubscriptionJson(subscription, new Date()), secret }, 200);
+      return c.json({ ...toSubscriptionJson(subscription, new Date()), ...(secret ? { secret } : {}) }, 200);
     })
     .openapi(recoverRouteDef, async (c) => {
       const { subscription_id } = c.req.valid("param");

@@ -26,6 +26,14 @@ import {
   text,
   timestampString,
 } from "../http/schemas.ts";
+import {
+  authInput,
+  authResponse,
+  clientCertificateInput,
+  clientCertificateResponse,
+  publicKeyResponse,
+  signatureScheme,
+} from "./endpoint-auth-schemas.ts";
 
 const events = subscribedEventsSchema.meta({
   description: 'Event types to receive; "*" means every type. An update replaces the whole list.',
@@ -155,6 +163,10 @@ export const subscriptionSchema = z
     headers: z
       .record(z.string(), z.string())
       .openapi({ description: "Extra HTTP headers sent with every delivery created from now on." }),
+    signature_scheme: signatureScheme,
+    public_key: publicKeyResponse,
+    auth: authResponse,
+    client_certificate: clientCertificateResponse,
     health: healthSchema,
     tenant_id: tenantIdResponseField,
     filter: z
@@ -178,8 +190,10 @@ export const subscriptionSchema = z
 
 export const createdSubscriptionSchema = subscriptionSchema
   .extend({
-    secret: z.string().openapi({
-      description: "The signing secret. Returned by this response only: store it now.",
+    secret: z.string().optional().openapi({
+      description:
+        "The hmac-sha256 signing secret. Returned by this response only: store it now. Absent for ed25519, whose " +
+        "private key is never shown (verify with public_key).",
       example: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     }),
   })
@@ -207,6 +221,9 @@ export const createSubscriptionBody = z
       "The tenant (your customer) the subscription belongs to: it receives only events published with this tenant_id. " +
         "Cannot be changed. A tenant-scoped credential creates for its own tenant, whether or not it sends this.",
     ).optional(),
+    signature_scheme: signatureScheme.optional().openapi({ default: "hmac-sha256" }),
+    auth: authInput.optional().openapi({ default: null }),
+    client_certificate: clientCertificateInput.optional().openapi({ default: null }),
   })
   .openapi("CreateSubscription");
 
@@ -222,6 +239,10 @@ export const updateSubscriptionBody = z
       .optional()
       .openapi({ description: `${headersDescription} An update replaces the whole set; {} removes them.` }),
     filter: filter.optional().openapi({ description: `${filterDescription} Send null to remove it.` }),
+    auth: authInput.optional().openapi({ description: "Replaces the endpoint authentication; null removes it." }),
+    client_certificate: clientCertificateInput
+      .optional()
+      .openapi({ description: "Replaces the client certificate; null removes it." }),
   })
   .openapi("UpdateSubscription");
 
@@ -301,7 +322,15 @@ export const testEventBody = z
   .openapi("SendTestEvent");
 
 /** Sending these to PUT gets a message saying so, rather than "unknown parameter". */
-export const notUpdatableFields = ["description", "secret", "health", "disabled_reason", "tenant_id"] as const;
+export const notUpdatableFields = [
+  "description",
+  "secret",
+  "health",
+  "disabled_reason",
+  "tenant_id",
+  "signature_scheme",
+  "public_key",
+] as const;
 
 export const subscriptionIdParam = z.object({
   subscription_id: z
@@ -331,6 +360,10 @@ export function toSubscriptionJson(subscription: SubscriptionRecord, now: Date) 
     max_in_flight: subscription.maxInFlight,
     rate_limit: subscription.rateLimit,
     headers: subscription.headers,
+    signature_scheme: subscription.signatureScheme,
+    public_key: subscription.publicKey,
+    auth: subscription.auth,
+    client_certificate: subscription.clientCertificate,
     ...tenantIdJson(subscription.tenantId),
     filter: subscription.filter,
     health: {

@@ -324,7 +324,7 @@ function RotateSecret({ subscription, onChange }: SectionProps) {
         secret, so you can update your receiver without missing any.
       </p>
       {rotated ? (
-        <SecretOnce secret={rotated.secret} title="Your new signing secret" />
+        <SecretOnce secret={rotated.secret ?? ""} title="Your new signing secret" />
       ) : (
         <form
           class="form inline"

@@ -129,7 +129,7 @@ export function NewEndpointView() {
         <p class="lead">
           We will send webhooks to <span class="mono break">{created.url}</span>.
         </p>
-        <SecretOnce secret={created.secret} title="Your signing secret" />
+        <SecretOnce secret={created.secret ?? ""} title="Your signing secret" />
         <p>
           <a class="button primary" href={endpointHref(created.id)}>
             I have stored the secret: go to the endpoint

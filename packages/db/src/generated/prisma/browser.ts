@@ -26,6 +26,15 @@ export * from './enums.ts';
  */
 export type SigningSecret = Prisma.SigningSecretModel
 /**
+ * Model EndpointCredentials
+ * What a subscription authenticates to its endpoint with (docs/api.md#endpoint-authentication):
+ * its `auth` and `client_certificate`, secrets included, as one JSON document sealed like the
+ * signing secrets. A row never changes: a change of either makes a new row, which the
+ * subscription points at; every delivery records the row current when it was created and uses
+ * it for all its attempts, as it does its url.
+ */
+export type EndpointCredentials = Prisma.EndpointCredentialsModel
+/**
  * Model Subscription
  * 
  */

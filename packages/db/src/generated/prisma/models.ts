@@ -9,6 +9,7 @@
  * 🟢 You can import this file directly.
  */
 export type * from './models/SigningSecret.ts'
+export type * from './models/EndpointCredentials.ts'
 export type * from './models/Subscription.ts'
 export type * from './models/Event.ts'
 export type * from './models/Delivery.ts'

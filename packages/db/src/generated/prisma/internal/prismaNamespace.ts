@@ -398,6 +398,7 @@ type FieldRefInputType<Model, FieldType> = Model extends never ? never : FieldRe
 
 export const ModelName = {
   SigningSecret: 'SigningSecret',
+  EndpointCredentials: 'EndpointCredentials',
   Subscription: 'Subscription',
   Event: 'Event',
   Delivery: 'Delivery',
@@ -420,7 +421,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "signingSecret" | "subscription" | "event" | "delivery" | "deliveryAttempt" | "eventType" | "apiKey" | "portalSession"
+    modelProps: "signingSecret" | "endpointCredentials" | "subscription" | "event" | "delivery" | "deliveryAttempt" | "eventType" | "apiKey" | "portalSession"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -495,6 +496,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         count: {
           args: Prisma.SigningSecretCountArgs<ExtArgs>
           result: runtime.Types.Utils.Optional<Prisma.SigningSecretCountAggregateOutputType> | number
+        }
+      }
+    }
+    EndpointCredentials: {
+      payload: Prisma.$EndpointCredentialsPayload<ExtArgs>
+      fields: Prisma.EndpointCredentialsFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.EndpointCredentialsFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.EndpointCredentialsFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>
+        }
+        findFirst: {
+          args: Prisma.EndpointCredentialsFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.EndpointCredentialsFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>
+        }
+        findMany: {
+          args: Prisma.EndpointCredentialsFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>[]
+        }
+        create: {
+          args: Prisma.EndpointCredentialsCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>
+        }
+        createMany: {
+          args: Prisma.EndpointCredentialsCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.EndpointCredentialsCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>[]
+        }
+        delete: {
+          args: Prisma.EndpointCredentialsDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>
+        }
+        update: {
+          args: Prisma.EndpointCredentialsUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>
+        }
+        deleteMany: {
+          args: Prisma.EndpointCredentialsDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.EndpointCredentialsUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.EndpointCredentialsUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>[]
+        }
+        upsert: {
+          args: Prisma.EndpointCredentialsUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$EndpointCredentialsPayload>
+        }
+        aggregate: {
+          args: Prisma.EndpointCredentialsAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateEndpointCredentials>
+        }
+        groupBy: {
+          args: Prisma.EndpointCredentialsGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.EndpointCredentialsGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.EndpointCredentialsCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.EndpointCredentialsCountAggregateOutputType> | number
         }
       }
     }
@@ -1064,6 +1139,15 @@ export const SigningSecretScalarFieldEnum = {
 export type SigningSecretScalarFieldEnum = (typeof SigningSecretScalarFieldEnum)[keyof typeof SigningSecretScalarFieldEnum]
 
 
+export const EndpointCredentialsScalarFieldEnum = {
+  id: 'id',
+  ciphertext: 'ciphertext',
+  createdAt: 'createdAt'
+} as const
+
+export type EndpointCredentialsScalarFieldEnum = (typeof EndpointCredentialsScalarFieldEnum)[keyof typeof EndpointCredentialsScalarFieldEnum]
+
+
 export const SubscriptionScalarFieldEnum = {
   id: 'id',
   url: 'url',
@@ -1088,7 +1172,12 @@ export const SubscriptionScalarFieldEnum = {
   previousSecretExpiresAt: 'previousSecretExpiresAt',
   headers: 'headers',
   tenantId: 'tenantId',
-  filter: 'filter'
+  filter: 'filter',
+  signatureScheme: 'signatureScheme',
+  publicKey: 'publicKey',
+  auth: 'auth',
+  clientCertificate: 'clientCertificate',
+  credentialsId: 'credentialsId'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -1115,6 +1204,7 @@ export const DeliveryScalarFieldEnum = {
   url: 'url',
   secretId: 'secretId',
   headers: 'headers',
+  credentialsId: 'credentialsId',
   status: 'status',
   attempts: 'attempts',
   responseCode: 'responseCode',
@@ -1497,6 +1587,7 @@ export interface PrismaClientOptionsWithAdapter extends PrismaClientBaseOptions 
 export type PrismaClientOptions = PrismaClientOptionsWithAccelerateUrl | PrismaClientOptionsWithAdapter
 export type GlobalOmitConfig = {
   signingSecret?: Prisma.SigningSecretOmit
+  endpointCredentials?: Prisma.EndpointCredentialsOmit
   subscription?: Prisma.SubscriptionOmit
   event?: Prisma.EventOmit
   delivery?: Prisma.DeliveryOmit

@@ -52,6 +52,7 @@ export const AnyNull = runtime.AnyNull
 
 export const ModelName = {
   SigningSecret: 'SigningSecret',
+  EndpointCredentials: 'EndpointCredentials',
   Subscription: 'Subscription',
   Event: 'Event',
   Delivery: 'Delivery',
@@ -86,6 +87,15 @@ export const SigningSecretScalarFieldEnum = {
 export type SigningSecretScalarFieldEnum = (typeof SigningSecretScalarFieldEnum)[keyof typeof SigningSecretScalarFieldEnum]
 
 
+export const EndpointCredentialsScalarFieldEnum = {
+  id: 'id',
+  ciphertext: 'ciphertext',
+  createdAt: 'createdAt'
+} as const
+
+export type EndpointCredentialsScalarFieldEnum = (typeof EndpointCredentialsScalarFieldEnum)[keyof typeof EndpointCredentialsScalarFieldEnum]
+
+
 export const SubscriptionScalarFieldEnum = {
   id: 'id',
   url: 'url',
@@ -110,7 +120,12 @@ export const SubscriptionScalarFieldEnum = {
   previousSecretExpiresAt: 'previousSecretExpiresAt',
   headers: 'headers',
   tenantId: 'tenantId',
-  filter: 'filter'
+  filter: 'filter',
+  signatureScheme: 'signatureScheme',
+  publicKey: 'publicKey',
+  auth: 'auth',
+  clientCertificate: 'clientCertificate',
+  credentialsId: 'credentialsId'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -137,6 +152,7 @@ export const DeliveryScalarFieldEnum = {
   url: 'url',
   secretId: 'secretId',
   headers: 'headers',
+  credentialsId: 'credentialsId',
   status: 'status',
   attempts: 'attempts',
   responseCode: 'responseCode',

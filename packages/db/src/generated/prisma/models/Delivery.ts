@@ -54,6 +54,7 @@ export type DeliveryMinAggregateOutputType = {
   eventType: string | null
   url: string | null
   secretId: string | null
+  credentialsId: string | null
   status: $Enums.DeliveryStatus | null
   attempts: number | null
   responseCode: number | null
@@ -75,6 +76,7 @@ export type DeliveryMaxAggregateOutputType = {
   eventType: string | null
   url: string | null
   secretId: string | null
+  credentialsId: string | null
   status: $Enums.DeliveryStatus | null
   attempts: number | null
   responseCode: number | null
@@ -97,6 +99,7 @@ export type DeliveryCountAggregateOutputType = {
   url: number
   secretId: number
   headers: number
+  credentialsId: number
   status: number
   attempts: number
   responseCode: number
@@ -130,6 +133,7 @@ export type DeliveryMinAggregateInputType = {
   eventType?: true
   url?: true
   secretId?: true
+  credentialsId?: true
   status?: true
   attempts?: true
   responseCode?: true
@@ -151,6 +155,7 @@ export type DeliveryMaxAggregateInputType = {
   eventType?: true
   url?: true
   secretId?: true
+  credentialsId?: true
   status?: true
   attempts?: true
   responseCode?: true
@@ -173,6 +178,7 @@ export type DeliveryCountAggregateInputType = {
   url?: true
   secretId?: true
   headers?: true
+  credentialsId?: true
   status?: true
   attempts?: true
   responseCode?: true
@@ -282,6 +288,7 @@ export type DeliveryGroupByOutputType = {
   url: string
   secretId: string
   headers: runtime.JsonValue
+  credentialsId: string | null
   status: $Enums.DeliveryStatus
   attempts: number
   responseCode: number | null
@@ -327,6 +334,7 @@ export type DeliveryWhereInput = {
   url?: Prisma.StringFilter<"Delivery"> | string
   secretId?: Prisma.StringFilter<"Delivery"> | string
   headers?: Prisma.JsonFilter<"Delivery">
+  credentialsId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   responseCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
@@ -349,6 +357,7 @@ export type DeliveryOrderByWithRelationInput = {
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
   headers?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrderInput | Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -374,6 +383,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   url?: Prisma.StringFilter<"Delivery"> | string
   secretId?: Prisma.StringFilter<"Delivery"> | string
   headers?: Prisma.JsonFilter<"Delivery">
+  credentialsId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   responseCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
@@ -396,6 +406,7 @@ export type DeliveryOrderByWithAggregationInput = {
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
   headers?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrderInput | Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -426,6 +437,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   url?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   secretId?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   headers?: Prisma.JsonWithAggregatesFilter<"Delivery">
+  credentialsId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   status?: Prisma.EnumDeliveryStatusWithAggregatesFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntWithAggregatesFilter<"Delivery"> | number
   responseCode?: Prisma.IntNullableWithAggregatesFilter<"Delivery"> | number | null
@@ -448,6 +460,7 @@ export type DeliveryCreateInput = {
   url: string
   secretId: string
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -470,6 +483,7 @@ export type DeliveryUncheckedCreateInput = {
   url: string
   secretId: string
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -492,6 +506,7 @@ export type DeliveryUpdateInput = {
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -514,6 +529,7 @@ export type DeliveryUncheckedUpdateInput = {
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -536,6 +552,7 @@ export type DeliveryCreateManyInput = {
   url: string
   secretId: string
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   responseCode?: number | null
@@ -558,6 +575,7 @@ export type DeliveryUpdateManyMutationInput = {
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -580,6 +598,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   url?: Prisma.StringFieldUpdateOperationsInput | string
   secretId?: Prisma.StringFieldUpdateOperationsInput | string
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
@@ -602,6 +621,7 @@ export type DeliveryCountOrderByAggregateInput = {
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
   headers?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrder
@@ -628,6 +648,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   eventType?: Prisma.SortOrder
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrder
@@ -649,6 +670,7 @@ export type DeliveryMinOrderByAggregateInput = {
   eventType?: Prisma.SortOrder
   url?: Prisma.SortOrder
   secretId?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   responseCode?: Prisma.SortOrder
@@ -682,6 +704,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   url?: boolean
   secretId?: boolean
   headers?: boolean
+  credentialsId?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -704,6 +727,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   url?: boolean
   secretId?: boolean
   headers?: boolean
+  credentialsId?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -726,6 +750,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   url?: boolean
   secretId?: boolean
   headers?: boolean
+  credentialsId?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -748,6 +773,7 @@ export type DeliverySelectScalar = {
   url?: boolean
   secretId?: boolean
   headers?: boolean
+  credentialsId?: boolean
   status?: boolean
   attempts?: boolean
   responseCode?: boolean
@@ -762,7 +788,7 @@ export type DeliverySelectScalar = {
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "test" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "credentialsId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "test" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 
 export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Delivery"
@@ -778,6 +804,10 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      * The subscription's extra request headers when the delivery was created.
      */
     headers: runtime.JsonValue
+    /**
+     * The subscription's endpoint credentials when the delivery was created (null: none).
+     */
+    credentialsId: string | null
     status: $Enums.DeliveryStatus
     attempts: number
     responseCode: number | null
@@ -1244,6 +1274,7 @@ export interface DeliveryFieldRefs {
   readonly url: Prisma.FieldRef<"Delivery", 'String'>
   readonly secretId: Prisma.FieldRef<"Delivery", 'String'>
   readonly headers: Prisma.FieldRef<"Delivery", 'Json'>
+  readonly credentialsId: Prisma.FieldRef<"Delivery", 'String'>
   readonly status: Prisma.FieldRef<"Delivery", 'DeliveryStatus'>
   readonly attempts: Prisma.FieldRef<"Delivery", 'Int'>
   readonly responseCode: Prisma.FieldRef<"Delivery", 'Int'>

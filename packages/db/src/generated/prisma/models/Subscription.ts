@@ -60,6 +60,9 @@ export type SubscriptionMinAggregateOutputType = {
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
   tenantId: string | null
+  signatureScheme: string | null
+  publicKey: string | null
+  credentialsId: string | null
 }
 
 export type SubscriptionMaxAggregateOutputType = {
@@ -84,6 +87,9 @@ export type SubscriptionMaxAggregateOutputType = {
   previousSecretId: string | null
   previousSecretExpiresAt: Date | null
   tenantId: string | null
+  signatureScheme: string | null
+  publicKey: string | null
+  credentialsId: string | null
 }
 
 export type SubscriptionCountAggregateOutputType = {
@@ -111,6 +117,11 @@ export type SubscriptionCountAggregateOutputType = {
   headers: number
   tenantId: number
   filter: number
+  signatureScheme: number
+  publicKey: number
+  auth: number
+  clientCertificate: number
+  credentialsId: number
   _all: number
 }
 
@@ -149,6 +160,9 @@ export type SubscriptionMinAggregateInputType = {
   previousSecretId?: true
   previousSecretExpiresAt?: true
   tenantId?: true
+  signatureScheme?: true
+  publicKey?: true
+  credentialsId?: true
 }
 
 export type SubscriptionMaxAggregateInputType = {
@@ -173,6 +187,9 @@ export type SubscriptionMaxAggregateInputType = {
   previousSecretId?: true
   previousSecretExpiresAt?: true
   tenantId?: true
+  signatureScheme?: true
+  publicKey?: true
+  credentialsId?: true
 }
 
 export type SubscriptionCountAggregateInputType = {
@@ -200,6 +217,11 @@ export type SubscriptionCountAggregateInputType = {
   headers?: true
   tenantId?: true
   filter?: true
+  signatureScheme?: true
+  publicKey?: true
+  auth?: true
+  clientCertificate?: true
+  credentialsId?: true
   _all?: true
 }
 
@@ -314,6 +336,11 @@ export type SubscriptionGroupByOutputType = {
   headers: runtime.JsonValue
   tenantId: string | null
   filter: runtime.JsonValue | null
+  signatureScheme: string
+  publicKey: string | null
+  auth: runtime.JsonValue | null
+  clientCertificate: runtime.JsonValue | null
+  credentialsId: string | null
   _count: SubscriptionCountAggregateOutputType | null
   _avg: SubscriptionAvgAggregateOutputType | null
   _sum: SubscriptionSumAggregateOutputType | null
@@ -364,6 +391,11 @@ export type SubscriptionWhereInput = {
   headers?: Prisma.JsonFilter<"Subscription">
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   filter?: Prisma.JsonNullableFilter<"Subscription">
+  signatureScheme?: Prisma.StringFilter<"Subscription"> | string
+  publicKey?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  auth?: Prisma.JsonNullableFilter<"Subscription">
+  clientCertificate?: Prisma.JsonNullableFilter<"Subscription">
+  credentialsId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
 }
@@ -393,6 +425,11 @@ export type SubscriptionOrderByWithRelationInput = {
   headers?: Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   filter?: Prisma.SortOrderInput | Prisma.SortOrder
+  signatureScheme?: Prisma.SortOrder
+  publicKey?: Prisma.SortOrderInput | Prisma.SortOrder
+  auth?: Prisma.SortOrderInput | Prisma.SortOrder
+  clientCertificate?: Prisma.SortOrderInput | Prisma.SortOrder
+  credentialsId?: Prisma.SortOrderInput | Prisma.SortOrder
   secret?: Prisma.SigningSecretOrderByWithRelationInput
   previousSecret?: Prisma.SigningSecretOrderByWithRelationInput
 }
@@ -425,6 +462,11 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   headers?: Prisma.JsonFilter<"Subscription">
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   filter?: Prisma.JsonNullableFilter<"Subscription">
+  signatureScheme?: Prisma.StringFilter<"Subscription"> | string
+  publicKey?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  auth?: Prisma.JsonNullableFilter<"Subscription">
+  clientCertificate?: Prisma.JsonNullableFilter<"Subscription">
+  credentialsId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
 }, "id">
@@ -454,6 +496,11 @@ export type SubscriptionOrderByWithAggregationInput = {
   headers?: Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   filter?: Prisma.SortOrderInput | Prisma.SortOrder
+  signatureScheme?: Prisma.SortOrder
+  publicKey?: Prisma.SortOrderInput | Prisma.SortOrder
+  auth?: Prisma.SortOrderInput | Prisma.SortOrder
+  clientCertificate?: Prisma.SortOrderInput | Prisma.SortOrder
+  credentialsId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.SubscriptionCountOrderByAggregateInput
   _avg?: Prisma.SubscriptionAvgOrderByAggregateInput
   _max?: Prisma.SubscriptionMaxOrderByAggregateInput
@@ -489,6 +536,11 @@ export type SubscriptionScalarWhereWithAggregatesInput = {
   headers?: Prisma.JsonWithAggregatesFilter<"Subscription">
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
   filter?: Prisma.JsonNullableWithAggregatesFilter<"Subscription">
+  signatureScheme?: Prisma.StringWithAggregatesFilter<"Subscription"> | string
+  publicKey?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
+  auth?: Prisma.JsonNullableWithAggregatesFilter<"Subscription">
+  clientCertificate?: Prisma.JsonNullableWithAggregatesFilter<"Subscription">
+  credentialsId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
 }
 
 export type SubscriptionCreateInput = {
@@ -514,6 +566,11 @@ export type SubscriptionCreateInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
@@ -543,6 +600,11 @@ export type SubscriptionUncheckedCreateInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
 }
 
 export type SubscriptionUpdateInput = {
@@ -568,6 +630,11 @@ export type SubscriptionUpdateInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
@@ -597,6 +664,11 @@ export type SubscriptionUncheckedUpdateInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionCreateManyInput = {
@@ -624,6 +696,11 @@ export type SubscriptionCreateManyInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
 }
 
 export type SubscriptionUpdateManyMutationInput = {
@@ -649,6 +726,11 @@ export type SubscriptionUpdateManyMutationInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionUncheckedUpdateManyInput = {
@@ -676,6 +758,11 @@ export type SubscriptionUncheckedUpdateManyInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionListRelationFilter = {
@@ -721,6 +808,11 @@ export type SubscriptionCountOrderByAggregateInput = {
   headers?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
   filter?: Prisma.SortOrder
+  signatureScheme?: Prisma.SortOrder
+  publicKey?: Prisma.SortOrder
+  auth?: Prisma.SortOrder
+  clientCertificate?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrder
 }
 
 export type SubscriptionAvgOrderByAggregateInput = {
@@ -751,6 +843,9 @@ export type SubscriptionMaxOrderByAggregateInput = {
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  signatureScheme?: Prisma.SortOrder
+  publicKey?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrder
 }
 
 export type SubscriptionMinOrderByAggregateInput = {
@@ -775,6 +870,9 @@ export type SubscriptionMinOrderByAggregateInput = {
   previousSecretId?: Prisma.SortOrder
   previousSecretExpiresAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  signatureScheme?: Prisma.SortOrder
+  publicKey?: Prisma.SortOrder
+  credentialsId?: Prisma.SortOrder
 }
 
 export type SubscriptionSumOrderByAggregateInput = {
@@ -927,6 +1025,11 @@ export type SubscriptionCreateWithoutSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
 
@@ -954,6 +1057,11 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
 }
 
 export type SubscriptionCreateOrConnectWithoutSecretInput = {
@@ -989,6 +1097,11 @@ export type SubscriptionCreateWithoutPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
 }
 
@@ -1016,6 +1129,11 @@ export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
 }
 
 export type SubscriptionCreateOrConnectWithoutPreviousSecretInput = {
@@ -1072,6 +1190,11 @@ export type SubscriptionScalarWhereInput = {
   headers?: Prisma.JsonFilter<"Subscription">
   tenantId?: Prisma.StringNullableFilter<"Subscription"> | string | null
   filter?: Prisma.JsonNullableFilter<"Subscription">
+  signatureScheme?: Prisma.StringFilter<"Subscription"> | string
+  publicKey?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  auth?: Prisma.JsonNullableFilter<"Subscription">
+  clientCertificate?: Prisma.JsonNullableFilter<"Subscription">
+  credentialsId?: Prisma.StringNullableFilter<"Subscription"> | string | null
 }
 
 export type SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput = {
@@ -1114,6 +1237,11 @@ export type SubscriptionCreateManySecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
 }
 
 export type SubscriptionCreateManyPreviousSecretInput = {
@@ -1140,6 +1268,11 @@ export type SubscriptionCreateManyPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: string
+  publicKey?: string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: string | null
 }
 
 export type SubscriptionUpdateWithoutSecretInput = {
@@ -1165,6 +1298,11 @@ export type SubscriptionUpdateWithoutSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
 
@@ -1192,6 +1330,11 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
@@ -1218,6 +1361,11 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionUpdateWithoutPreviousSecretInput = {
@@ -1243,6 +1391,11 @@ export type SubscriptionUpdateWithoutPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
 }
 
@@ -1270,6 +1423,11 @@ export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
@@ -1296,6 +1454,11 @@ export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
   headers?: Prisma.JsonNullValueInput | runtime.InputJsonValue
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   filter?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  signatureScheme?: Prisma.StringFieldUpdateOperationsInput | string
+  publicKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 
@@ -1325,6 +1488,11 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   headers?: boolean
   tenantId?: boolean
   filter?: boolean
+  signatureScheme?: boolean
+  publicKey?: boolean
+  auth?: boolean
+  clientCertificate?: boolean
+  credentialsId?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1354,6 +1522,11 @@ export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   headers?: boolean
   tenantId?: boolean
   filter?: boolean
+  signatureScheme?: boolean
+  publicKey?: boolean
+  auth?: boolean
+  clientCertificate?: boolean
+  credentialsId?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1383,6 +1556,11 @@ export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   headers?: boolean
   tenantId?: boolean
   filter?: boolean
+  signatureScheme?: boolean
+  publicKey?: boolean
+  auth?: boolean
+  clientCertificate?: boolean
+  credentialsId?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1412,9 +1590,14 @@ export type SubscriptionSelectScalar = {
   headers?: boolean
   tenantId?: boolean
   filter?: boolean
+  signatureScheme?: boolean
+  publicKey?: boolean
+  auth?: boolean
+  clientCertificate?: boolean
+  credentialsId?: boolean
 }
 
-export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "retryAfterUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId" | "filter", ExtArgs["result"]["subscription"]>
+export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "retryAfterUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId" | "filter" | "signatureScheme" | "publicKey" | "auth" | "clientCertificate" | "credentialsId", ExtArgs["result"]["subscription"]>
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
@@ -1499,6 +1682,28 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * The payload filter as the client sent it (docs/api.md#payload-filters); null for none.
      */
     filter: runtime.JsonValue | null
+    /**
+     * "hmac-sha256" or "ed25519" (docs/api.md#signature-schemes). Set at create, never changed:
+     * the secrets rows hold keys of this scheme only.
+     */
+    signatureScheme: string
+    /**
+     * The current key's public half (`whpk_...`) for ed25519; null for hmac-sha256.
+     */
+    publicKey: string | null
+    /**
+     * The readable half of the endpoint authentication (no password, client secret or private
+     * key): what reads return. The whole of it is sealed in credentials_id's row.
+     */
+    auth: runtime.JsonValue | null
+    /**
+     * The client certificate's fingerprint and expiry, as reads return them; null for none.
+     */
+    clientCertificate: runtime.JsonValue | null
+    /**
+     * The sealed auth and client certificate; null when there is neither.
+     */
+    credentialsId: string | null
   }, ExtArgs["result"]["subscription"]>
   composites: {}
 }
@@ -1948,6 +2153,11 @@ export interface SubscriptionFieldRefs {
   readonly headers: Prisma.FieldRef<"Subscription", 'Json'>
   readonly tenantId: Prisma.FieldRef<"Subscription", 'String'>
   readonly filter: Prisma.FieldRef<"Subscription", 'Json'>
+  readonly signatureScheme: Prisma.FieldRef<"Subscription", 'String'>
+  readonly publicKey: Prisma.FieldRef<"Subscription", 'String'>
+  readonly auth: Prisma.FieldRef<"Subscription", 'Json'>
+  readonly clientCertificate: Prisma.FieldRef<"Subscription", 'Json'>
+  readonly credentialsId: Prisma.FieldRef<"Subscription", 'String'>
 }
     
 

@@ -190,7 +190,8 @@ export async function subscribe(
   options: { key?: string | null } = {},
 ): Promise<CreatedSubscriptionResponse & { secret: string }> {
   const created = await subscribeWithScheme(api, body, options);
-  if (created.secret === undefined) throw new Error("subscribe() makes hmac-sha256 subscriptions; use subscribeWithScheme");
+  if (created.secret === undefined)
+    throw new Error("subscribe() makes hmac-sha256 subscriptions; use subscribeWithScheme");
   return { ...created, secret: created.secret };
 }
 

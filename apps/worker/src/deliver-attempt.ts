@@ -59,7 +59,8 @@ export type NextStep =
  * 2. gate: may it start now, within its destination's limits? If not, the attempt is taken back
  *    and the delivery waits, unspent;
  * 3. sign with the subscription's secrets (both during a rotation's overlap) and send to the
- *    delivery's own snapshot of url and custom headers (docs/api.md#updates-apply-to-the-next-delivery);
+ *    delivery's own snapshot of url, custom headers and endpoint credentials
+ *    (docs/api.md#updates-apply-to-the-next-delivery);
  * 4. decide the delivery's next state (core's lifecycle);
  * 5. record the outcome, and the endpoint's health (which may open or close its circuit);
  * 6. release the gate's slot, waking whoever may go next (nobody, if the health just written
@@ -144,7 +145,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     // The custom headers go under the signature headers; reserved names (content-type, user-agent, ...) are dropped.
     const headers = mergeRequestHeaders(delivery.headers, { ...signed });
     sending = true;
-    const result = await deps.sender.send(delivery.url, headers, body);
+    const result = await deps.sender.send(delivery.url, headers, body, delivery.credentials);
     deps.metrics.attemptDuration.observe(result.durationMs / 1000);
 
     // 4. Decide.

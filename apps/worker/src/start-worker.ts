@@ -76,10 +76,13 @@ export async function startWorker(
   });
   const leaseMs = config.worker.deliveryTimeoutMs + LEASE_MARGIN_MS;
   const metrics = createWorkerMetrics(queue);
+  const secretBox = new SecretBox(config.secretEncryptionKey);
   const sender = new HttpSender({
     timeoutMs: config.worker.deliveryTimeoutMs,
     policy: config.destinationPolicy,
     userAgent: WEBHOOK_USER_AGENT,
+    secretBox,
+    proxyUrl: config.worker.egressProxyUrl,
     ...(options.resolve ? { resolve: options.resolve } : {}),
     logger,
   });
@@ -121,7 +124,7 @@ export async function startWorker(
     gate,
     queue,
     sender,
-    secretKeys: new SecretKeys(new SecretBox(config.secretEncryptionKey)),
+    secretKeys: new SecretKeys(secretBox),
     metrics,
     logger,
     retryScheduleMs: config.worker.retryScheduleMs,
@@ -154,7 +157,14 @@ export async function startWorker(
   reconciler.start();
   pruner?.start();
   logger.info(
-    { concurrency: config.worker.concurrency, shards, cluster: config.redisClusterNodes !== undefined, metricsPort },
+    {
+      concurrency: config.worker.concurrency,
+      shards,
+      cluster: config.redisClusterNodes !== undefined,
+      metricsPort,
+      // Whether, not where: the URL may hold the proxy's password.
+      egressProxy: config.worker.egressProxyUrl !== undefined,
+    },
     "worker started",
   );
 

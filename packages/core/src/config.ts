@@ -177,6 +177,24 @@ const envSchema = z.object({
   WORKER_CONCURRENCY: integer(1, 10_000).default(250),
   WORKER_METRICS_PORT: integer(0, 65535).default(3001),
   DELIVERY_TIMEOUT: duration.default(15_000),
+  // docs/operations.md#egress-proxy-and-static-ips: every attempt and token request goes through it.
+  EGRESS_PROXY_URL: z
+    .string()
+    .refine((text) => {
+      try {
+        const url = new URL(text);
+        return (
+          url.protocol === "http:" &&
+          url.port !== "" &&
+          (url.pathname === "/" || url.pathname === "") &&
+          url.search === "" &&
+          url.hash === ""
+        );
+      } catch {
+        return false;
+      }
+    }, "must be http://[user:password@]host:port, such as http://proxy.internal:3128")
+    .optional(),
   RETRY_SCHEDULE: z
     .string()
     .default(DEFAULT_RETRY_SCHEDULE)
@@ -275,6 +293,8 @@ export interface Config {
     concurrency: number;
     metricsPort: number;
     deliveryTimeoutMs: number;
+    /** EGRESS_PROXY_URL: attempts and token requests go through this HTTP proxy; undefined to connect directly. */
+    egressProxyUrl: string | undefined;
     retryScheduleMs: number[];
     reconcileIntervalMs: number;
     jobLockMs: number;
@@ -391,6 +411,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       concurrency: e.WORKER_CONCURRENCY,
       metricsPort: e.WORKER_METRICS_PORT,
       deliveryTimeoutMs: e.DELIVERY_TIMEOUT,
+      egressProxyUrl: e.EGRESS_PROXY_URL,
       retryScheduleMs: e.RETRY_SCHEDULE,
       reconcileIntervalMs: e.RECONCILE_INTERVAL,
       jobLockMs: e.JOB_LOCK_DURATION,

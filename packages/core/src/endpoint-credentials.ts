@@ -89,7 +89,11 @@ export function inspectClientCertificate(input: ClientCertificate, now: Date): C
     return { ok: false, field: "certificate", message: `has expired (not after ${isoOf(certificate.validTo)})` };
   }
   if (new Date(certificate.validFrom) > now) {
-    return { ok: false, field: "certificate", message: `is not valid yet (not before ${isoOf(certificate.validFrom)})` };
+    return {
+      ok: false,
+      field: "certificate",
+      message: `is not valid yet (not before ${isoOf(certificate.validFrom)})`,
+    };
   }
   let matches: boolean;
   try {

@@ -1,4 +1,12 @@
-import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, randomBytes, sign } from "node:crypto";
+import {
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  KeyObject,
+  randomBytes,
+  sign,
+} from "node:crypto";
 
 /**
  * Standard Webhooks signing (docs/api.md#signature-schemes). Two schemes:

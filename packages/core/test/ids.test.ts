@@ -17,6 +17,7 @@ describe("newId", () => {
     ["attempt", "att_"],
     ["apiKey", "key_"],
     ["secret", "sec_"],
+    ["credentials", "cred_"],
     ["request", "req_"],
   ] as const)("gives a %s id the %s prefix and a ULID body", (kind, prefix) => {
     const id = newId(kind);
@@ -27,7 +28,16 @@ describe("newId", () => {
 
   it("has a test row for every kind in the catalog", () => {
     // Guards the table above: a new kind added to idPrefixes must get a prefix test too.
-    expect([...kinds].sort()).toEqual(["apiKey", "attempt", "delivery", "event", "request", "secret", "subscription"]);
+    expect([...kinds].sort()).toEqual([
+      "apiKey",
+      "attempt",
+      "credentials",
+      "delivery",
+      "event",
+      "request",
+      "secret",
+      "subscription",
+    ]);
   });
 
   it("uses a distinct prefix for every kind", () => {

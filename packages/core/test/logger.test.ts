@@ -41,6 +41,12 @@ describe("createLogger", () => {
         config: { apiKeys: ["static_KEYS"], secretEncryptionKey: "enc_KEY" },
         signingSecret: "whsec_SIGNING",
         upstream: { headers: { Authorization: "Bearer CAPITAL" } },
+        body: { auth: { type: "basic", password: "pw_AUTH" }, client_certificate: { private_key: "PEM_KEY" } },
+        oauth: { auth: { client_secret: "cs_AUTH" } },
+        client_secret: "cs_TOP",
+        identity: { privateKey: "PEM_CAMEL" },
+        proxyUrl: "http://u:proxy_PW@proxy:3128",
+        worker: { egressProxyUrl: "http://u:proxy_PW2@proxy:3128" },
         deliveryId: "dlv_1",
       }, "delivered");`,
     );
@@ -61,6 +67,13 @@ describe("createLogger", () => {
       "enc_KEY",
       "whsec_SIGNING",
       "Bearer CAPITAL",
+      "pw_AUTH",
+      "PEM_KEY",
+      "cs_AUTH",
+      "cs_TOP",
+      "PEM_CAMEL",
+      "proxy_PW",
+      "proxy_PW2",
     ]) {
       expect(text).not.toContain(secret);
     }

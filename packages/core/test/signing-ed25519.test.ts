@@ -63,7 +63,12 @@ describe("signWebhook with an ed25519 key", () => {
 
   it("fails verification when the body, the timestamp or the key is another", async () => {
     const { privateKey, publicKey } = generateSigningKeyPair();
-    const headers = signWebhook({ secretKeys: [decodeSigningKey(privateKey)], messageId: "evt_2", timestamp: new Date(), body });
+    const headers = signWebhook({
+      secretKeys: [decodeSigningKey(privateKey)],
+      messageId: "evt_2",
+      timestamp: new Date(),
+      body,
+    });
     const bytes = Buffer.from(headers["webhook-signature"].slice("v1a,".length), "base64");
     const check = (message: Uint8Array, key: string) => noble.verifyAsync(bytes, message, rawPublicKey(key));
     expect(await check(content(headers, body.replace("4200", "4201")), publicKey)).toBe(false);

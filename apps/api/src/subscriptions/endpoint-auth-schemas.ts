@@ -83,10 +83,10 @@ export const clientCertificateInput = z
     certificate: z.string({ error: "client_certificate.certificate must be a PEM string" }).max(65_536).openapi({
       description: "PEM: the client certificate, optionally followed by its intermediates. It must be valid now.",
     }),
-    private_key: z
-      .string({ error: "client_certificate.private_key must be a PEM string" })
-      .max(65_536)
-      .openapi({ description: "PEM: the certificate's unencrypted private key. Write-only: never returned.", writeOnly: true }),
+    private_key: z.string({ error: "client_certificate.private_key must be a PEM string" }).max(65_536).openapi({
+      description: "PEM: the certificate's unencrypted private key. Write-only: never returned.",
+      writeOnly: true,
+    }),
   })
   .nullable()
   .openapi("ClientCertificateInput", {

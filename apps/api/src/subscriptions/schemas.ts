@@ -190,12 +190,15 @@ export const subscriptionSchema = z
 
 export const createdSubscriptionSchema = subscriptionSchema
   .extend({
-    secret: z.string().optional().openapi({
-      description:
-        "The hmac-sha256 signing secret. Returned by this response only: store it now. Absent for ed25519, whose " +
-        "private key is never shown (verify with public_key).",
-      example: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-    }),
+    secret: z
+      .string()
+      .optional()
+      .openapi({
+        description:
+          "The hmac-sha256 signing secret. Returned by this response only: store it now. Absent for ed25519, whose " +
+          "private key is never shown (verify with public_key).",
+        example: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+      }),
   })
   .openapi("SubscriptionWithSecret");
 

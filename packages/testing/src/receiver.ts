@@ -1,7 +1,9 @@
-import { timingSafeEqual } from "node:crypto";
-import { createServer, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
+import { timingSafeEqual, verify as verifySignature } from "node:crypto";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
-import { decodeSigningSecret, signWebhook } from "@webhooks/core";
+import type { TLSSocket } from "node:tls";
+import { decodePublicKey, decodeSigningSecret, signWebhook } from "@webhooks/core";
 import { Webhook } from "standardwebhooks";
 
 export interface ReceivedWebhook {
@@ -12,6 +14,8 @@ export interface ReceivedWebhook {
   receivedAt: number;
   /** Whether the signature verified (see ReceiverOptions.verifyWith), given a secret. */
   signatureValid: boolean | undefined;
+  /** Over mutual TLS: the common name of the client certificate presented. */
+  clientCertificateSubject: string | undefined;
 }
 
 /** What `onVerified` is told of each webhook whose signature verified. */
@@ -48,6 +52,11 @@ export interface ReceiverOptions {
   record?: boolean;
   /** How long an idle connection stays open (Node's default otherwise). */
   keepAliveTimeoutMs?: number;
+  /**
+   * Serve HTTPS with this certificate (PEM); with `clientCa`, demand a client certificate issued
+   * by that CA (mutual TLS): a connection without one fails its TLS handshake.
+   */
+  tls?: { certificate: string; privateKey: string; clientCa?: string };
 }
 
 export interface TestReceiver {
@@ -61,7 +70,10 @@ export interface TestReceiver {
   /** Connections open right now, and the most there ever were at once. */
   connections: number;
   maxConnections: number;
-  /** Secrets to verify with, keyed by nothing: any one that verifies counts. */
+  /**
+   * Secrets (`whsec_`, for `v1` signatures) and ed25519 public keys (`whpk_`, for `v1a`) to verify
+   * with, keyed by nothing: any one that verifies counts.
+   */
   secrets: string[];
   reply: (webhook: ReceivedWebhook, index: number) => Reply;
   /** Webhooks checked against a secret: those that verified, those that did not, and verified repeats of a path and webhook-id. */
@@ -84,8 +96,24 @@ const TIMESTAMP_TOLERANCE_S = 5 * 60;
 
 type Verify = (secrets: readonly string[], id: string, timestamp: string, signatures: string, body: string) => boolean;
 
+/**
+ * `v1a` (ed25519) signatures, which the standardwebhooks package does not know, verified with
+ * node:crypto against the public key: any signature of the header that verifies counts.
+ */
+const verifyAsymmetric = (publicKey: string, id: string, timestamp: string, signatures: string, body: string) => {
+  if (!id || !/^\d+$/.test(timestamp)) return false;
+  if (Math.abs(Date.now() / 1000 - Number(timestamp)) > TIMESTAMP_TOLERANCE_S) return false;
+  const key = decodePublicKey(publicKey);
+  const content = Buffer.from(`${id}.${timestamp}.${body}`);
+  return signatures
+    .split(" ")
+    .filter((entry) => entry.startsWith("v1a,"))
+    .some((entry) => verifySignature(null, content, key, Buffer.from(entry.slice(4), "base64")));
+};
+
 const verifyWithPackage: Verify = (secrets, id, timestamp, signatures, body) =>
   secrets.some((secret) => {
+    if (secret.startsWith("whpk_")) return verifyAsymmetric(secret, id, timestamp, signatures, body);
     try {
       new Webhook(secret).verify(body, {
         "webhook-id": id,
@@ -106,6 +134,7 @@ function coreVerifier(): Verify {
     if (Math.abs(Date.now() / 1000 - Number(timestamp)) > TIMESTAMP_TOLERANCE_S) return false;
     const given = signatures.split(" ").map((entry) => Buffer.from(entry));
     return secrets.some((secret) => {
+      if (secret.startsWith("whpk_")) return verifyAsymmetric(secret, id, timestamp, signatures, body);
       let key = keys.get(secret);
       if (!key) {
         key = decodeSigningSecret(secret);
@@ -212,7 +241,7 @@ export async function startReceiver(
     return true;
   };
 
-  const server = createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     if (record) {
       // Counted from the request's arrival to its answer (or its connection closing).
       state.concurrent += 1;
@@ -255,6 +284,9 @@ export async function startReceiver(
         json,
         receivedAt: Date.now(),
         signatureValid,
+        clientCertificateSubject: options.tls?.clientCa
+          ? String((req.socket as TLSSocket).getPeerCertificate().subject?.CN ?? "")
+          : undefined,
       };
       const index = state.received.push(webhook) - 1;
       const answer = state.reply(webhook, index);
@@ -265,14 +297,25 @@ export async function startReceiver(
       if (answer.delayMs) setTimeout(finish, answer.delayMs);
       else finish();
     });
-  });
+  };
+  const tls = options.tls;
+  const server = tls
+    ? createHttpsServer(
+        {
+          cert: tls.certificate,
+          key: tls.privateKey,
+          ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}),
+        },
+        handle,
+      )
+    : createServer(handle);
   server.on("connection", (socket) => {
     state.maxConnections = Math.max(state.maxConnections, ++state.connections);
     socket.once("close", () => state.connections--);
   });
   if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  state.url = `${tls ? "https" : "http"}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   state.close = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();

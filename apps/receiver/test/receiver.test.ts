@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, type KeyObject, randomBytes, sign } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -20,7 +20,9 @@ interface Receiver {
 
 function npmReceiver(args: string[], env: Record<string, string> = {}) {
   const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_") && name !== "WEBHOOK_SECRET"),
+    Object.entries(process.env).filter(
+      ([name]) => !name.toLowerCase().startsWith("npm_") && name !== "WEBHOOK_SECRET" && name !== "WEBHOOK_PUBLIC_KEY",
+    ),
   );
   // A process group of its own, so that stopping it stops npm and the receiver under it.
   const child = spawn("npm", ["run", "receiver", "--", ...args], {
@@ -87,6 +89,33 @@ async function sendSigned(url: string, secret: string): Promise<number> {
   return response.status;
 }
 
+/** An ed25519 key pair: the private key to sign with, the public key as `whpk_` + base64 of its raw bytes. */
+function ed25519KeyPair(): { privateKey: KeyObject; publicKey: string } {
+  const { privateKey, publicKey } = generateKeyPairSync("ed25519");
+  const raw = publicKey.export({ format: "der", type: "spki" }).subarray(12);
+  return { privateKey, publicKey: `whpk_${raw.toString("base64")}` };
+}
+
+/** Sends a webhook signed `v1a` (ed25519), as an ed25519 subscription's are. */
+async function sendSignedV1a(url: string, privateKey: KeyObject): Promise<number> {
+  const id = `evt_${randomBytes(8).toString("hex")}`;
+  const body = JSON.stringify({ type: "invoice.paid", timestamp: new Date().toISOString(), data: {} });
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const signature = sign(null, Buffer.from(`${id}.${timestamp}.${body}`), privateKey).toString("base64");
+  const response = await fetch(url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": id,
+      "webhook-timestamp": timestamp,
+      "webhook-signature": `v1a,${signature}`,
+    },
+    body,
+  });
+  await response.text();
+  return response.status;
+}
+
 let directory: string;
 beforeAll(async () => {
   directory = await mkdtemp(join(tmpdir(), "receiver-test-"));
@@ -145,6 +174,37 @@ describe("npm run receiver", () => {
     const twice = npmReceiver(["--secret-file", file], { WEBHOOK_SECRET: SECRET });
     expect(await twice.exited).toBe(1);
     expect(twice.output()).toContain("not both");
+  });
+
+  it("verifies v1a (ed25519) signatures with the public key from WEBHOOK_PUBLIC_KEY or --public-key-file", async () => {
+    const keys = ed25519KeyPair();
+    const fromEnv = await startReceiver([], { WEBHOOK_PUBLIC_KEY: keys.publicKey });
+    try {
+      expect(await sendSignedV1a(fromEnv.url, keys.privateKey)).toBe(200);
+      expect(await sendSignedV1a(fromEnv.url, ed25519KeyPair().privateKey)).toBe(400);
+      expect(await sendSigned(fromEnv.url, SECRET)).toBe(400);
+      expect(await outputOnceItHas(fromEnv, "no v1a signature matches")).toContain("signature valid");
+    } finally {
+      await fromEnv.stop();
+    }
+
+    const file = join(directory, "public-key");
+    await writeFile(file, `${keys.publicKey}\n`);
+    const fromFile = await startReceiver(["--public-key-file", file]);
+    try {
+      expect(await sendSignedV1a(fromFile.url, keys.privateKey)).toBe(200);
+    } finally {
+      await fromFile.stop();
+    }
+  });
+
+  it("refuses a malformed public key, and a secret and a public key together", async () => {
+    const malformed = npmReceiver(["--public-key", "whsec_AAAA"]);
+    expect(await malformed.exited).toBe(1);
+    expect(malformed.output()).toContain("not an ed25519 public key");
+    const both = npmReceiver(["--public-key", ed25519KeyPair().publicKey], { WEBHOOK_SECRET: SECRET });
+    expect(await both.exited).toBe(1);
+    expect(both.output()).toContain("not both");
   });
 
   it("refuses a secret that is not a Standard Webhooks secret without echoing it", async () => {

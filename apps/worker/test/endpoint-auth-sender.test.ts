@@ -204,6 +204,34 @@ describe("OAuth2 client credentials", () => {
   });
 });
 
+describe("the token endpoint's address", () => {
+  it("is checked when connecting, as a webhook url's is: a name that rebinds to a private address is refused", async () => {
+    const sender = new HttpSender({
+      timeoutMs: 2_000,
+      policy: { allowHttp: true, allowPrivateNetworks: false },
+      userAgent: "test",
+      secretBox: box,
+      resolve: (hostname, callback) => callback(null, [{ address: "10.0.0.5", family: 4 }]),
+    });
+    closers.push(() => sender.close());
+    const credentials = sealed({
+      auth: {
+        type: "oauth2_client_credentials",
+        token_url: "https://auth.example.com/oauth/token",
+        client_id: "a",
+        client_secret: "b",
+      },
+      client_certificate: null,
+    });
+    // A public address that is never reached: the token request fails first.
+    expect(await sender.send("https://93.184.215.14/x", {}, "{}", credentials)).toMatchObject({
+      responseCode: null,
+      error:
+        "OAuth2 token request failed: destination not allowed: auth.example.com does not resolve to a public address",
+    });
+  });
+});
+
 describe("mutual TLS", () => {
   it("presents the client certificate to a receiver that demands one from its CA", async () => {
     const client = await ca.issueClient("acme-webhooks");

@@ -58,6 +58,7 @@ describe("loadConfig defaults", () => {
     expect(config.worker.reconcileIntervalMs).toBe(10_000);
     expect(config.worker.jobLockMs).toBe(30_000);
     expect(config.worker.shutdownTimeoutMs).toBe(30_000);
+    expect(config.worker.egressProxyUrl).toBeUndefined();
   });
 
   it("uses the isolation defaults", () => {
@@ -329,6 +330,26 @@ describe("loadConfig errors", () => {
     const error = configError({ SECRET_ENCRYPTION_KEY: key });
     expect(error.message).toContain("SECRET_ENCRYPTION_KEY");
     expect(error.message).not.toContain(key);
+  });
+
+  it("reads EGRESS_PROXY_URL as http://[user:password@]host:port, and refuses anything else without echoing it", () => {
+    expect(loadConfig({ EGRESS_PROXY_URL: "http://egress:s3cret@proxy.internal:3128" }).worker.egressProxyUrl).toBe(
+      "http://egress:s3cret@proxy.internal:3128",
+    );
+    expect(loadConfig({ EGRESS_PROXY_URL: "http://10.0.0.5:3128/" }).worker.egressProxyUrl).toBe(
+      "http://10.0.0.5:3128/",
+    );
+    for (const url of [
+      "https://proxy.internal:3128",
+      "socks5://proxy.internal:1080",
+      "http://proxy.internal",
+      "http://u:hunter2@proxy.internal:3128/path",
+      "proxy.internal:3128",
+    ]) {
+      const error = configError({ EGRESS_PROXY_URL: url });
+      expect(error.message).toContain("EGRESS_PROXY_URL must be http://[user:password@]host:port");
+      expect(error.message).not.toContain("hunter2");
+    }
   });
 
   it("does not echo the password of a malformed DATABASE_URL", () => {

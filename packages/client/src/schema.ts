@@ -19,7 +19,7 @@ export interface paths {
         put?: never;
         /**
          * Create a subscription
-         * @description The response is the only one that ever contains the signing secret.
+         * @description The response is the only one that ever contains the signing secret (hmac-sha256). An ed25519 subscription has no secret to show: its public_key, on every read, verifies its signatures. auth.password, auth.client_secret and client_certificate.private_key are write-only.
          */
         post: operations["createSubscription"];
         delete?: never;
@@ -42,7 +42,7 @@ export interface paths {
         get: operations["getSubscription"];
         /**
          * Update a subscription
-         * @description Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to deliveries created after it; deliveries already created keep the settings they were created with. `max_in_flight` and `rate_limit` apply to attempts that start after the change; `filter` to events published after it. `active: true` also re-enables a subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.
+         * @description Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to deliveries created after it; deliveries already created keep the settings they were created with. `max_in_flight` and `rate_limit` apply to attempts that start after the change; `filter` to events published after it. `active: true` also re-enables a subscription the service disabled and closes its circuit. `auth` and `client_certificate` are replaced whole (their secrets sent again) or removed with null; deliveries already created keep the credentials they were created with. `description`, `secret`, `health`, `disabled_reason`, `tenant_id`, `signature_scheme` and `public_key` cannot be changed.
          */
         put: operations["updateSubscription"];
         post?: never;
@@ -67,7 +67,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate a subscription's signing secret
-         * @description Replaces the signing secret; the response is the only one that ever contains the new one. Until `overlap` (default 24h) has passed, every attempt, of any delivery including those created before the rotation, carries both signatures in webhook-signature (`v1,<new> v1,<old>`), so a receiver verifies with either secret; after it, only the new one. Rotating again during an overlap ends the oldest secret's overlap at once.
+         * @description Replaces the signing secret; the response is the only one that ever contains the new one. Until `overlap` (default 24h) has passed, every attempt, of any delivery including those created before the rotation, carries both signatures in webhook-signature (`v1,<new> v1,<old>`), so a receiver verifies with either secret; after it, only the new one. Rotating again during an overlap ends the oldest secret's overlap at once. For an ed25519 subscription the key pair is replaced: the response has no secret, and its public_key is the new one (`v1a,<new> v1a,<old>` during the overlap).
          */
         post: operations["rotateSubscriptionSecret"];
         delete?: never;
@@ -314,11 +314,34 @@ export interface components {
     schemas: {
         SubscriptionWithSecret: components["schemas"]["Subscription"] & {
             /**
-             * @description The signing secret. Returned by this response only: store it now.
+             * @description The hmac-sha256 signing secret. Returned by this response only: store it now. Absent for ed25519, whose private key is never shown (verify with public_key).
              * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
              */
-            secret: string;
+            secret?: string;
         };
+        BasicAuthSettings: {
+            /** @enum {string} */
+            type: "basic";
+            username: string;
+        };
+        OAuth2ClientCredentialsAuthSettings: {
+            /** @enum {string} */
+            type: "oauth2_client_credentials";
+            token_url: string;
+            client_id: string;
+            scope: string | null;
+            audience: string | null;
+        };
+        /** @description The client certificate for mutual TLS (never its key), or null. */
+        ClientCertificate: {
+            /** @example 3A:7F:...:09 */
+            fingerprint_sha256: string;
+            /**
+             * Format: date-time
+             * @description When the certificate expires.
+             */
+            not_after: string;
+        } | null;
         /** @description The endpoint's health, kept by the service. Read-only. */
         SubscriptionHealth: {
             /**
@@ -363,6 +386,20 @@ export interface components {
             headers: {
                 [key: string]: string;
             };
+            /**
+             * @description How webhooks are signed: "hmac-sha256" (`v1,<base64>`, with a shared `whsec_` secret) or "ed25519" (`v1a,<base64>`, verified with the subscription's `public_key`). Set at create only.
+             * @example hmac-sha256
+             * @enum {string}
+             */
+            signature_scheme: "hmac-sha256" | "ed25519";
+            /**
+             * @description For ed25519: the public key (`whpk_` + base64) that verifies `v1a` signatures; it changes when the key is rotated. null for hmac-sha256.
+             * @example whpk_Bv4Ofdxx2wo3j0t3tm9v9oJWb8RZXm8KBqhTkZmRL6Q=
+             */
+            public_key: string | null;
+            /** @description The endpoint authentication without its secret, or null for none. */
+            auth: components["schemas"]["BasicAuthSettings"] | components["schemas"]["OAuth2ClientCredentialsAuthSettings"] | null;
+            client_certificate: components["schemas"]["ClientCertificate"];
             health: components["schemas"]["SubscriptionHealth"];
             /**
              * @description The tenant it belongs to. Absent when it belongs to none.
@@ -461,7 +498,59 @@ export interface components {
              * @example acme
              */
             tenant_id?: string;
+            /**
+             * @description How webhooks are signed: "hmac-sha256" (`v1,<base64>`, with a shared `whsec_` secret) or "ed25519" (`v1a,<base64>`, verified with the subscription's `public_key`). Set at create only.
+             * @default hmac-sha256
+             * @example hmac-sha256
+             * @enum {string}
+             */
+            signature_scheme?: "hmac-sha256" | "ed25519";
+            /**
+             * @description How each attempt authenticates to the endpoint: basic, oauth2_client_credentials, or null for none. Secrets are write-only. A delivery uses the auth its subscription had when it was created.
+             * @default null
+             */
+            auth?: components["schemas"]["BasicAuth"] | components["schemas"]["OAuth2ClientCredentialsAuth"] | null;
+            client_certificate?: components["schemas"]["ClientCertificateInput"];
         };
+        /** @description HTTP Basic authentication: `Authorization: Basic ...` on every attempt. */
+        BasicAuth: {
+            /** @enum {string} */
+            type: "basic";
+            /** @example acme */
+            username: string;
+            /** @description Write-only: never returned. */
+            password: string;
+        };
+        /** @description OAuth 2.0 client credentials: the service gets an access token from token_url (client_secret_basic) and sends `Authorization: Bearer <token>` on every attempt, reusing the token until shortly before it expires. */
+        OAuth2ClientCredentialsAuth: {
+            /** @enum {string} */
+            type: "oauth2_client_credentials";
+            /**
+             * @description The token endpoint. It passes the same egress checks as a webhook url.
+             * @example https://auth.example.com/oauth/token
+             */
+            token_url: string;
+            client_id: string;
+            /** @description Write-only: never returned. */
+            client_secret: string;
+            /**
+             * @description Sent as `scope` in the token request.
+             * @example webhooks
+             */
+            scope?: string;
+            /** @description Sent as `audience` in the token request (Auth0 and others ask for it). */
+            audience?: string;
+        };
+        /**
+         * @description A client certificate presented to the endpoint for mutual TLS, or null for none.
+         * @default null
+         */
+        ClientCertificateInput: {
+            /** @description PEM: the client certificate, optionally followed by its intermediates. It must be valid now. */
+            certificate: string;
+            /** @description PEM: the certificate's unencrypted private key. Write-only: never returned. */
+            private_key: string;
+        } | null;
         SubscriptionList: {
             /** @enum {string} */
             object: "list";
@@ -527,6 +616,9 @@ export interface components {
             filter?: {
                 [key: string]: unknown;
             } | null;
+            /** @description Replaces the endpoint authentication; null removes it. */
+            auth?: components["schemas"]["BasicAuth"] | components["schemas"]["OAuth2ClientCredentialsAuth"] | null;
+            client_certificate?: components["schemas"]["ClientCertificateInput"] & unknown;
         };
         RotateSubscriptionSecret: {
             /**

@@ -98,8 +98,10 @@ const updateRouteDef = createRoute({
     "Partial update: an omitted field keeps its value; `events` replaces the whole list. The change applies to " +
     "deliveries created after it; deliveries already created keep the settings they were created with. " +
     "`max_in_flight` and `rate_limit` apply to attempts that start after the change; `filter` to events published after " +
-    "it. `active: true` also re-enables a " +
-    "subscription the service disabled and closes its circuit. `description`, `secret`, `health` and `disabled_reason` cannot be changed.",
+    "it. `active: true` also re-enables a subscription the service disabled and closes its circuit. `auth` and " +
+    "`client_certificate` are replaced whole (their secrets sent again) or removed with null; deliveries already " +
+    "created keep the credentials they were created with. `description`, `secret`, `health`, `disabled_reason`, " +
+    "`tenant_id`, `signature_scheme` and `public_key` cannot be changed.",
   request: {
     query: noQueryParameters,
     params: subscriptionIdParam,

@@ -162,14 +162,14 @@ describe("OAuth2 client credentials", () => {
 
   it("fetches a new token shortly before the cached one expires", async () => {
     await start();
-    // A token of 2 s is used for its first second (half its life, for one that short).
-    tokens.expiresIn = 2;
+    // A token of 6 s is used for its first 3 (half its life, for one that short).
+    tokens.expiresIn = 6;
     const sender = newSender();
     const credentials = auth();
     await sender.send(`${rx.url}/a`, {}, "{}", credentials);
     await sender.send(`${rx.url}/b`, {}, "{}", credentials);
     expect(tokens.requests).toHaveLength(1);
-    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await new Promise((resolve) => setTimeout(resolve, 3_100));
     await sender.send(`${rx.url}/c`, {}, "{}", credentials);
     expect(tokens.requests).toHaveLength(2);
     expect(rx.received.at(-1)!.headers.authorization).toBe("Bearer tok_2");

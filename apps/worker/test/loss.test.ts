@@ -177,8 +177,9 @@ describe("no accepted event is ever lost", () => {
     await expectAllDelivered(s, [...before, ...during], "silent network path");
 
     // The API's connection was made again too (the reconciler alone would have delivered the
-    // events it could not enqueue): it answers.
-    expect(await withDeadline(api.queue.dispatching(), 5_000, "the API's Redis")).toBe(0);
+    // events it could not enqueue): it answers. (What it answers may count entries of dispatches
+    // the API gave up on, which the reconciler clears later: only the answer matters here.)
+    expect(await withDeadline(api.queue.dispatching(), 5_000, "the API's Redis")).toBeGreaterThanOrEqual(0);
   });
 
   it("when the worker's network path to PostgreSQL dies without a reset: its statements give up after DATABASE_QUERY_TIMEOUT, and new connections carry on", async ({

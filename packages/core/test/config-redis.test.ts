@@ -1,16 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../src/config.ts";
-
-/** The ConfigError that loadConfig throws for `env`; fails the test when it does not throw one. */
-function configError(env: Record<string, string | undefined>): ConfigError {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
-}
+import { loadConfig } from "../src/config.ts";
+import { configError } from "./config-error.ts";
 
 /** Where the configuration finds Redis (a node or a cluster), the queue's shards, and the timeouts on both connections. */
 describe("loadConfig Redis Cluster and queue shards", () => {
@@ -66,5 +56,20 @@ describe("loadConfig Redis Cluster and queue shards", () => {
         `Invalid configuration: QUEUE_SHARDS must be an integer between 1 and 256 (got ${JSON.stringify(value)})`,
       );
     }
+  });
+
+  it.each([
+    "10.0.0.1",
+    "10.0.0.1:",
+    ":7000",
+    "10.0.0.1:0",
+    "10.0.0.1:65536",
+    "10.0.0.1:7000,",
+    "redis://10.0.0.1:7000",
+    "a b:7000",
+  ])("refuses REDIS_CLUSTER_NODES=%j", (value) => {
+    expect(configError({ REDIS_CLUSTER_NODES: value }).message).toBe(
+      `Invalid configuration: REDIS_CLUSTER_NODES must be comma-separated host:port pairs such as 10.0.0.1:6379,10.0.0.2:6379 (got ${JSON.stringify(value)})`,
+    );
   });
 });

@@ -1,6 +1,7 @@
+import { existsSync } from "node:fs";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
-import { join } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { buildPortal, PORTAL_PATH } from "@webhooks/portal";
 import { GATE_SCRIPTS, loadScript } from "@webhooks/queue";
 import { build, type Metafile, type Plugin } from "esbuild";
@@ -39,7 +40,8 @@ export interface BuiltFile {
 }
 
 /** Builds every program into `root`'s apps, replacing what an earlier build left there. */
-export async function buildService(root: string): Promise<BuiltFile[]> {
+export async function buildService(repositoryRoot: string): Promise<BuiltFile[]> {
+  const root = resolve(repositoryRoot);
   await Promise.all(OUTPUT_DIRECTORIES.map((directory) => rm(join(root, directory), { recursive: true, force: true })));
   const portal = await prebuiltPortalPlugin(root);
   const gateScripts = prebuiltGateScriptsPlugin(root);
@@ -55,8 +57,13 @@ export async function buildService(root: string): Promise<BuiltFile[]> {
     sourcemap: "linked",
     sourcesContent: false,
     metafile: true,
+    // A CommonJS package the build bundles (see dependenciesStayImports) calls require() for what
+    // stays external; an ES module has no require of its own, so each bundle makes one for its place.
+    banner: {
+      js: 'import { createRequire as __createRequire } from "node:module"; const require = __createRequire(import.meta.url);',
+    },
     logLevel: "warning",
-    plugins: [portal, gateScripts, dependenciesStayImports],
+    plugins: [portal, gateScripts, dependenciesStayImports(root)],
   });
   await assertProductionDependencies(root, result.metafile);
   await Promise.all(PROGRAMS.map((program) => writeFile(join(root, program.output), launcher(program))));
@@ -79,15 +86,46 @@ await import("./${bundle}");
 `;
 }
 
-/** Bare imports of anything but our own workspace packages are left to Node to load. */
-const dependenciesStayImports: Plugin = {
-  name: "dependencies-stay-imports",
-  setup(plugin) {
-    plugin.onResolve({ filter: /^[^./]/ }, (args) =>
-      args.path.startsWith("@webhooks/") ? undefined : { path: args.path, external: true },
-    );
-  },
-};
+/**
+ * Bare imports of anything but our own workspace packages are left to Node to load, from the
+ * bundle's place: `apps/<app>/node_modules`, then the root's. A package that npm installed under
+ * another workspace's own node_modules (its version differs from the one at the root) cannot be
+ * found from there, so that copy is bundled instead.
+ */
+function dependenciesStayImports(root: string): Plugin {
+  return {
+    name: "dependencies-stay-imports",
+    setup(plugin) {
+      plugin.onResolve({ filter: /^[^./]/ }, (args) => {
+        if (args.path.startsWith("@webhooks/")) return undefined;
+        const name = packageName(args.path);
+        const installed = installedCopy(args.resolveDir, name, root);
+        const workspace = workspaceOf(relative(root, args.resolveDir));
+        const reachable =
+          installed === undefined ||
+          installed === join(root, "node_modules", name) ||
+          (workspace?.startsWith("apps/") && installed === join(root, workspace, "node_modules", name));
+        return reachable ? { path: args.path, external: true } : undefined;
+      });
+    },
+  };
+}
+
+/** `@scope/name` or `name` of an import such as `@scope/name/sub/path`. */
+function packageName(path: string): string {
+  const parts = path.split("/");
+  return path.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!;
+}
+
+/** The folder Node would load package `name` from, for a module in `from`; undefined if none. */
+function installedCopy(from: string, name: string, root: string): string | undefined {
+  for (let dir = from; dir.startsWith(root); dir = dirname(dir)) {
+    const candidate = join(dir, "node_modules", name);
+    if (existsSync(join(candidate, "package.json"))) return candidate;
+    if (dir === root) break;
+  }
+  return undefined;
+}
 
 /**
  * The gate's Redis scripts, read now from their .lua files: the compiled programs get, in place of
@@ -165,8 +203,7 @@ async function assertProductionDependencies(root: string, metafile: Metafile): P
     const workspace = workspaceOf(file);
     for (const imported of input.imports) {
       if (!imported.external || imported.path.startsWith("node:")) continue;
-      const parts = imported.path.split("/");
-      const name = imported.path.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!;
+      const name = packageName(imported.path);
       if (builtins.has(name)) continue;
       const declared = workspace ? (await manifest(workspace)).dependencies?.[name] : undefined;
       if (declared === undefined)
@@ -194,6 +231,22 @@ async function assertProductionDependencies(root: string, metafile: Metafile): P
       const { name } = await manifest(workspace);
       if (!reachable.has(name))
         problems.push(`${output.entryPoint} bundles ${file}, but ${name} is not among the production dependencies`);
+    }
+  }
+  // And the copy each bundle will load from its own place must be one that npm keeps in
+  // production: a devDependency's copy at the root would be pruned from under it.
+  const lock = JSON.parse(await readFile(join(root, "package-lock.json"), "utf8")) as {
+    packages: Record<string, { dev?: boolean }>;
+  };
+  for (const [output, { imports }] of Object.entries(metafile.outputs)) {
+    for (const imported of imports) {
+      if (!imported.external || imported.path.startsWith("node:") || builtins.has(packageName(imported.path))) continue;
+      const installed = installedCopy(join(root, dirname(output)), packageName(imported.path), root);
+      const entry = installed === undefined ? undefined : lock.packages[relative(root, installed)];
+      if (entry === undefined || entry.dev)
+        problems.push(
+          `${output} loads ${imported.path} from ${installed ? relative(root, installed) : "nowhere"}, which is not a production package`,
+        );
     }
   }
   if (problems.length > 0) {

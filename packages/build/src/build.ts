@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { buildPortal, PORTAL_PATH } from "@webhooks/portal";
 import { GATE_SCRIPTS, loadScript } from "@webhooks/queue";
 import { build, type Metafile, type Plugin } from "esbuild";
@@ -87,10 +87,10 @@ await import("./${bundle}");
 }
 
 /**
- * Bare imports of anything but our own workspace packages are left to Node to load, from the
- * bundle's place: `apps/<app>/node_modules`, then the root's. A package that npm installed under
- * another workspace's own node_modules (its version differs from the one at the root) cannot be
- * found from there, so that copy is bundled instead.
+ * Bare imports of anything but our own workspace packages are left to Node to load from the
+ * root's node_modules, the only one a deployment keeps. A package that npm installed under a
+ * workspace's own node_modules (its version differs from the one at the root) would not be found
+ * there, so that copy is bundled instead.
  */
 function dependenciesStayImports(root: string): Plugin {
   return {
@@ -100,12 +100,8 @@ function dependenciesStayImports(root: string): Plugin {
         if (args.path.startsWith("@webhooks/")) return undefined;
         const name = packageName(args.path);
         const installed = installedCopy(args.resolveDir, name, root);
-        const workspace = workspaceOf(relative(root, args.resolveDir));
-        const reachable =
-          installed === undefined ||
-          installed === join(root, "node_modules", name) ||
-          (workspace?.startsWith("apps/") && installed === join(root, workspace, "node_modules", name));
-        return reachable ? { path: args.path, external: true } : undefined;
+        const atRoot = installed === undefined || installed === join(root, "node_modules", name);
+        return atRoot ? { path: args.path, external: true } : undefined;
       });
     },
   };
@@ -233,20 +229,17 @@ async function assertProductionDependencies(root: string, metafile: Metafile): P
         problems.push(`${output.entryPoint} bundles ${file}, but ${name} is not among the production dependencies`);
     }
   }
-  // And the copy each bundle will load from its own place must be one that npm keeps in
-  // production: a devDependency's copy at the root would be pruned from under it.
+  // And the copy each bundle will load, the root's, must be one that npm keeps in production:
+  // a devDependency's copy would be pruned from under it.
   const lock = JSON.parse(await readFile(join(root, "package-lock.json"), "utf8")) as {
     packages: Record<string, { dev?: boolean }>;
   };
   for (const [output, { imports }] of Object.entries(metafile.outputs)) {
     for (const imported of imports) {
       if (!imported.external || imported.path.startsWith("node:") || builtins.has(packageName(imported.path))) continue;
-      const installed = installedCopy(join(root, dirname(output)), packageName(imported.path), root);
-      const entry = installed === undefined ? undefined : lock.packages[relative(root, installed)];
-      if (entry === undefined || entry.dev)
-        problems.push(
-          `${output} loads ${imported.path} from ${installed ? relative(root, installed) : "nowhere"}, which is not a production package`,
-        );
+      const installed = `node_modules/${packageName(imported.path)}`;
+      if (lock.packages[installed] === undefined || lock.packages[installed].dev)
+        problems.push(`${output} loads ${imported.path} from ${installed}, which is not a production package`);
     }
   }
   if (problems.length > 0) {

@@ -2,7 +2,14 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { connectApiDeps, createApiServer, createApp } from "@webhooks/api";
 import { publish, startTestApi, subscribe, type TestApi } from "@webhooks/api/testing";
 import { newId, SERVER_TIMEOUTS } from "@webhooks/core";
-import { startTcpProxy, TEST_API_KEY, testConfig } from "@webhooks/testing";
+import {
+  parseRawResponse,
+  parseRawResponses,
+  rawExchange,
+  startTcpProxy,
+  TEST_API_KEY,
+  testConfig,
+} from "@webhooks/testing";
 import { pino } from "pino";
 import { describe, expect } from "vitest";
 import { deliveryListSchema, deliverySchema } from "../src/deliveries/schemas.ts";
@@ -23,44 +30,6 @@ function expectErrorShape(response: { body: { error: Record<string, unknown> }; 
 }
 
 const port = (baseUrl: string) => Number(new URL(baseUrl).port);
-
-/** Sends raw bytes on a fresh connection and returns everything the server sent until it closed. */
-function rawExchange(baseUrl: string, bytes: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port(baseUrl), "127.0.0.1");
-    let received = "";
-    socket.setTimeout(5_000, () => socket.destroy(new Error("no answer within 5 s")));
-    socket.on("data", (chunk) => (received += chunk.toString()));
-    socket.on("error", reject);
-    socket.on("close", () => resolve(received));
-    socket.write(bytes);
-  });
-}
-
-function parseRawResponse(text: string) {
-  const [head = "", ...rest] = text.split("\r\n\r\n");
-  const [statusLine = "", ...headerLines] = head.split("\r\n");
-  const headers = Object.fromEntries(
-    headerLines.map((line) => [
-      line.slice(0, line.indexOf(":")).toLowerCase(),
-      line.slice(line.indexOf(":") + 1).trim(),
-    ]),
-  );
-  return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(rest.join("\r\n")) };
-}
-
-/** Every response in `text`, in order: a head, and a body as long as its Content-Length says. */
-function parseRawResponses(text: string) {
-  const responses: ReturnType<typeof parseRawResponse>[] = [];
-  let rest = text;
-  while (rest.includes("\r\n\r\n")) {
-    const headEnd = rest.indexOf("\r\n\r\n") + 4;
-    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(rest.slice(0, headEnd))?.[1]);
-    responses.push(parseRawResponse(rest.slice(0, headEnd + length)));
-    rest = rest.slice(headEnd + length);
-  }
-  return responses;
-}
 
 function withPort(url: string, newPort: number): string {
   const parsed = new URL(url);
@@ -297,11 +266,42 @@ describe("requests the HTTP adapter refuses, and slow clients", () => {
       "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
     ];
     for (const request of requests) {
-      const response = parseRawResponse(await rawExchange(api.baseUrl, request));
+      const response = parseRawResponse(await rawExchange(port(api.baseUrl), request));
       expect(response.status, request).toBe(400);
       expect(response.headers["content-type"]).toContain("application/json");
       expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_request" });
       expectErrorShape(response);
+    }
+  });
+
+  test("refuses heads HTTP/1.1 forbids that Node's parser lets through: Host, version, request line", async ({
+    api,
+  }) => {
+    const requests = [
+      "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: example.com\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nhost: 127.0.0.1\r\n\r\n",
+      "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nHost: example.com\r\n\r\n",
+      "GET /healthz HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /healthz HTTP/0.9\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET  /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /healthz  HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    ];
+    for (const request of requests) {
+      const response = parseRawResponse(await rawExchange(port(api.baseUrl), request));
+      expect(response.status, request).toBe(400);
+      expect(response.headers["content-type"]).toContain("application/json");
+      expect(response.headers.connection).toBe("close");
+      expect(response.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_request" });
+      expectErrorShape(response);
+    }
+    // Well-formed heads pass, HTTP/1.0 and a keep-alive connection's second request included.
+    const ok = [
+      "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+      "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz?again HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    ];
+    for (const request of ok) {
+      const statuses = parseRawResponses(await rawExchange(port(api.baseUrl), request)).map((r) => r.status);
+      expect(statuses, request).toEqual(request.includes("again") ? [200, 200] : [200]);
     }
   });
 
@@ -317,7 +317,7 @@ describe("requests the HTTP adapter refuses, and slow clients", () => {
       ["POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n", 417],
     ];
     for (const [request, status] of cases) {
-      const raw = await rawExchange(api.baseUrl, request);
+      const raw = await rawExchange(port(api.baseUrl), request);
       const response = parseRawResponse(raw);
       expect(response.status, request.slice(0, 60)).toBe(status);
       expect(response.headers["content-type"]).toContain("application/json");
@@ -344,7 +344,7 @@ describe("requests the HTTP adapter refuses, and slow clients", () => {
       [`${head(first.length - 1)}${first}`, ["invalid_json", "invalid_request"]],
     ];
     for (const [request, answers] of cases) {
-      const responses = parseRawResponses(await rawExchange(api.baseUrl, request));
+      const responses = parseRawResponses(await rawExchange(port(api.baseUrl), request));
       expect(
         responses.map((response) => (response.status === 202 ? response.body.object : response.body.error.code)),
         request.slice(-40),

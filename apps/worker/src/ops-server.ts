@@ -1,5 +1,5 @@
-import { createServer, type Server, type ServerResponse } from "node:http";
-import { type Logger, listen, newId, serverTimeoutOptions } from "@webhooks/core";
+import type { Server, ServerResponse } from "node:http";
+import { createHttpServer, type Logger, listen, newId } from "@webhooks/core";
 import type { Registry } from "prom-client";
 
 export interface OpsServer {
@@ -29,11 +29,12 @@ function sendError(
 
 /**
  * The worker's operational endpoints: `/metrics` and `/healthz`, for GET and HEAD. A query string
- * is ignored (scrapers may add one), the rest is matched on the path. The server has the API's
- * timeouts (core's SERVER_TIMEOUTS), so slow clients cannot tie it up.
+ * is ignored (scrapers may add one), the rest is matched on the path. It is the API's kind of
+ * server (core's createHttpServer): the same timeouts, so slow clients cannot tie it up, and the
+ * same answers, in the error shape, to requests it cannot read.
  */
 export function createOpsServer(registry: Registry, logger: Logger): Server {
-  return createServer(serverTimeoutOptions, (req, res) => {
+  return createHttpServer((req, res) => {
     const requestId = newId("request");
     const path = (req.url ?? "").split("?")[0];
     if (path !== "/metrics" && path !== "/healthz") {
@@ -64,7 +65,7 @@ export function createOpsServer(registry: Registry, logger: Logger): Server {
           );
         });
     }
-  });
+  }, logger);
 }
 
 /** The ops server on WORKER_METRICS_PORT; a port it cannot have is a StartupError naming that variable. */

@@ -1,5 +1,6 @@
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { createLogger, SERVER_TIMEOUTS } from "@webhooks/core";
+import { parseRawResponse, rawExchange } from "@webhooks/testing";
 import { Gauge, Registry } from "prom-client";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -105,6 +106,48 @@ describe("the worker's ops server", () => {
     } finally {
       failing = false;
     }
+  });
+
+  test("answers requests it cannot read as the API does: in the error shape, then closes", async () => {
+    const port = (server.address() as AddressInfo).port;
+    const cases: [string, number][] = [
+      ["FOO /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400],
+      ["GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\u0001b\r\n\r\n", 400],
+      ["CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n", 400],
+      ["GET /metrics HTTP/1.1\r\n\r\n", 400],
+      ["GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: example.com\r\n\r\n", 400],
+      ["GET /metrics HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 400],
+      ["GET  /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 400],
+      [`GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, 431],
+      ["GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: something-else\r\n\r\n", 417],
+    ];
+    for (const [request, status] of cases) {
+      const response = parseRawResponse(await rawExchange(port, request));
+      expect(response.status, request.slice(0, 60)).toBe(status);
+      expect(response.headers["content-type"]).toBe("application/json");
+      expect(response.headers["request-id"]).toMatch(/^req_/);
+      expect(response.body.error).toEqual({
+        type: "invalid_request_error",
+        code: "invalid_request",
+        message: expect.any(String),
+        request_id: response.headers["request-id"],
+      });
+    }
+    expect((await call("GET", "/healthz")).status).toBe(200);
+  });
+
+  test("answers a head that does not arrive in time with a 408 in the error shape", { timeout: 30_000 }, async () => {
+    const port = (server.address() as AddressInfo).port;
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(port, "127.0.0.1", () => socket.write("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+      let received = "";
+      socket.on("data", (chunk) => (received += chunk.toString()));
+      socket.on("error", () => {});
+      socket.on("close", () => resolve(received));
+    });
+    const response = parseRawResponse(answer);
+    expect(response.status).toBe(408);
+    expect(response.body.error).toMatchObject({ code: "invalid_request", request_id: response.headers["request-id"] });
   });
 
   test("has the API's timeouts, so that slow clients cannot tie it up", () => {

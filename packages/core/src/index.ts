@@ -11,6 +11,7 @@ export * from "./endpoint-health.ts";
 export * from "./errors.ts";
 export * from "./event-schemas.ts";
 export * from "./event-types.ts";
+export * from "./http-server.ts";
 export * from "./ids.ts";
 export * from "./jobs.ts";
 export * from "./logger.ts";

@@ -3,6 +3,7 @@ export * from "./database.ts";
 export * from "./egress-proxy.ts";
 export * from "./ports.ts";
 export * from "./processes.ts";
+export * from "./raw-http.ts";
 export * from "./receiver.ts";
 export * from "./redis-cluster.ts";
 export * from "./redis-server.ts";

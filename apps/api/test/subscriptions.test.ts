@@ -69,6 +69,8 @@ describe("POST /v1/subscriptions", () => {
     [{ url: "https://example.com\\@evil.example/", events: ["a"] }, "url_invalid", "url"],
     [{ url: "https:example.com/in", events: ["a"] }, "url_invalid", "url"],
     [{ url: " https://example.com/in", events: ["a"] }, "url_invalid", "url"],
+    [{ url: "https://hooks.example.net:4201#@example.com/", events: ["a"] }, "url_invalid", "url"],
+    [{ url: "https://example.com:0443/in", events: ["a"] }, "url_invalid", "url"],
     // Host names that parse but that DNS cannot look up: every attempt would fail.
     [{ url: `https://${"a".repeat(64)}.example.com/in`, events: ["a"] }, "url_invalid", "url"],
     [{ url: `https://${"abcd.".repeat(51)}com/in`, events: ["a"] }, "url_invalid", "url"],

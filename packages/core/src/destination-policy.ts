@@ -54,8 +54,10 @@ export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
  * What a subscription's url says that parsing would quietly change. The url is
  * stored as sent and shown back, so it must mean what it reads as; WHATWG parsing (undici's, and
  * every browser's) would drop spaces and control characters, read a backslash as a slash
- * (`https://example.com\@evil.com` goes to example.com), accept `https:example.com`, and undici
- * sends no `user:password@` it finds there. `url` is the text as parsed (checkDestinationUrl's).
+ * (`https://example.com\@evil.com` goes to example.com), accept `https:example.com`, read an
+ * `@` after a `#` as part of a fragment that is never sent (`https://a.example:4201#@b.example`
+ * goes to a.example), drop a port's leading zeros, and undici sends no `user:password@` it finds
+ * there. `url` is the text as parsed (checkDestinationUrl's).
  * Checked when a subscription is saved, not when an attempt is sent, so that urls saved before
  * still deliver as they did.
  */
@@ -63,10 +65,18 @@ export function urlSpellingProblem(text: string, url: URL): string | undefined {
   if (/[\s\p{Cc}]/u.test(text)) return "must not contain spaces or control characters";
   if (text.includes("\\")) return "must not contain a backslash (it would be read as a slash)";
   if (!/^https?:\/\//i.test(text)) return "must start with https:// (or http:// where the deployment allows it)";
-  if (url.username !== "" || url.password !== "") {
+  // The authority as written: parsing drops an empty `@`, and takes a port's leading zeros.
+  const authority = /^https?:\/\/([^/?#]*)/i.exec(text)?.[1] ?? "";
+  if (url.username !== "" || url.password !== "" || authority.includes("@")) {
     return "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization";
   }
-  if (url.port === "0") return "must not use port 0";
+  const fragment = text.indexOf("#");
+  if (fragment >= 0 && text.includes("@", fragment)) {
+    return "must not have an @ in its fragment (it would read as the host, which it is not)";
+  }
+  const port = /:(\d*)$/.exec(authority.replace(/^\[[^\]]*\]/, ""))?.[1] ?? "";
+  if (port === "0") return "must not use port 0";
+  if (/^0\d/.test(port)) return "must write its port without leading zeros";
   return undefined;
 }
 

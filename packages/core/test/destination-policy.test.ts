@@ -249,6 +249,22 @@ describe("urlSpellingProblem", () => {
       "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization",
     ],
     ["https://example.com:0/", "must not use port 0"],
+    [
+      "https://@example.com/",
+      "must not contain credentials (user:password@); send them in the subscription's headers, such as Authorization",
+    ],
+    [
+      "https://hooks.example.net:4201#@example.com/",
+      "must not have an @ in its fragment (it would read as the host, which it is not)",
+    ],
+    [
+      "https://hooks.example.net/in#x@example.com",
+      "must not have an @ in its fragment (it would read as the host, which it is not)",
+    ],
+    ["https://example.com:0443/", "must write its port without leading zeros"],
+    ["https://example.com:08443/in", "must write its port without leading zeros"],
+    ["https://[2001:db8::1]:00443/", "must write its port without leading zeros"],
+    ["https://example.com:00/", "must write its port without leading zeros"],
   ])("refuses %j", (url, problem) => {
     // Each of these parses, so only this check tells the client what the url would really do.
     expect(checkDestinationUrl(url.trim(), development).ok).toBe(true);
@@ -262,6 +278,9 @@ describe("urlSpellingProblem", () => {
     "https://[2001:db8::1]/",
     "https://bücher.example/in",
     "https://example.com/@x",
+    "https://example.com/?to=a@example.com",
+    "https://example.com:443/",
+    "https://[2001:db8::1]:8443/",
   ])("accepts %j", (url) => {
     expect(urlSpellingProblem(url, new URL(url))).toBeUndefined();
   });

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import ipaddr from "ipaddr.js";
 
 /**
@@ -96,6 +97,41 @@ function hostNameProblem(url: URL): string | undefined {
   return undefined;
 }
 
+/** Names that mean this host, whatever DNS says (RFC 6761 §6.3, and the usual /etc/hosts aliases). */
+const LOCAL_HOST_NAMES = new Set(["localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"]);
+
+/** The names an /etc/hosts text maps to a loopback or other non-public address, lower-cased. */
+export function hostsFileLocalNames(text: string): Set<string> {
+  const names = new Set<string>();
+  for (const line of text.split("\n")) {
+    const [address, ...aliases] = (line.split("#")[0] ?? "").trim().split(/\s+/);
+    if (address === undefined || address === "" || !ipaddr.isValid(address) || isPublicAddress(address)) continue;
+    for (const alias of aliases) names.add(alias.toLowerCase().replace(/\.$/, ""));
+  }
+  return names;
+}
+
+let hostsFileNames: Set<string> | undefined;
+
+/** hostsFileLocalNames of this machine's /etc/hosts, read once; none when it cannot be read. */
+function localNamesOfHostsFile(): Set<string> {
+  if (!hostsFileNames) {
+    try {
+      hostsFileNames = hostsFileLocalNames(readFileSync("/etc/hosts", "utf8"));
+    } catch {
+      hostsFileNames = new Set();
+    }
+  }
+  return hostsFileNames;
+}
+
+/** Whether a host name (lower-case, as parsed) means the local host. */
+function isLocalHostName(hostname: string): boolean {
+  // A fully qualified name may end in a dot: `localhost.` is localhost too.
+  const host = hostname.endsWith(".") ? hostname.slice(0, -1) : hostname;
+  return LOCAL_HOST_NAMES.has(host) || host.endsWith(".localhost") || localNamesOfHostsFile().has(host);
+}
+
 /**
  * Checks what can be checked from the URL alone. Host names are checked again on the resolved
  * address when the worker connects, because DNS can change between now and then.
@@ -124,9 +160,7 @@ export function checkDestinationUrl(text: string, policy: DestinationPolicy): Ur
     if (literal !== undefined && !isPublicAddress(literal)) {
       return { ok: false, reason: "must not point to a private, loopback or link-local address" };
     }
-    // A fully qualified name may end in a dot: `localhost.` is localhost too.
-    const host = url.hostname.endsWith(".") ? url.hostname.slice(0, -1) : url.hostname;
-    if (host === "localhost" || host.endsWith(".localhost")) {
+    if (isLocalHostName(url.hostname)) {
       return { ok: false, reason: "must not point to a private, loopback or link-local address" };
     }
   }

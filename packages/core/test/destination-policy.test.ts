@@ -1,7 +1,9 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   checkDestinationUrl,
   type DestinationPolicy,
+  hostsFileLocalNames,
   ipLiteralHost,
   isPublicAddress,
   urlSpellingProblem,
@@ -176,6 +178,49 @@ describe("checkDestinationUrl with the production policy", () => {
 
   it.each(["localhost.", "foo.localhost."])("refuses %j with a trailing dot", (host) => {
     expect(checkDestinationUrl(`https://${host}/hooks`, production).ok).toBe(false);
+  });
+
+  it.each(["localhost.localdomain", "LOCALHOST.LOCALDOMAIN.", "ip6-localhost", "ip6-loopback", "a.b.localhost"])(
+    "refuses %j, a name of the local host",
+    (host) => {
+      expect(checkDestinationUrl(`https://${host}/hooks`, production)).toEqual({ ok: false, reason: PRIVATE_REASON });
+      expect(checkDestinationUrl(`https://${host}/hooks`, development).ok).toBe(true);
+    },
+  );
+
+  it("refuses every name this machine's /etc/hosts maps to a loopback address", () => {
+    const names = hostsFileLocalNames(readFileSync("/etc/hosts", "utf8"));
+    expect(names.size).toBeGreaterThan(0);
+    for (const name of names) {
+      expect(checkDestinationUrl(`https://${name}/hooks`, production), name).toEqual({
+        ok: false,
+        reason: PRIVATE_REASON,
+      });
+    }
+  });
+});
+
+describe("hostsFileLocalNames", () => {
+  it("takes the names of non-public addresses, and skips comments and public ones", () => {
+    const text = [
+      "# comment 127.0.0.1 commented",
+      "127.0.0.1\tlocalhost  box.internal",
+      "127.0.1.1 myhost.example myhost # the machine",
+      "::1 ip6-localhost ip6-loopback",
+      "10.0.0.5 db",
+      "93.184.216.34 public.example",
+      "not-an-address name",
+      "",
+    ].join("\n");
+    expect([...hostsFileLocalNames(text)].sort()).toEqual([
+      "box.internal",
+      "db",
+      "ip6-localhost",
+      "ip6-loopback",
+      "localhost",
+      "myhost",
+      "myhost.example",
+    ]);
   });
 });
 

@@ -33,6 +33,8 @@ export interface Reply {
   body?: string;
   /** Answer after this long. */
   delayMs?: number;
+  /** Send the status line, headers and part of the body, then nothing more: a receiver that hangs mid-body. */
+  stallBody?: boolean;
 }
 
 export interface ReceiverOptions {
@@ -292,7 +294,13 @@ export async function startReceiver(
       const answer = state.reply(webhook, index);
       const finish = () => {
         inFlight.set(id, (inFlight.get(id) ?? 1) - 1);
-        if (!res.destroyed) res.writeHead(answer.status ?? 200, answer.headers ?? {}).end(answer.body ?? "ok");
+        if (res.destroyed) return;
+        const status = answer.status ?? 200;
+        if (answer.stallBody) {
+          res.writeHead(status, { ...answer.headers, "content-length": "1024" }).write('{"partial":');
+        } else {
+          res.writeHead(status, answer.headers ?? {}).end(answer.body ?? "ok");
+        }
       };
       if (answer.delayMs) setTimeout(finish, answer.delayMs);
       else finish();

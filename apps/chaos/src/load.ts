@@ -3,11 +3,19 @@ import { errors, Pool } from "undici";
 import { API_KEY, EVENT_TYPE } from "./stack.ts";
 
 /** How the API answered one publish: 202, a 503 in the error shape, another status, or no answer. */
-export type AnswerKind = "202" | "503 json" | "other status" | "refused" | "dropped" | "timed out";
-export const ANSWER_KINDS: AnswerKind[] = ["202", "503 json", "other status", "refused", "dropped", "timed out"];
+export type AnswerKind = "202" | "503 json" | "408 json" | "other status" | "refused" | "dropped" | "timed out";
+export const ANSWER_KINDS: AnswerKind[] = [
+  "202",
+  "503 json",
+  "408 json",
+  "other status",
+  "refused",
+  "dropped",
+  "timed out",
+];
 
 /** A client gives up on an event it could not publish in this long (not once in a run that passes). */
-const GIVE_UP_AFTER_MS = 90_000;
+const GIVE_UP_AFTER_MS = 300_000;
 
 /**
  * A steady open-loop load of publishes, as a client that follows docs/api.md#idempotent-requests
@@ -74,8 +82,9 @@ export class Load {
     const body = JSON.stringify({ type: EVENT_TYPE, data: { sequence: ++this.#sequence } });
     const headers = { authorization: `Bearer ${API_KEY}`, "content-type": "application/json", "idempotency-key": key };
     const started = performance.now();
-    while (performance.now() - started < GIVE_UP_AFTER_MS) {
-      let waitMs = 500;
+    // Backing off, as a client should: a restart of the API must not meet a storm of retries.
+    for (let retry = 0; performance.now() - started < GIVE_UP_AFTER_MS; retry++) {
+      let waitMs = Math.min(5_000, 500 * 2 ** retry);
       try {
         const response = await this.#pool.request({ method: "POST", path: "/v1/events", headers, body });
         const text = await response.body.text();
@@ -88,6 +97,9 @@ export class Load {
         if (response.statusCode === 503 && contentType.startsWith("application/json") && text.includes('"error"')) {
           this.#count("503 json");
           waitMs = Math.min(5, Number(response.headers["retry-after"] ?? 1)) * 1000;
+        } else if (response.statusCode === 408 && text.includes('"error"')) {
+          // This client was too slow to send its request (a busy machine): the server said so.
+          this.#count("408 json");
         } else {
           this.#count("other status");
           const odd = `${response.statusCode} ${contentType} ${text.slice(0, 120)}`;

@@ -71,7 +71,7 @@ try {
       results.push(result);
       stack.forgetReceived();
       console.log(
-        `  ${fault.name.padEnd(20)} accepted ${result.accepted}, delivered ${result.delivered}/${result.expected}, lost ${result.lost}, duplicates ${result.duplicates.length}, recovered in ${result.recoveredInMs === undefined ? "–" : `${(result.recoveredInMs / 1000).toFixed(1)} s`}: ${result.passed ? "pass" : "FAIL"}`,
+        `  ${fault.name.padEnd(20)} accepted ${result.accepted}, delivered ${result.delivered}/${result.expected}, lost ${result.lost}, duplicates ${result.duplicated}, recovered in ${result.recoveredInMs === undefined ? "–" : `${(result.recoveredInMs / 1000).toFixed(1)} s`}: ${result.passed ? "pass" : "FAIL"}`,
       );
     }
   }

@@ -24,7 +24,7 @@ export function resultTable(results: FaultResult[]): string {
     String(result.expected),
     String(result.delivered),
     String(result.lost),
-    String(result.duplicates.length),
+    String(result.duplicated),
     ...ANSWER_KINDS.map((kind) => String(result.during.get(kind) ?? 0)),
     String(result.notAccepted),
     seconds(result.recoveredInMs),

@@ -29,7 +29,9 @@ export interface FaultResult {
   oddAnswers: Map<string, number>;
   /** From the end of the fault to the first delivery of an event accepted after it; undefined if none. */
   recoveredInMs: number | undefined;
-  /** Deliveries made more than once, and those never made, each with its attempt log. */
+  /** How many deliveries were made more than once. */
+  duplicated: number;
+  /** The first of them, and of those never made, each with its attempt log. */
   duplicates: string[];
   lostDetails: string[];
   passed: boolean;
@@ -106,7 +108,8 @@ export async function runFault(stack: Stack, fault: Fault, timing: Timing): Prom
     failedAnswers,
     oddAnswers: load.oddAnswers,
     recoveredInMs: recoveredAt.length > 0 ? Math.min(...recoveredAt) - faultEnd : undefined,
-    duplicates: await attemptLogs(stack, duplicated.slice(0, 20)),
+    duplicated: duplicated.length,
+    duplicates: await attemptLogs(stack, duplicated.slice(0, 5)),
     lostDetails: await attemptLogs(stack, missing.slice(0, 10)),
     passed: lost === 0 && load.givenUp === 0 && failedAnswers === 0,
   };

@@ -18,7 +18,7 @@ export const ANSWER_KINDS: AnswerKind[] = [
 const GIVE_UP_AFTER_MS = 300_000;
 
 /**
- * A steady open-loop load of publishes, as a client that follows docs/api.md#idempotent-requests
+ * A steady open-loop load of publishes, as a client that follows docs/api.md#idempotency
  * does: every event has an Idempotency-Key, and a publish that is not answered 202 (a 503, a
  * dropped connection, a refused one) is sent again with the same key until it is. The answers are
  * counted by kind under the name of the moment they came in (`phase`).

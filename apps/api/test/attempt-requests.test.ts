@@ -19,9 +19,10 @@ async function attempted(databaseUrl: string, eventId: string): Promise<string> 
   await sql(
     databaseUrl,
     `
-    INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, error) VALUES
-      ($4, $1, 1, 'https://example.com/hooks', $2, 120, 500, NULL),
-      ($5, $1, 2, 'https://example.com/hooks', $3, 80, 200, NULL)`,
+    INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code, error)
+    SELECT a.id, d.id, d.subscription_id, a.number, 'https://example.com/hooks', a.started_at::timestamptz, a.duration_ms, a.code, NULL
+    FROM deliveries d, (VALUES ($4, 1, $2, 120, 500), ($5, 2, $3, 80, 200)) AS a(id, number, started_at, duration_ms, code)
+    WHERE d.id = $1`,
     [delivery!.id, STARTED[0], STARTED[1], newId("attempt"), newId("attempt")],
   );
   return delivery!.id;

@@ -309,10 +309,10 @@ describe("GET /v1/deliveries/{id}", () => {
     await sql(
       database.url,
       `
-      INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, error) VALUES
-        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5A', $1, 1, 'https://example.com/0', now() - interval '2 minutes', 120, 500, NULL),
-        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown')`,
-      [row.id],
+      INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code, error) VALUES
+        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5A', $1, $2, 1, 'https://example.com/0', now() - interval '2 minutes', 120, 500, NULL),
+        ('att_01JD5V6Y7Z8X9W0V1U2T3S4R5B', $1, $2, 2, 'https://example.com/0', now() - interval '1 minute', NULL, NULL, 'outcome unknown')`,
+      [row.id, row.subscription_id],
     );
     // The attempt in flight is on the delivery's row until it ends (the claim puts it there).
     await sql(

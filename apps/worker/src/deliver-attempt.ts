@@ -293,6 +293,7 @@ function pick(result: SendResult) {
     responseCode: result.responseCode,
     responseBody: result.responseBody,
     error: result.error,
+    timedOut: result.timedOut,
   };
 }
 

@@ -23,6 +23,8 @@ export interface SendResult {
   retryAfter: string | null;
   /** Why no response arrived, in a few words; with a response, why its body was cut short. */
   error: string | null;
+  /** No response arrived before the attempt's time ran out: a timeout, apart from the other failures. */
+  timedOut: boolean;
   durationMs: number;
 }
 
@@ -86,11 +88,12 @@ export class HttpSender {
   ): Promise<SendResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    const failed = (error: string): SendResult => ({
+    const failed = (error: string, cause?: unknown): SendResult => ({
       responseCode: null,
       responseBody: null,
       retryAfter: null,
       error,
+      timedOut: cause !== undefined && isTimeout(cause),
       durationMs: elapsed(),
     });
     const refusal = this.#refuse(url);
@@ -123,6 +126,7 @@ export class HttpSender {
           error instanceof OAuth2TokenError
             ? error.message
             : `OAuth2 token request failed: ${describeError(error, this.options.timeoutMs)}`,
+          error,
         );
       }
       setAuthorization(requestHeaders, `Bearer ${token}`);
@@ -142,7 +146,7 @@ export class HttpSender {
       });
     } catch (error) {
       this.#logRefusal(error, headers, "destination");
-      return failed(describeError(error, this.options.timeoutMs));
+      return failed(describeError(error, this.options.timeoutMs), error);
     }
     // The receiver refused the token: the next attempt (on the retry schedule, like any failed
     // attempt) gets a new one. Not retried at once: every request a receiver may have seen is
@@ -163,6 +167,7 @@ export class HttpSender {
         excerpt.failure === undefined
           ? null
           : `response body incomplete: ${describeError(excerpt.failure, this.options.timeoutMs)}`,
+      timedOut: false,
       durationMs: elapsed(),
     };
   }
@@ -247,6 +252,15 @@ function lookupRefusal(error: unknown): DestinationNotAllowedError | undefined {
   for (let cause = error; cause instanceof Error; cause = cause.cause)
     if (cause instanceof DestinationNotAllowedError) return cause;
   return undefined;
+}
+
+/** The attempt's time ran out (connecting, waiting for the answer, or fetching a token), as describeError words it. */
+function isTimeout(error: unknown): boolean {
+  const err = error as { name?: string; code?: string; cause?: unknown };
+  if (err.name === "TimeoutError" || err.name === "AbortError") return true;
+  if (err.code === "DESTINATION_NOT_ALLOWED" || error instanceof EgressProxyError) return false;
+  if (err.cause) return isTimeout(err.cause);
+  return ["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"].includes(err.code ?? "");
 }
 
 function describeError(error: unknown, timeoutMs: number): string {

@@ -18,7 +18,14 @@ const it = workerTest.extend(
         sender: {
           send: async (url: string) => {
             sent.push(url);
-            return { durationMs: 1, responseCode: 200, responseBody: "", retryAfter: null, error: null };
+            return {
+              durationMs: 1,
+              responseCode: 200,
+              responseBody: "",
+              retryAfter: null,
+              error: null,
+              timedOut: false,
+            };
           },
         },
       });
@@ -171,7 +178,7 @@ describe("a success whose claim saw the subscription healthy", () => {
       sender: {
         send: async () => {
           await failMeanwhile();
-          return { durationMs: 1, responseCode: 200, responseBody: "", retryAfter: null, error: null };
+          return { durationMs: 1, responseCode: 200, responseBody: "", retryAfter: null, error: null, timedOut: false };
         },
       },
     });
@@ -217,6 +224,7 @@ const itEnds = workerTest.extend(
             responseBody: "",
             retryAfter: response.retryAfter ?? null,
             error: null,
+            timedOut: false,
           }),
         },
       });

@@ -182,6 +182,7 @@ describe("OAuth2 client credentials", () => {
     expect(wrongSecret).toMatchObject({
       responseCode: null,
       error: "OAuth2 token request failed: the token endpoint answered 401 (invalid_client)",
+      timedOut: false,
     });
     tokens.failWith = { status: 503, error: "temporarily_unavailable" };
     expect((await sender.send(`${rx.url}/x`, {}, "{}", auth())).error).toBe(
@@ -189,13 +190,16 @@ describe("OAuth2 client credentials", () => {
     );
     tokens.failWith = undefined;
     tokens.delayMs = 2_000;
-    expect((await sender.send(`${rx.url}/x`, {}, "{}", auth())).error).toBe(
-      "OAuth2 token request failed: timeout after 1000 ms",
-    );
+    // The stats count a token request that ran out of time as a timeout, a refused one as a network error.
+    expect(await sender.send(`${rx.url}/x`, {}, "{}", auth())).toMatchObject({
+      error: "OAuth2 token request failed: timeout after 1000 ms",
+      timedOut: true,
+    });
     const down = auth({ token_url: `http://127.0.0.1:${await freePort()}/token` });
-    expect((await sender.send(`${rx.url}/x`, {}, "{}", down)).error).toBe(
-      "OAuth2 token request failed: connection refused",
-    );
+    expect(await sender.send(`${rx.url}/x`, {}, "{}", down)).toMatchObject({
+      error: "OAuth2 token request failed: connection refused",
+      timedOut: false,
+    });
     const notJson = await receiver(() => ({ status: 200, body: "<html>login</html>" }));
     expect((await sender.send(`${rx.url}/x`, {}, "{}", auth({ token_url: `${notJson.url}/token` }))).error).toBe(
       "OAuth2 token request failed: the token endpoint's answer has no usable access_token",

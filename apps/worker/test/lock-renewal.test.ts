@@ -42,7 +42,7 @@ it("a job whose lock another worker took is logged as having left this worker, n
       send: async () => {
         sending = true;
         await answered;
-        return { durationMs: 1, responseCode: 200, responseBody: "", retryAfter: null, error: null };
+        return { durationMs: 1, responseCode: 200, responseBody: "", retryAfter: null, error: null, timedOut: false };
       },
     },
     logger: capturingLogger(lines),

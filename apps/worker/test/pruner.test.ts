@@ -52,8 +52,8 @@ it("prunes an old delivered delivery, its attempt and its event on its interval,
   await sql(testDb.url, "UPDATE events SET created_at = now() - interval '2 hours' WHERE id = $1", [old!.event]);
   await sql(
     testDb.url,
-    `INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code)
-     SELECT 'att_' || substr(id, 5), id, 1, url, created_at, 12, 200 FROM deliveries`,
+    `INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code)
+     SELECT 'att_' || substr(id, 5), id, subscription_id, 1, url, created_at, 12, 200 FROM deliveries`,
   );
 
   worker = await startWorker(

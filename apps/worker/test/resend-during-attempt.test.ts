@@ -52,6 +52,7 @@ describe("a resend while an attempt of the delivery is under way", () => {
             responseBody: "",
             retryAfter: null,
             error: null,
+            timedOut: false,
           };
         },
       },

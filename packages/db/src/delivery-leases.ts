@@ -97,8 +97,8 @@ export const CLAIM_SQL = `WITH claimed AS (
                  d.attempts, d.open_attempt_id, d.open_attempt_started_at,
                  before.open_attempt_id AS abandoned_id, before.open_attempt_started_at AS abandoned_started_at
      ), closed AS (
-       INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, error)
-       SELECT c.abandoned_id, c.id, c.attempts - 1, c.url, c.abandoned_started_at, $6 FROM claimed c
+       INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, error)
+       SELECT c.abandoned_id, c.id, c.subscription_id, c.attempts - 1, c.url, c.abandoned_started_at, $6 FROM claimed c
        WHERE c.abandoned_id IS NOT NULL
      )
      SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
@@ -252,6 +252,8 @@ export interface AttemptOutcome {
   responseCode: number | null;
   responseBody: string | null;
   error: string | null;
+  /** No response arrived before the attempt's time ran out (the stats count it as a timeout). */
+  timedOut: boolean;
   /** The delivery's new state, from core's `nextState`. */
   status: DeliveryStatus;
   /** Wait before the next attempt, or null when nothing more is planned. */
@@ -293,8 +295,8 @@ export async function recordAttempts(
   const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
   const rows = await ctx.sql.query<{ deliveryId: string; subscriptionUnwell: boolean }>(
     `WITH input AS (
-      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[], $10::delivery_status[], $11::int[])
-        AS i(delivery_id, lease_token, attempt_id, number, started_at, duration_ms, response_code, response_body, error, status, next_attempt_in_ms)
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[], $8::text[], $9::text[], $10::delivery_status[], $11::int[], $12::boolean[])
+        AS i(delivery_id, lease_token, attempt_id, number, started_at, duration_ms, response_code, response_body, error, status, next_attempt_in_ms, timed_out)
     ), updated AS (
       UPDATE deliveries d SET
         status = i.status,
@@ -309,8 +311,8 @@ export async function recordAttempts(
       WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token AND d.open_attempt_id = i.attempt_id
       RETURNING d.id, d.url, d.subscription_id
     ), logged AS (
-      INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body, error)
-      SELECT i.attempt_id, u.id, i.number, u.url, i.started_at, i.duration_ms, i.response_code, i.response_body, i.error
+      INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code, timed_out, response_body, error)
+      SELECT i.attempt_id, u.id, u.subscription_id, i.number, u.url, i.started_at, i.duration_ms, i.response_code, i.timed_out, i.response_body, i.error
       FROM updated u JOIN input i ON i.delivery_id = u.id
       RETURNING delivery_id
     )
@@ -329,6 +331,7 @@ export async function recordAttempts(
       column((r) => r.outcome.error),
       column((r) => r.outcome.status),
       column((r) => r.outcome.nextAttemptInMs),
+      column((r) => r.outcome.timedOut),
     ],
   );
   return new Map(rows.map((row) => [row.deliveryId, { subscriptionUnwell: row.subscriptionUnwell }]));

@@ -24,6 +24,7 @@ const ok: AttemptOutcome = {
   responseCode: 200,
   responseBody: "ok",
   error: null,
+  timedOut: false,
   status: "delivered",
   nextAttemptInMs: null,
 };
@@ -32,6 +33,7 @@ const failed: AttemptOutcome = {
   responseCode: 500,
   responseBody: "no",
   error: null,
+  timedOut: false,
   status: "failed",
   nextAttemptInMs: 0,
 };

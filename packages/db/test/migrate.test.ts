@@ -200,3 +200,44 @@ describe("the migration that moves the attempt in flight onto its delivery", () 
     }
   });
 });
+
+describe("the migration that gives attempts their subscription, for the stats", () => {
+  const MIGRATION = "20261128040000_subscription_stats";
+
+  it("fills subscription_id and timed_out from what the log holds, and drops attempts whose delivery is gone", async () => {
+    const names = await migrationNames();
+    const dir = await mkdtemp(join(tmpdir(), "migrations-"));
+    try {
+      for (const name of names.filter((n) => n < MIGRATION))
+        await cp(join(MIGRATIONS_DIR, name), join(dir, name), { recursive: true });
+      const url = databaseUrl(freshName());
+      await applyMigrations(url, quiet, dir);
+      await sql(
+        url,
+        `INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id)
+         VALUES ('dlv_1', 'sub_1', 'evt_1', 't', 'https://example.com/a', 'sec_1')`,
+      );
+      await sql(
+        url,
+        `INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, error)
+         SELECT 'att_' || n, d, n, 'https://example.com/a', now(), 10, code, error
+         FROM (VALUES (1, 'dlv_1', 200, NULL), (2, 'dlv_1', NULL, 'timeout after 300 ms'), (3, 'dlv_1', NULL, 'connect timeout'),
+                      (4, 'dlv_1', NULL, 'OAuth2 token request failed: timeout after 1000 ms'), (5, 'dlv_1', NULL, 'connection refused'),
+                      (6, 'dlv_1', 200, 'response body incomplete: timeout after 300 ms'), (7, 'dlv_gone', 500, NULL))
+           AS a(n, d, code, error)`,
+      );
+
+      expect((await applyMigrations(url, quiet)).applied).toEqual(names.filter((n) => n >= MIGRATION));
+      expect(await sql(url, "SELECT id, subscription_id, timed_out FROM delivery_attempts ORDER BY id")).toEqual([
+        { id: "att_1", subscription_id: "sub_1", timed_out: false },
+        { id: "att_2", subscription_id: "sub_1", timed_out: true },
+        { id: "att_3", subscription_id: "sub_1", timed_out: true },
+        { id: "att_4", subscription_id: "sub_1", timed_out: true },
+        { id: "att_5", subscription_id: "sub_1", timed_out: false },
+        { id: "att_6", subscription_id: "sub_1", timed_out: false },
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -75,8 +75,9 @@ async function seed(
     if (state === "queued") continue;
     await sql(
       testDb.url,
-      `INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms)
-       SELECT 'att_' || substr($1, 5) || '_' || n, $1, n, 'https://example.com', ${createdAt}, 5 FROM generate_series(1, $2::int) n`,
+      `INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms)
+       SELECT 'att_' || substr($1, 5) || '_' || n, $1, d.subscription_id, n, 'https://example.com', ${createdAt}, 5
+       FROM deliveries d, generate_series(1, $2::int) n WHERE d.id = $1`,
       [id, attempts],
     );
   }

@@ -68,8 +68,8 @@ export async function seedLog(db: pg.Client, input: { deliveries: number; queued
     // Attempt i of a delivery: its id is the delivery's ULID with i in place of a padding zero, so
     // it is unique and valid; only the last attempt has the delivery's outcome.
     await db.query(
-      `INSERT INTO delivery_attempts (id, delivery_id, number, url, started_at, duration_ms, response_code, response_body)
-       SELECT 'att_' || substr(d.id, 5, 10) || '00000' || i || substr(d.id, 21, 10), d.id, i, d.url,
+      `INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code, response_body)
+       SELECT 'att_' || substr(d.id, 5, 10) || '00000' || i || substr(d.id, 21, 10), d.id, d.subscription_id, i, d.url,
               d.created_at + (i - 1) * interval '5 seconds', 20 + (i * 7) % 50, CASE WHEN i = d.attempts THEN d.response_code ELSE 500 END,
               CASE WHEN i = d.attempts AND d.status = 'delivered' THEN 'ok' ELSE 'upstream error' END
        FROM deliveries AS d, generate_series(1, d.attempts) AS i`,

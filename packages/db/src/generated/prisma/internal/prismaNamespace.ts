@@ -1225,11 +1225,13 @@ export type DeliveryScalarFieldEnum = (typeof DeliveryScalarFieldEnum)[keyof typ
 export const DeliveryAttemptScalarFieldEnum = {
   id: 'id',
   deliveryId: 'deliveryId',
+  subscriptionId: 'subscriptionId',
   number: 'number',
   url: 'url',
   startedAt: 'startedAt',
   durationMs: 'durationMs',
   responseCode: 'responseCode',
+  timedOut: 'timedOut',
   responseBody: 'responseBody',
   error: 'error'
 } as const

@@ -50,11 +50,13 @@ export type DeliveryAttemptSumAggregateOutputType = {
 export type DeliveryAttemptMinAggregateOutputType = {
   id: string | null
   deliveryId: string | null
+  subscriptionId: string | null
   number: number | null
   url: string | null
   startedAt: Date | null
   durationMs: number | null
   responseCode: number | null
+  timedOut: boolean | null
   responseBody: string | null
   error: string | null
 }
@@ -62,11 +64,13 @@ export type DeliveryAttemptMinAggregateOutputType = {
 export type DeliveryAttemptMaxAggregateOutputType = {
   id: string | null
   deliveryId: string | null
+  subscriptionId: string | null
   number: number | null
   url: string | null
   startedAt: Date | null
   durationMs: number | null
   responseCode: number | null
+  timedOut: boolean | null
   responseBody: string | null
   error: string | null
 }
@@ -74,11 +78,13 @@ export type DeliveryAttemptMaxAggregateOutputType = {
 export type DeliveryAttemptCountAggregateOutputType = {
   id: number
   deliveryId: number
+  subscriptionId: number
   number: number
   url: number
   startedAt: number
   durationMs: number
   responseCode: number
+  timedOut: number
   responseBody: number
   error: number
   _all: number
@@ -100,11 +106,13 @@ export type DeliveryAttemptSumAggregateInputType = {
 export type DeliveryAttemptMinAggregateInputType = {
   id?: true
   deliveryId?: true
+  subscriptionId?: true
   number?: true
   url?: true
   startedAt?: true
   durationMs?: true
   responseCode?: true
+  timedOut?: true
   responseBody?: true
   error?: true
 }
@@ -112,11 +120,13 @@ export type DeliveryAttemptMinAggregateInputType = {
 export type DeliveryAttemptMaxAggregateInputType = {
   id?: true
   deliveryId?: true
+  subscriptionId?: true
   number?: true
   url?: true
   startedAt?: true
   durationMs?: true
   responseCode?: true
+  timedOut?: true
   responseBody?: true
   error?: true
 }
@@ -124,11 +134,13 @@ export type DeliveryAttemptMaxAggregateInputType = {
 export type DeliveryAttemptCountAggregateInputType = {
   id?: true
   deliveryId?: true
+  subscriptionId?: true
   number?: true
   url?: true
   startedAt?: true
   durationMs?: true
   responseCode?: true
+  timedOut?: true
   responseBody?: true
   error?: true
   _all?: true
@@ -223,11 +235,13 @@ export type DeliveryAttemptGroupByArgs<ExtArgs extends runtime.Types.Extensions.
 export type DeliveryAttemptGroupByOutputType = {
   id: string
   deliveryId: string
+  subscriptionId: string
   number: number
   url: string
   startedAt: Date
   durationMs: number | null
   responseCode: number | null
+  timedOut: boolean
   responseBody: string | null
   error: string | null
   _count: DeliveryAttemptCountAggregateOutputType | null
@@ -258,11 +272,13 @@ export type DeliveryAttemptWhereInput = {
   NOT?: Prisma.DeliveryAttemptWhereInput | Prisma.DeliveryAttemptWhereInput[]
   id?: Prisma.StringFilter<"DeliveryAttempt"> | string
   deliveryId?: Prisma.StringFilter<"DeliveryAttempt"> | string
+  subscriptionId?: Prisma.StringFilter<"DeliveryAttempt"> | string
   number?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
   durationMs?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
+  timedOut?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
   responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
 }
@@ -270,11 +286,13 @@ export type DeliveryAttemptWhereInput = {
 export type DeliveryAttemptOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  subscriptionId?: Prisma.SortOrder
   number?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   durationMs?: Prisma.SortOrderInput | Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
+  timedOut?: Prisma.SortOrder
   responseBody?: Prisma.SortOrderInput | Prisma.SortOrder
   error?: Prisma.SortOrderInput | Prisma.SortOrder
 }
@@ -286,11 +304,13 @@ export type DeliveryAttemptWhereUniqueInput = Prisma.AtLeast<{
   OR?: Prisma.DeliveryAttemptWhereInput[]
   NOT?: Prisma.DeliveryAttemptWhereInput | Prisma.DeliveryAttemptWhereInput[]
   deliveryId?: Prisma.StringFilter<"DeliveryAttempt"> | string
+  subscriptionId?: Prisma.StringFilter<"DeliveryAttempt"> | string
   number?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
   durationMs?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   responseCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
+  timedOut?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
   responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
 }, "id" | "deliveryId_number">
@@ -298,11 +318,13 @@ export type DeliveryAttemptWhereUniqueInput = Prisma.AtLeast<{
 export type DeliveryAttemptOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  subscriptionId?: Prisma.SortOrder
   number?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   durationMs?: Prisma.SortOrderInput | Prisma.SortOrder
   responseCode?: Prisma.SortOrderInput | Prisma.SortOrder
+  timedOut?: Prisma.SortOrder
   responseBody?: Prisma.SortOrderInput | Prisma.SortOrder
   error?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.DeliveryAttemptCountOrderByAggregateInput
@@ -318,11 +340,13 @@ export type DeliveryAttemptScalarWhereWithAggregatesInput = {
   NOT?: Prisma.DeliveryAttemptScalarWhereWithAggregatesInput | Prisma.DeliveryAttemptScalarWhereWithAggregatesInput[]
   id?: Prisma.StringWithAggregatesFilter<"DeliveryAttempt"> | string
   deliveryId?: Prisma.StringWithAggregatesFilter<"DeliveryAttempt"> | string
+  subscriptionId?: Prisma.StringWithAggregatesFilter<"DeliveryAttempt"> | string
   number?: Prisma.IntWithAggregatesFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringWithAggregatesFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeWithAggregatesFilter<"DeliveryAttempt"> | Date | string
   durationMs?: Prisma.IntNullableWithAggregatesFilter<"DeliveryAttempt"> | number | null
   responseCode?: Prisma.IntNullableWithAggregatesFilter<"DeliveryAttempt"> | number | null
+  timedOut?: Prisma.BoolWithAggregatesFilter<"DeliveryAttempt"> | boolean
   responseBody?: Prisma.StringNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
   error?: Prisma.StringNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
 }
@@ -330,11 +354,13 @@ export type DeliveryAttemptScalarWhereWithAggregatesInput = {
 export type DeliveryAttemptCreateInput = {
   id: string
   deliveryId: string
+  subscriptionId: string
   number: number
   url: string
   startedAt: Date | string
   durationMs?: number | null
   responseCode?: number | null
+  timedOut?: boolean
   responseBody?: string | null
   error?: string | null
 }
@@ -342,11 +368,13 @@ export type DeliveryAttemptCreateInput = {
 export type DeliveryAttemptUncheckedCreateInput = {
   id: string
   deliveryId: string
+  subscriptionId: string
   number: number
   url: string
   startedAt: Date | string
   durationMs?: number | null
   responseCode?: number | null
+  timedOut?: boolean
   responseBody?: string | null
   error?: string | null
 }
@@ -354,11 +382,13 @@ export type DeliveryAttemptUncheckedCreateInput = {
 export type DeliveryAttemptUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
+  subscriptionId?: Prisma.StringFieldUpdateOperationsInput | string
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  timedOut?: Prisma.BoolFieldUpdateOperationsInput | boolean
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
@@ -366,11 +396,13 @@ export type DeliveryAttemptUpdateInput = {
 export type DeliveryAttemptUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
+  subscriptionId?: Prisma.StringFieldUpdateOperationsInput | string
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  timedOut?: Prisma.BoolFieldUpdateOperationsInput | boolean
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
@@ -378,11 +410,13 @@ export type DeliveryAttemptUncheckedUpdateInput = {
 export type DeliveryAttemptCreateManyInput = {
   id: string
   deliveryId: string
+  subscriptionId: string
   number: number
   url: string
   startedAt: Date | string
   durationMs?: number | null
   responseCode?: number | null
+  timedOut?: boolean
   responseBody?: string | null
   error?: string | null
 }
@@ -390,11 +424,13 @@ export type DeliveryAttemptCreateManyInput = {
 export type DeliveryAttemptUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
+  subscriptionId?: Prisma.StringFieldUpdateOperationsInput | string
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  timedOut?: Prisma.BoolFieldUpdateOperationsInput | boolean
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
@@ -402,11 +438,13 @@ export type DeliveryAttemptUpdateManyMutationInput = {
 export type DeliveryAttemptUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
+  subscriptionId?: Prisma.StringFieldUpdateOperationsInput | string
   number?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   durationMs?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   responseCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  timedOut?: Prisma.BoolFieldUpdateOperationsInput | boolean
   responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
@@ -419,11 +457,13 @@ export type DeliveryAttemptDeliveryIdNumberCompoundUniqueInput = {
 export type DeliveryAttemptCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  subscriptionId?: Prisma.SortOrder
   number?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   durationMs?: Prisma.SortOrder
   responseCode?: Prisma.SortOrder
+  timedOut?: Prisma.SortOrder
   responseBody?: Prisma.SortOrder
   error?: Prisma.SortOrder
 }
@@ -437,11 +477,13 @@ export type DeliveryAttemptAvgOrderByAggregateInput = {
 export type DeliveryAttemptMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  subscriptionId?: Prisma.SortOrder
   number?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   durationMs?: Prisma.SortOrder
   responseCode?: Prisma.SortOrder
+  timedOut?: Prisma.SortOrder
   responseBody?: Prisma.SortOrder
   error?: Prisma.SortOrder
 }
@@ -449,11 +491,13 @@ export type DeliveryAttemptMaxOrderByAggregateInput = {
 export type DeliveryAttemptMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  subscriptionId?: Prisma.SortOrder
   number?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   durationMs?: Prisma.SortOrder
   responseCode?: Prisma.SortOrder
+  timedOut?: Prisma.SortOrder
   responseBody?: Prisma.SortOrder
   error?: Prisma.SortOrder
 }
@@ -469,11 +513,13 @@ export type DeliveryAttemptSumOrderByAggregateInput = {
 export type DeliveryAttemptSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   deliveryId?: boolean
+  subscriptionId?: boolean
   number?: boolean
   url?: boolean
   startedAt?: boolean
   durationMs?: boolean
   responseCode?: boolean
+  timedOut?: boolean
   responseBody?: boolean
   error?: boolean
 }, ExtArgs["result"]["deliveryAttempt"]>
@@ -481,11 +527,13 @@ export type DeliveryAttemptSelect<ExtArgs extends runtime.Types.Extensions.Inter
 export type DeliveryAttemptSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   deliveryId?: boolean
+  subscriptionId?: boolean
   number?: boolean
   url?: boolean
   startedAt?: boolean
   durationMs?: boolean
   responseCode?: boolean
+  timedOut?: boolean
   responseBody?: boolean
   error?: boolean
 }, ExtArgs["result"]["deliveryAttempt"]>
@@ -493,11 +541,13 @@ export type DeliveryAttemptSelectCreateManyAndReturn<ExtArgs extends runtime.Typ
 export type DeliveryAttemptSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   deliveryId?: boolean
+  subscriptionId?: boolean
   number?: boolean
   url?: boolean
   startedAt?: boolean
   durationMs?: boolean
   responseCode?: boolean
+  timedOut?: boolean
   responseBody?: boolean
   error?: boolean
 }, ExtArgs["result"]["deliveryAttempt"]>
@@ -505,16 +555,18 @@ export type DeliveryAttemptSelectUpdateManyAndReturn<ExtArgs extends runtime.Typ
 export type DeliveryAttemptSelectScalar = {
   id?: boolean
   deliveryId?: boolean
+  subscriptionId?: boolean
   number?: boolean
   url?: boolean
   startedAt?: boolean
   durationMs?: boolean
   responseCode?: boolean
+  timedOut?: boolean
   responseBody?: boolean
   error?: boolean
 }
 
-export type DeliveryAttemptOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "deliveryId" | "number" | "url" | "startedAt" | "durationMs" | "responseCode" | "responseBody" | "error", ExtArgs["result"]["deliveryAttempt"]>
+export type DeliveryAttemptOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "deliveryId" | "subscriptionId" | "number" | "url" | "startedAt" | "durationMs" | "responseCode" | "timedOut" | "responseBody" | "error", ExtArgs["result"]["deliveryAttempt"]>
 
 export type $DeliveryAttemptPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "DeliveryAttempt"
@@ -522,6 +574,10 @@ export type $DeliveryAttemptPayload<ExtArgs extends runtime.Types.Extensions.Int
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     deliveryId: string
+    /**
+     * Its delivery's subscription, copied so that the stats read a subscription's attempts by time.
+     */
+    subscriptionId: string
     number: number
     url: string
     startedAt: Date
@@ -530,6 +586,10 @@ export type $DeliveryAttemptPayload<ExtArgs extends runtime.Types.Extensions.Int
      */
     durationMs: number | null
     responseCode: number | null
+    /**
+     * No response arrived before the attempt's time ran out (`error` says so in words).
+     */
+    timedOut: boolean
     /**
      * The first 4 KiB of the response body.
      */
@@ -960,11 +1020,13 @@ export interface Prisma__DeliveryAttemptClient<T, Null = never, ExtArgs extends 
 export interface DeliveryAttemptFieldRefs {
   readonly id: Prisma.FieldRef<"DeliveryAttempt", 'String'>
   readonly deliveryId: Prisma.FieldRef<"DeliveryAttempt", 'String'>
+  readonly subscriptionId: Prisma.FieldRef<"DeliveryAttempt", 'String'>
   readonly number: Prisma.FieldRef<"DeliveryAttempt", 'Int'>
   readonly url: Prisma.FieldRef<"DeliveryAttempt", 'String'>
   readonly startedAt: Prisma.FieldRef<"DeliveryAttempt", 'DateTime'>
   readonly durationMs: Prisma.FieldRef<"DeliveryAttempt", 'Int'>
   readonly responseCode: Prisma.FieldRef<"DeliveryAttempt", 'Int'>
+  readonly timedOut: Prisma.FieldRef<"DeliveryAttempt", 'Boolean'>
   readonly responseBody: Prisma.FieldRef<"DeliveryAttempt", 'String'>
   readonly error: Prisma.FieldRef<"DeliveryAttempt", 'String'>
 }

@@ -16,6 +16,7 @@ import { docsRoutes } from "./ops/docs.ts";
 import { healthRoutes } from "./ops/health.ts";
 import { createApiMetrics } from "./ops/metrics.ts";
 import { portalSessionRoutes } from "./portal-sessions/routes.ts";
+import { subscriptionStatsRoutes } from "./subscription-stats/routes.ts";
 import { subscriptionRoutes } from "./subscriptions/routes.ts";
 
 /**
@@ -34,6 +35,7 @@ export function createApp(deps: ApiDeps) {
   app.use("/v1/*", jsonBody(deps.config.bodyLimitBytes));
 
   app.route("/", subscriptionRoutes(deps));
+  app.route("/", subscriptionStatsRoutes(deps));
   app.route("/", eventRoutes(deps));
   app.route("/", eventTypeRoutes(deps));
   app.route("/", deliveryRoutes(deps));

@@ -1,68 +1,28 @@
 import type { TestApi } from "@webhooks/api/testing";
 import {
-  createWebhooksClient,
   type Delivery,
   type Event,
   type SubscriptionWithSecret,
   verifyWebhook,
   WebhookVerificationError,
 } from "@webhooks/client";
-import { spawnService, startReceiver, TEST_API_KEY, type TestReceiver, waitFor } from "@webhooks/testing";
+import { type TestReceiver, waitFor } from "@webhooks/testing";
 import { describe, expect } from "vitest";
-import { apiTest } from "./fixtures.ts";
+import {
+  answered,
+  client,
+  openApiDocument,
+  receiverAnswers,
+  requestIds,
+  clientTest as test,
+} from "./client-fixtures.ts";
 
 /**
  * packages/client against the real API on loopback, with a worker delivering to a real receiver:
  * every operation of the OpenAPI document is called through the typed client, and the last test
- * fails if the document has an operation this file does not exercise.
+ * fails if the document has an operation this file does not exercise. How errors reach a client
+ * is in client-errors.test.ts.
  */
-/** While true the receiver answers 500, so deliveries fail. */
-let receiverFails = false;
-
-/** Per `METHOD /schema/path`: the statuses this file got through the client. */
-const answered = new Map<string, number[]>();
-const requestIds: (string | null)[] = [];
-
-const test = apiTest()
-  // The worker, started for the file whether or not a test names it; it says it is ready in its log.
-  .extend("worker", { scope: "file", auto: true }, async ({ env }, { onCleanup }) => {
-    const worker = await spawnService("worker", { ...env, LOG_LEVEL: "info" });
-    onCleanup(async () => {
-      worker.kill("SIGTERM");
-      await worker.exited;
-    });
-    return worker;
-  })
-  .extend("receiver", { scope: "file" }, async ({}, { onCleanup }) => {
-    const receiver = await startReceiver(() => ({ status: receiverFails ? 500 : 200 }));
-    onCleanup(() => receiver.close());
-    return receiver;
-  });
-
-interface OpenApiOperation {
-  operationId: string;
-  description?: string;
-  requestBody?: object;
-  responses: Record<string, { headers?: Record<string, object> }>;
-}
-
-async function openApiDocument(api: TestApi): Promise<{ paths: Record<string, Record<string, OpenApiOperation>> }> {
-  const response = await fetch(`${api.baseUrl}/openapi.json`);
-  expect(response.status).toBe(200);
-  return (await response.json()) as { paths: Record<string, Record<string, OpenApiOperation>> };
-}
-
-function client(api: TestApi, apiKey = TEST_API_KEY) {
-  const typed = createWebhooksClient({ baseUrl: api.baseUrl, apiKey });
-  typed.use({
-    onResponse({ request, schemaPath, response }) {
-      const operation = `${request.method} ${schemaPath}`;
-      answered.set(operation, [...(answered.get(operation) ?? []), response.status]);
-      requestIds.push(response.headers.get("request-id"));
-    },
-  });
-  return typed;
-}
 
 describe("the typed client (packages/client), on every operation", () => {
   let subscription: SubscriptionWithSecret & { secret: string };
@@ -331,7 +291,7 @@ describe("the typed client (packages/client), on every operation", () => {
     api,
     receiver,
   }) => {
-    receiverFails = true;
+    receiverAnswers.status = 500;
     const sent = await client(api).POST("/v1/subscriptions/{subscription_id}/test", {
       params: { path: { subscription_id: subscription.id } },
       body: { type: "invoice.voided", data: { invoice: "in_43" } },
@@ -346,7 +306,7 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(byCode.response.status).toBe(200);
     expect(byCode.data!.data.map((d) => d.id)).toEqual([sent.data!.id]);
 
-    receiverFails = false;
+    receiverAnswers.status = 200;
     const { data, response } = await client(api).POST("/v1/subscriptions/{subscription_id}/recover", {
       params: { path: { subscription_id: subscription.id } },
       body: { since: subscription.created_at },
@@ -366,6 +326,32 @@ describe("the typed client (packages/client), on every operation", () => {
     });
     expect(backwards.response.status).toBe(400);
     expect(backwards.error?.error.param).toBe("until");
+  });
+
+  test("getSubscriptionStats: 200 with the attempts of the recover above by class, hourly; 400 for a window over 31 days", async ({
+    api,
+  }) => {
+    const { data, response } = await client(api).GET("/v1/subscriptions/{subscription_id}/stats", {
+      params: { path: { subscription_id: subscription.id }, query: { since: subscription.created_at } },
+    });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ object: "subscription_stats", subscription_id: subscription.id });
+    expect(data!.deliveries.failed).toBe(0);
+    expect(data!.attempts["5xx"]).toBeGreaterThan(0);
+    // A resend above made a second successful attempt of one delivery.
+    expect(data!.attempts["2xx"]).toBeGreaterThan(data!.deliveries.delivered);
+    expect(data!.attempts.total).toBe(data!.attempts["2xx"] + data!.attempts["5xx"]);
+    expect(data!.latency_ms.p50).not.toBeNull();
+    expect(data!.series.reduce((sum, point) => sum + point.delivered, 0)).toBe(data!.deliveries.delivered);
+
+    const tooLong = await client(api).GET("/v1/subscriptions/{subscription_id}/stats", {
+      params: {
+        path: { subscription_id: subscription.id },
+        query: { since: "2026-01-01T00:00:00Z", until: "2026-03-01T00:00:00Z" },
+      },
+    });
+    expect(tooLong.response.status).toBe(400);
+    expect(tooLong.error?.error).toMatchObject({ code: "parameter_out_of_range", param: "since" });
   });
 
   test("rotateSubscriptionSecret: 200 with a new secret; after a 0s overlap webhooks verify with it, not the old one", async ({
@@ -472,37 +458,6 @@ describe("the typed client (packages/client), on every operation", () => {
     await waitFor(() => receiver.received.some((webhook) => webhook.path === "/filtered"), { what: "the match" });
     const deliveries = await client(api).GET("/v1/deliveries", { params: { query: { subscription_id: data!.id } } });
     expect(deliveries.data!.data).toHaveLength(1);
-  });
-
-  test("request bodies: 415 when not sent as JSON, 413 when over the limit", async ({ api, receiver }) => {
-    const notJson = await client(api).POST("/v1/events", {
-      body: { type: "invoice.paid", data: {} },
-      headers: { "content-type": "text/plain" },
-    });
-    expect(notJson.response.status).toBe(415);
-    expect(notJson.error?.error.code).toBe("unsupported_media_type");
-
-    const tooLarge = await client(api).POST("/v1/events", {
-      body: { type: "invoice.paid", data: { blob: "x".repeat(api.config.bodyLimitBytes) } },
-    });
-    expect(tooLarge.response.status).toBe(413);
-    expect(tooLarge.error?.error.code).toBe("body_too_large");
-  });
-
-  test("authentication: 401 for a wrong key, and 429 with Retry-After once an address fails too often", async ({
-    api,
-    receiver,
-  }) => {
-    const wrong = client(api, "not_a_key");
-    const refused = await wrong.GET("/v1/deliveries");
-    expect(refused.response.status).toBe(401);
-    expect(refused.error?.error).toMatchObject({ type: "authentication_error", code: "api_key_invalid" });
-
-    let throttled = refused;
-    for (let i = 0; i < 30 && throttled.response.status !== 429; i++) throttled = await wrong.GET("/v1/deliveries");
-    expect(throttled.response.status).toBe(429);
-    expect(throttled.error?.error).toMatchObject({ type: "rate_limit_error", code: "too_many_failed_authentications" });
-    expect(Number(throttled.response.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
   test("exercises every operation of the OpenAPI document, each answered with a success status, each with a request-id", async ({

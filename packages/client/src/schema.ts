@@ -116,6 +116,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/subscriptions/{subscription_id}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a subscription's delivery stats
+         * @description Counts of a time window (default the last 24 hours, at most 31 days): the deliveries created in it by their status now, the attempts started in it by class (2xx to 5xx, timeout, network error), their latency percentiles, and the deliveries delivered and failed per UTC hour (per day beyond 48 hours).
+         */
+        get: operations["getSubscriptionStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -712,6 +732,69 @@ export interface components {
             object: "subscription";
             /** @enum {boolean} */
             deleted: true;
+        };
+        SubscriptionStats: {
+            /** @enum {string} */
+            object: "subscription_stats";
+            /** @example sub_01JD5V6Y7Z8X9W0V1U2T3S4R5Q */
+            subscription_id: string;
+            /**
+             * Format: date-time
+             * @description The start of the window (inclusive).
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description The end of the window (exclusive).
+             */
+            until: string;
+            /** @description The deliveries created in the window, by their status now. */
+            deliveries: {
+                /** @description Deliveries created in the window that are queued now. */
+                queued: number;
+                /** @description Deliveries created in the window that are delivered now. */
+                delivered: number;
+                /** @description Deliveries created in the window that are failed now (for good, or waiting for a retry). */
+                failed: number;
+            };
+            /** @description The attempts started in the window, by what they got. */
+            attempts: {
+                /** @description Every attempt that ended. One whose outcome is unknown (its worker stopped mid-request) is in no class. */
+                total: number;
+                /** @description Attempts answered with a 2xx status. */
+                "2xx": number;
+                /** @description Attempts answered with a 3xx status. */
+                "3xx": number;
+                /** @description Attempts answered with a 4xx status. */
+                "4xx": number;
+                /** @description Attempts answered with a 5xx status. */
+                "5xx": number;
+                /** @description Attempts whose time (DELIVERY_TIMEOUT) ran out before a response. */
+                timeout: number;
+                /** @description Attempts that got no response for another reason: connection refused or reset, DNS, TLS, a destination refused by the egress rules, a failed token request. */
+                network_error: number;
+            };
+            /** @description Of the attempts started in the window that got a response (any status). */
+            latency_ms: {
+                /** @description Median time to a response, in milliseconds. Null when no attempt got a response. */
+                p50: number | null;
+                /** @description 95th percentile, in milliseconds. Null when no attempt got a response. */
+                p95: number | null;
+                /** @description 99th percentile, in milliseconds. Null when no attempt got a response. */
+                p99: number | null;
+            };
+            /** @description Every UTC hour the window touches (every UTC day when it is longer than 48 hours), oldest first, empty ones included. */
+            series: {
+                /**
+                 * Format: date-time
+                 * @description The start of the UTC hour or day.
+                 */
+                start: string;
+                /** @description Deliveries created in it that are delivered now. */
+                delivered: number;
+                /** @description Deliveries created in it that are failed now. */
+                failed: number;
+            }[];
         };
         Event: {
             /** @example evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q */
@@ -1916,6 +1999,118 @@ export interface operations {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
                     "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getSubscriptionStats: {
+        parameters: {
+            query?: {
+                /** @description The start of the window (inclusive). Default: 24 hours before until. */
+                since?: string;
+                /** @description The end of the window (exclusive). Default: the time of the request. */
+                until?: string;
+            };
+            header?: never;
+            path: {
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription's stats */
+            200: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubscriptionStats"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
                     [name: string]: unknown;
                 };
                 content: {

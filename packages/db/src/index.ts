@@ -14,5 +14,6 @@ export * from "./reachability.ts";
 export * from "./retention.ts";
 export * from "./sql.ts";
 export * from "./subscription-health.ts";
+export * from "./subscription-stats.ts";
 export * from "./subscriptions.ts";
 export * from "./tenant-scope.ts";

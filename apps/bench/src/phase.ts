@@ -22,12 +22,9 @@ export type Table = { title: string; columns: string[]; rows: string[][] };
 
 /** One figure against its target. */
 export type Check = { figure: string; measured: string; target: string; met: boolean };
-export const check = (figure: string, measured: string, target: string, met: boolean): Check => ({
-  figure,
-  measured,
-  target,
-  met,
-});
+export function check(figure: string, measured: string, target: string, met: boolean): Check {
+  return { figure, measured, target, met };
+}
 
 /**
  * A phase: `run` measures and returns typed results; `report` turns them into tables and checks

@@ -6,6 +6,7 @@ import { lonePhase } from "./phases/lone.ts";
 import { noisyPhase } from "./phases/noisy.ts";
 import { originPhase } from "./phases/origin.ts";
 import { retentionPhase } from "./phases/retention.ts";
+import { statsPhase } from "./phases/stats.ts";
 import { throughputPhase } from "./phases/throughput.ts";
 import { w1SharePhase } from "./phases/w1-share.ts";
 
@@ -20,4 +21,5 @@ export const PHASES: Phase[] = [
   originPhase,
   backlogPhase,
   retentionPhase,
+  statsPhase,
 ];

@@ -39,7 +39,7 @@ type Bucket = "hour" | "day";
  * the index condition, so each is one range of it rather than a walk of the subscription's
  * whole log.
  */
-const DELIVERY_COUNTS_SQL = `
+export const DELIVERY_COUNTS_SQL = `
   SELECT date_trunc($4, created_at, 'UTC') AS bucket, status::text AS status, count(*)::int AS count
   FROM deliveries
   WHERE subscription_id = $1 AND status = ANY('{queued,delivered,failed}'::delivery_status[])
@@ -51,7 +51,7 @@ const DELIVERY_COUNTS_SQL = `
  * whose outcome is unknown (no duration: its worker stopped mid-request) counts in the total
  * only, as does a status outside 200-599.
  */
-const ATTEMPT_COUNTS_SQL = `
+export const ATTEMPT_COUNTS_SQL = `
   SELECT count(*)::int AS total,
          count(*) FILTER (WHERE response_code >= 200 AND response_code < 300)::int AS "2xx",
          count(*) FILTER (WHERE response_code >= 300 AND response_code < 400)::int AS "3xx",

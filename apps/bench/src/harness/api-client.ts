@@ -24,11 +24,8 @@ export class ApiClient {
   }
 
   async createSubscription(url: string, events: string[], settings = {}): Promise<{ id: string; secret: string }> {
-    const reply = await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", {
-      url,
-      events,
-      ...settings,
-    });
+    const body = { url, events, ...settings };
+    const reply = await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", body);
     if (reply.status !== 201)
       throw new Error(`POST /v1/subscriptions answered ${reply.status}: ${JSON.stringify(reply.body)}`);
     return reply.body;

@@ -65,14 +65,17 @@ export const groupTarget = (label: string, processGroup: number): CpuTarget => (
   label,
   owns: (p) => p.pgrp === processGroup,
 });
-export const REDIS_TARGET: CpuTarget = { label: "redis", owns: (p) => p.comm === "redis-server" };
-export const BENCH_TARGET: CpuTarget = { label: "bench", owns: (p) => p.pid === process.pid };
+const REDIS_TARGET: CpuTarget = { label: "redis", owns: (p) => p.comm === "redis-server" };
+const BENCH_TARGET: CpuTarget = { label: "bench", owns: (p) => p.pid === process.pid };
+
+/** What every window counts besides the children: PostgreSQL on behalf of `database`, Redis and the bench. */
+export const sharedTargets = (database: string) => [postgresTarget(database), REDIS_TARGET, BENCH_TARGET];
 
 /**
  * PostgreSQL's CPU on our behalf: backends connected to our database, plus the shared background
  * processes (WAL writer, checkpointer, ...). Backends of other databases are not ours.
  */
-export function postgresTarget(database: string): CpuTarget {
+function postgresTarget(database: string): CpuTarget {
   const clientBackend = /\d+\.\d+\.\d+\.\d+\(\d+\)|\[local\]/;
   return {
     label: "postgres",

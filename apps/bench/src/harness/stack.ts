@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import type { Context, WorkerSetup } from "../phase.ts";
 import { ApiClient } from "./api-client.ts";
 import { ROOT, RUN_PREFIX } from "./config.ts";
-import { BENCH_TARGET, groupTarget, postgresTarget, REDIS_TARGET, startCpuWindow } from "./cpu.ts";
+import { groupTarget, sharedTargets, startCpuWindow } from "./cpu.ts";
 import { freshDatabase } from "./databases.ts";
 import { type Service, startService } from "./processes.ts";
 
@@ -56,9 +56,7 @@ export async function startStack(
       startCpuWindow(() => [
         groupTarget("api", api.processGroup),
         ...workers.map((worker) => groupTarget(worker.name, worker.processGroup)),
-        postgresTarget(database.name),
-        REDIS_TARGET,
-        BENCH_TARGET,
+        ...sharedTargets(database.name),
       ]),
     async stop(): Promise<void> {
       await client.close();

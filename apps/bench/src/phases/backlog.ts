@@ -165,7 +165,7 @@ export const backlogPhase = definePhase({
   report({ backlog, reference }) {
     const rate = (x: Backlog) => x.drain.deliveries / x.drain.seconds;
     const share = (cpu: CpuUsage | undefined, label: string) => (cpu ? coresOf(cpu, [label]) : 0);
-    const reconciler = share(backlog.idle?.cpu, "worker");
+    const [reconciler, workerAndPostgres] = [share(backlog.idle?.cpu, "worker"), ["worker", "postgres"]];
     const row = (name: string, x: Backlog) => ({
       backlog: name,
       "enqueued in": `${seconds(x.enqueueSeconds)}, ${round(x.redisBytesPerJob)} bytes of Redis per job`,
@@ -175,10 +175,9 @@ export const backlogPhase = definePhase({
         : "-",
       "drained per second": round(rate(x)),
       "invalid / duplicates": `${x.drain.invalid} / ${x.drain.duplicates}`,
-      "worker + postgres, ms of CPU per delivery": cpuMsPer(x.drain.cpu, x.drain.deliveries, [
-        "worker",
-        "postgres",
-      ]).toFixed(2),
+      "worker + postgres, ms of CPU per delivery": cpuMsPer(x.drain.cpu, x.drain.deliveries, workerAndPostgres).toFixed(
+        2,
+      ),
     });
     return {
       tables: [

@@ -2,15 +2,7 @@ import { freePort, withClient } from "@webhooks/testing";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { REDIS_URL, ROOT, RUN_PREFIX } from "../harness/config.ts";
-import {
-  BENCH_TARGET,
-  cpuMsPer,
-  describeCores,
-  groupTarget,
-  postgresTarget,
-  REDIS_TARGET,
-  startCpuWindow,
-} from "../harness/cpu.ts";
+import { cpuMsPer, describeCores, groupTarget, sharedTargets, startCpuWindow } from "../harness/cpu.ts";
 import { freshDatabase } from "../harness/databases.ts";
 import { type Service, serviceEnv, startProcess } from "../harness/processes.ts";
 import { round, seconds } from "../harness/stats.ts";
@@ -65,9 +57,7 @@ export async function measureCeiling(context: Context, setup: WorkerSetup, jobs:
     }
     const endCpu = startCpuWindow(() => [
       ...workers.map((worker) => groupTarget(worker.name, worker.processGroup)),
-      postgresTarget(database.name),
-      REDIS_TARGET,
-      BENCH_TARGET,
+      ...sharedTargets(database.name),
     ]);
     const [done, started] = [receiver.whenVerified(jobs), performance.now()];
     await queue.resume();
@@ -76,16 +66,8 @@ export async function measureCeiling(context: Context, setup: WorkerSetup, jobs:
     const elapsed = ((finishedAt ?? performance.now()) - started) / 1000;
     const completed = finishedAt === undefined ? receiver.verified : jobs;
     console.log(`  bare ceiling, ${setup.workers} x ${setup.concurrency}: ${round(completed / elapsed)}/s`);
-    const timedOut = finishedAt === undefined;
-    return {
-      ...setup,
-      jobs: completed,
-      seconds: elapsed,
-      perSecond: completed / elapsed,
-      timedOut,
-      invalid: receiver.invalid,
-      cpu,
-    };
+    const [timedOut, perSecond, invalid] = [finishedAt === undefined, completed / elapsed, receiver.invalid];
+    return { ...setup, jobs: completed, seconds: elapsed, perSecond, timedOut, invalid, cpu };
   } finally {
     await Promise.all(workers.map((worker) => worker.stop()));
     await queue.close();

@@ -52,10 +52,8 @@ export const fanOutPhase = definePhase<FanOutResult>({
   async run(context) {
     const { subscriptions, runs } = atScale(context.scale, SETTINGS);
     const { receiver, best } = context;
-    const stack = await startStack(context, "fanout", {
-      workers: best.W10.workers,
-      workerEnv: pipelineWorkerEnv(best.W10),
-    });
+    const setup = { workers: best.W10.workers, workerEnv: pipelineWorkerEnv(best.W10) };
+    const stack = await startStack(context, "fanout", setup);
     try {
       const paths = Array.from({ length: subscriptions }, (_, i) => `/fanout/${i}`);
       const urls = paths.map((path) => `${receiver.url}${path}`);

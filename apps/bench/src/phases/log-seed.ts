@@ -8,6 +8,7 @@ export const LOG_TYPES = ["order.created", "order.paid", "customer.updated", "ch
  * A long-lived delivery log, written with set-based SQL alone:
  * - 100 subscriptions (dummy secrets and a closed port: no worker can send these), subscription s
  *   to type s % 5; every even one belongs to one of 5 tenants, so each tenant has 10% of the rows;
+ *   a 101st gets the first delivery of every event instead with `busy` (10% of the rows), else none;
  * - events spread evenly over the last 30 days (up to an hour ago), 10 deliveries each, to ten
  *   subscriptions of the event's type, sharing its created_at (the (created_at, id) tie-break);
  * - delivery n's fate by m = (n + n / 100) % 100: `queued`% queued (due), 10% failed for good
@@ -15,19 +16,22 @@ export const LOG_TYPES = ["order.created", "order.paid", "customer.updated", "ch
  *   (which a pruner must keep whatever their age), 4% delivered at the second attempt, the rest
  *   at the first (204 for 5% of all, else 200); an attempt row per attempt.
  */
-export async function seedLog(db: pg.Client, input: { deliveries: number; queued: number; retrying: number }) {
+export async function seedLog(
+  db: pg.Client,
+  input: { deliveries: number; queued: number; retrying: number; busy?: boolean },
+) {
   const started = performance.now();
   await createUlidFunction(db);
   await loadWithoutIndexes(db, ["subscriptions", "events", "deliveries", "delivery_attempts"], async () => {
     await db.query(
       `INSERT INTO signing_secrets (id, ciphertext)
-       SELECT 'sec_' || pg_temp.ulid('2020-01-01', s), '\\x00'::bytea FROM generate_series(0, 99) AS s`,
+       SELECT 'sec_' || pg_temp.ulid('2020-01-01', s), '\\x00'::bytea FROM generate_series(0, 100) AS s`,
     );
     await db.query(
       `INSERT INTO subscriptions (id, url, events, secret_id, tenant_id, created_at)
        SELECT 'sub_' || pg_temp.ulid('2020-01-01', s), 'http://127.0.0.1:9/s' || s, ARRAY[($1::text[])[s % 5 + 1]],
               'sec_' || pg_temp.ulid('2020-01-01', s), CASE WHEN s % 2 = 0 THEN 'tenant_' || (s / 2) % 5 END, now() - interval '31 days'
-       FROM generate_series(0, 99) AS s`,
+       FROM generate_series(0, 100) AS s`,
       [LOG_TYPES],
     );
     // Event k at 30 days ago + k steps, so that the last is an hour ago. `start` is a value, not
@@ -61,16 +65,17 @@ export async function seedLog(db: pg.Client, input: { deliveries: number; queued
                      FROM (SELECT ${at} AS at) AS a,
                           LATERAL (SELECT pg_temp.crockford10((extract(epoch FROM a.at) * 1000)::bigint) AS time_part) AS p
                      OFFSET 0) AS t,
-            LATERAL (SELECT k * 10::bigint + j AS n, (k % 5) + 5 * ((k / 5 + j) % 20) AS slot FROM generate_series(0, 9) AS j) AS d,
+            LATERAL (SELECT k * 10::bigint + j AS n, CASE WHEN $5 AND j = 0 THEN 100 ELSE (k % 5) + 5 * ((k / 5 + j) % 20) END AS slot
+                     FROM generate_series(0, 9) AS j) AS d,
             LATERAL (SELECT ((d.n + d.n / 100) % 100)::int AS m) AS fate`,
-      [input.deliveries / 10, LOG_TYPES, input.queued, input.retrying],
+      [input.deliveries / 10, LOG_TYPES, input.queued, input.retrying, input.busy ?? false],
     );
     // Attempt i of a delivery: its id is the delivery's ULID with i in place of a padding zero, so
     // it is unique and valid; only the last attempt has the delivery's outcome.
     await db.query(
       `INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code, response_body)
        SELECT 'att_' || substr(d.id, 5, 10) || '00000' || i || substr(d.id, 21, 10), d.id, d.subscription_id, i, d.url,
-              d.created_at + (i - 1) * interval '5 seconds', 20 + (i * 7) % 50, CASE WHEN i = d.attempts THEN d.response_code ELSE 500 END,
+              d.created_at + (i - 1) * interval '5 seconds', 20 + (hashtext(d.id) & 255) + i * 7, CASE WHEN i = d.attempts THEN d.response_code ELSE 500 END,
               CASE WHEN i = d.attempts AND d.status = 'delivered' THEN 'ok' ELSE 'upstream error' END
        FROM deliveries AS d, generate_series(1, d.attempts) AS i`,
     );

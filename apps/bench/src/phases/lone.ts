@@ -2,7 +2,7 @@ import { cpuMsPer, describeCores } from "../harness/cpu.ts";
 import { type LatencyRun, measureLatency } from "../harness/open-loop.ts";
 import { pipelineSubscription, pipelineWorkerEnv, startStack } from "../harness/stack.ts";
 import { latencies, ms, round } from "../harness/stats.ts";
-import { atScale, definePhase, table } from "../phase.ts";
+import { atScale, check, definePhase, table } from "../phase.ts";
 
 const SETTINGS = {
   full: { warmupMs: 2_000, durationMs: 10_000, drainMs: 60_000 },
@@ -35,13 +35,9 @@ export const lonePhase = definePhase<LoneRun[]>({
       for (const ratePerSecond of RATES) {
         const type = `lone.r${ratePerSecond}`;
         await stack.subscribe(`/lone/${ratePerSecond}`, [type], pipelineSubscription(setup));
-        await measureLatency(context, stack, { type, ratePerSecond, durationMs: s.warmupMs, drainMs: s.drainMs });
-        const run = await measureLatency(context, stack, {
-          type,
-          ratePerSecond,
-          durationMs: s.durationMs,
-          drainMs: s.drainMs,
-        });
+        const load = { type, ratePerSecond, drainMs: s.drainMs };
+        await measureLatency(context, stack, { ...load, durationMs: s.warmupMs });
+        const run = await measureLatency(context, stack, { ...load, durationMs: s.durationMs });
         console.log(
           `  ${ratePerSecond}/s: p50 ${ms(run.endToEnd.p50)}, ${cpuMsPer(run.cpu, run.sent).toFixed(2)} ms of CPU per event`,
         );
@@ -56,6 +52,7 @@ export const lonePhase = definePhase<LoneRun[]>({
     const target = runs[0]!;
     const complete = target.delivered === target.sent;
     const cpuPerEvent = cpuMsPer(target.cpu, target.sent);
+    const [{ p50, p99 }, at] = [target.endToEnd, `${target.ratePerSecond} events/s`];
     return {
       tables: [
         table(
@@ -73,24 +70,14 @@ export const lonePhase = definePhase<LoneRun[]>({
         ),
       ],
       checks: [
-        {
-          figure: `Publish -> receive p50 at ${target.ratePerSecond} events/s`,
-          measured: ms(target.endToEnd.p50),
-          target: `<= ${TARGETS.p50Ms} ms`,
-          met: target.endToEnd.p50 <= TARGETS.p50Ms && complete,
-        },
-        {
-          figure: `Publish -> receive p99 at ${target.ratePerSecond} events/s`,
-          measured: ms(target.endToEnd.p99),
-          target: `<= ${TARGETS.p99Ms} ms`,
-          met: target.endToEnd.p99 <= TARGETS.p99Ms && complete,
-        },
-        {
-          figure: `CPU per event at ${target.ratePerSecond} events/s (API, workers, PostgreSQL, Redis)`,
-          measured: `${cpuPerEvent.toFixed(2)} ms`,
-          target: `<= ${TARGETS.cpuMsPerEvent} ms`,
-          met: cpuPerEvent <= TARGETS.cpuMsPerEvent,
-        },
+        check(`Publish -> receive p50 at ${at}`, ms(p50), `<= ${TARGETS.p50Ms} ms`, p50 <= TARGETS.p50Ms && complete),
+        check(`Publish -> receive p99 at ${at}`, ms(p99), `<= ${TARGETS.p99Ms} ms`, p99 <= TARGETS.p99Ms && complete),
+        check(
+          `CPU per event at ${at} (API, workers, PostgreSQL, Redis)`,
+          `${cpuPerEvent.toFixed(2)} ms`,
+          `<= ${TARGETS.cpuMsPerEvent} ms`,
+          cpuPerEvent <= TARGETS.cpuMsPerEvent,
+        ),
       ],
     };
   },

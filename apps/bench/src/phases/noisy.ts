@@ -3,7 +3,7 @@ import { type LatencyRun, measureLatency, publishOpenLoop } from "../harness/ope
 import { type CountingReceiver, startCountingReceiver } from "../harness/receivers.ts";
 import { startStack } from "../harness/stack.ts";
 import { latencies, ms, round } from "../harness/stats.ts";
-import { atScale, definePhase, table } from "../phase.ts";
+import { atScale, check, definePhase, table } from "../phase.ts";
 
 const SETTINGS = { full: { warmupMs: 2_000, partMs: 20_000 }, quick: { warmupMs: 1_000, partMs: 5_000 } };
 /** Events per second to the healthy subscription, and to the failing ones (each event goes to all 10 of them). */
@@ -49,7 +49,7 @@ export const noisyPhase = definePhase({
     }
   },
   report({ alone, beside, hanging, erroring }) {
-    const factor = beside.endToEnd.p99 / alone.endToEnd.p99;
+    const [factor, allCame] = [beside.endToEnd.p99 / alone.endToEnd.p99, beside.delivered === beside.sent];
     const failing = (requests: number[]) => `${requests.join(", ")} requests`;
     const row = (part: string, run: LatencyRun, endpoints = "-") => ({
       part,
@@ -74,12 +74,7 @@ export const noisyPhase = definePhase({
           target: `<= ${TARGET_P99_FACTOR}x alone`,
           met: factor <= TARGET_P99_FACTOR,
         },
-        {
-          figure: "... healthy webhooks delivered",
-          measured: `${round(beside.delivered)} of ${round(beside.sent)}`,
-          target: "all",
-          met: beside.delivered === beside.sent,
-        },
+        check("... healthy webhooks delivered", `${round(beside.delivered)} of ${round(beside.sent)}`, "all", allCame),
       ],
     };
   },

@@ -79,22 +79,16 @@ export const originPhase = definePhase({
     const host = (i: number) => `127.1.${1 + Math.floor(i / 250)}.${1 + (i % 250)}`;
     const loopback = (i: number, port: number) => `http://127.0.0.1:${port}/s${i}`;
     const receiver = { everyLoopbackAddress: true };
-    const distinct = await oneEvent(
-      context,
-      { count, deadlineMs, receiver },
-      (i, port) => `http://${host(i)}:${port}/s${i}`,
-    );
+    const distinct = await oneEvent(context, { count, deadlineMs, receiver }, (i, p) => `http://${host(i)}:${p}/s${i}`);
     const same = await oneEvent(context, { count, deadlineMs, receiver: {} }, loopback);
-    const capped = await oneEvent(
-      context,
-      {
-        count: CAPPED.subscriptions,
-        deadlineMs: 30_000,
-        originMaxInFlight: CAPPED.originMaxInFlight,
-        receiver: { delayMs: CAPPED.serviceMs },
-      },
-      loopback,
-    );
+    const { subscriptions, originMaxInFlight, serviceMs } = CAPPED;
+    const cappedInput = {
+      count: subscriptions,
+      deadlineMs: 30_000,
+      originMaxInFlight,
+      receiver: { delayMs: serviceMs },
+    };
+    const capped = await oneEvent(context, cappedInput, loopback);
     return { distinct, same, capped };
   },
   report({ distinct, same, capped }) {

@@ -79,22 +79,9 @@ export async function measureThroughput(context: Context, setup: WorkerSetup, wo
     );
     const recordedSeconds = recorded ? (performance.now() - started) / 1000 : undefined;
     console.log(`  ${workload}, ${setupText(setup)}: ${round(delivered / elapsed)}/s`);
-    const { invalid, duplicates } = receiver;
-    const timedOut = finishedAt === undefined;
-    return {
-      ...setup,
-      workload,
-      publishers,
-      delivered,
-      seconds: elapsed,
-      perSecond: delivered / elapsed,
-      timedOut,
-      rejected,
-      invalid,
-      duplicates,
-      recordedSeconds,
-      cpu,
-    };
+    const [timedOut, perSecond, { invalid, duplicates }] = [finishedAt === undefined, delivered / elapsed, receiver];
+    const outcome = { timedOut, rejected, invalid, duplicates, recordedSeconds, cpu };
+    return { ...setup, workload, publishers, delivered, seconds: elapsed, perSecond, ...outcome };
   } finally {
     await stack.stop();
   }

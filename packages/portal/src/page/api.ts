@@ -8,6 +8,7 @@ export type SubscriptionWithSecret = Schemas["SubscriptionWithSecret"];
 export type Delivery = Schemas["Delivery"];
 export type DeliveryAttempt = Schemas["DeliveryAttempt"];
 export type Recovery = Schemas["Recovery"];
+export type SubscriptionStats = Schemas["SubscriptionStats"];
 export type EventType = Schemas["EventType"];
 export type PayloadFilter = NonNullable<Subscription["filter"]>;
 export type DeliveryStatus = Delivery["status"];

@@ -27,6 +27,7 @@ import {
 import { useAction, useClient, useLoad } from "./hooks.ts";
 import { explain, type Problem, type Sent } from "./problems.ts";
 import { deliveriesHref, deliveryHref, endpointsHref, navigate } from "./route.ts";
+import { EndpointStats } from "./stats.tsx";
 
 /** One endpoint: its state and health, and everything its owner can do with it. */
 export function EndpointView({ id }: { id: string }) {
@@ -129,6 +130,7 @@ function EndpointDetail({
           <a href={deliveriesHref({ subscription_id: subscription.id })}>See this endpoint's deliveries</a>
         </p>
       </section>
+      <EndpointStats subscriptionId={subscription.id} />
       <PauseResume subscription={subscription} onChange={onChange} />
       <TestEvent subscription={subscription} />
       <EditEndpoint subscription={subscription} onChange={onChange} />

@@ -43,7 +43,10 @@ export function EndpointStats({ subscriptionId }: { subscriptionId: string }) {
       </fieldset>
       <ErrorAlert error={loaded.error} />
       {!stats && loaded.loading && <p>Loading…</p>}
-      {stats && <StatsBody stats={stats} byDay={days > 2} />}
+      {stats && (
+        // By the answer's own window: while another range loads, the last answer stays as it was.
+        <StatsBody stats={stats} byDay={Date.parse(stats.until) - Date.parse(stats.since) > 48 * 3_600_000} />
+      )}
     </section>
   );
 }

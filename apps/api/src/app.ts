@@ -9,6 +9,7 @@ import { handleError } from "./http/errors.ts";
 import { jsonBody } from "./http/json-body.ts";
 import { rateLimit } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
+import { traceRequests } from "./http/tracing.ts";
 import type { ApiDeps, ApiEnv } from "./http/types.ts";
 import { notFoundOrWrongMethod } from "./http/unmatched-route.ts";
 import { ADMIN_BASE_PATH, adminRoutes } from "./ops/admin.ts";
@@ -28,6 +29,7 @@ export function createApp(deps: ApiDeps) {
   const metrics = createApiMetrics(deps.queue, deps.prisma);
   const authThrottle = new AuthFailureThrottle();
 
+  if (deps.tracing) app.use("*", traceRequests(deps.tracing));
   app.use("*", requestContext(deps.logger));
   app.use("*", metrics.measure);
   app.use("/v1/*", requireApiKey(deps.authenticator, authThrottle));

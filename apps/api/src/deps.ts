@@ -1,4 +1,4 @@
-import { type Config, type Logger, SecretBox, withDeadline } from "@webhooks/core";
+import { type Config, type Logger, SecretBox, startTracing, withDeadline } from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import { connectRedis, DeliveryGate, DeliveryQueue, queueLayoutFor, waitUntilConnected } from "@webhooks/queue";
 import { EventTypeCatalogCache } from "./events/catalog-cache.ts";
@@ -30,6 +30,7 @@ export async function connectApiDeps(
   await waitUntilConnected(redis, options.redisReadyTimeoutMs).catch((error: Error) =>
     logger.warn({ err: error }, "Redis is not ready yet"),
   );
+  const tracing = await startTracing(config.tracing, "webhooks-api");
   const catalog = new EventTypeCatalogCache({ db: database.prisma, strict: config.eventTypesStrict });
   const publisher = createEventPublisher({ sql: database.sql, queue, logger, catalog });
   return {
@@ -44,6 +45,7 @@ export async function connectApiDeps(
     logger,
     secretBox: new SecretBox(config.secretEncryptionKey),
     authenticator: new CredentialAuthenticator(database.prisma, config.apiKeys, options.clock),
+    tracing,
     async close() {
       // A big fan-out enqueues its jobs after its 202: let that finish (the reconciler would
       // otherwise pick the rest up, but later).
@@ -52,6 +54,8 @@ export async function connectApiDeps(
       await withDeadline(queue.close(), CLOSE_DEADLINE_MS, "Redis").catch(() => {});
       redis.disconnect();
       await database.close();
+      // The last spans go out (the exporter gives up after its own timeout).
+      await tracing?.shutdown().catch(() => {});
     },
   };
 }

@@ -46,7 +46,14 @@ const port = (server.address() as AddressInfo).port;
 const base = `http://localhost:${port}`;
 const admin = config.admin ? `${base}${ADMIN_BASE_PATH}` : "off (set ADMIN_USERNAME and ADMIN_PASSWORD)";
 logger.info(
-  { port, host: config.host, docs: `${base}/docs`, metrics: `${base}/metrics`, bullBoard: admin },
+  {
+    port,
+    host: config.host,
+    docs: `${base}/docs`,
+    metrics: `${base}/metrics`,
+    bullBoard: admin,
+    tracing: deps.tracing !== undefined,
+  },
   "API listening",
 );
 

@@ -4,7 +4,7 @@
 import type { AddressInfo } from "node:net";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "@hono/zod-openapi";
-import { type Config, createLogger } from "@webhooks/core";
+import { type Config, createLogger, type Tracing } from "@webhooks/core";
 import type { PrismaClient } from "@webhooks/db";
 import { type DeliveryQueue, deleteKeysOfPrefix } from "@webhooks/queue";
 import { TEST_API_KEY } from "@webhooks/testing";
@@ -42,6 +42,8 @@ export interface TestApi {
   config: Config;
   db: PrismaClient;
   queue: DeliveryQueue;
+  /** The API's OpenTelemetry SDK; undefined when tracing is off. */
+  tracing: Tracing | undefined;
   /** Sends a request over HTTP with the test API key (unless `key` says otherwise). */
   call<T = any>(method: string, path: string, options?: CallOptions): Promise<ApiResponse<T>>;
   /**
@@ -134,6 +136,7 @@ export async function startTestApi(config: Config, options: { clock?: () => numb
     config,
     db: deps.prisma,
     queue: deps.queue,
+    tracing: deps.tracing,
     call,
     get: (path, status, options) => expectCall("GET", path, undefined, status, options),
     post: (path, json, status, options) => expectCall("POST", path, json, status, options),

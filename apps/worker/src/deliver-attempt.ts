@@ -11,10 +11,12 @@ import {
   nextState,
   signWebhook,
   stateOf,
+  type Tracing,
 } from "@webhooks/core";
 import { type ClaimedDelivery, type SqlClient, whyNotClaimed } from "@webhooks/db";
 import { type DeliveryGate, type DeliveryQueue, type GateInput, gateLimits, type Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
+import { startAttemptSpan } from "./attempt-span.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 import type { SecretKeys } from "./secret-keys.ts";
@@ -35,6 +37,10 @@ export interface AttemptDeps {
   leaseMs: number;
   /** What the process keeps across attempts. */
   state: WorkerState;
+  /** The OpenTelemetry SDK when traces are exported; undefined when off (docs/operations.md#tracing). */
+  tracing: Tracing | undefined;
+  /** SEND_TRACEPARENT: attempts carry a `traceparent` header. */
+  sendTraceparent: boolean;
 }
 
 /** What the queue should do with the job after this. */
@@ -121,6 +127,8 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     };
   }
   await wake(deps, decision.wakes);
+  // The attempt's span, in the trace of the request that published its event.
+  const attemptTrace = startAttemptSpan(deps.tracing, deps.sendTraceparent, delivery);
 
   // For the release: until when the subscription is held as this attempt's outcome tells
   // (null: not held; undefined: it cannot tell). A success clears the gate's hold even when its
@@ -143,7 +151,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
       body,
     });
     // The custom headers go under the signature headers; reserved names (content-type, user-agent, ...) are dropped.
-    const headers = mergeRequestHeaders(delivery.headers, { ...signed });
+    const headers = mergeRequestHeaders(delivery.headers, { ...signed, ...attemptTrace.headers });
     sending = true;
     const result = await deps.sender.send(delivery.url, headers, body, delivery.credentials);
     deps.metrics.attemptDuration.observe(result.durationMs / 1000);
@@ -160,6 +168,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
       ...lease,
       outcome: { ...pick(result), status: next.status, nextAttemptInMs: next.nextAttemptInMs },
     });
+    attemptTrace.finished(result, next.status);
     if (!recorded) {
       // Our lease expired and another worker took over, closing this attempt as unknown.
       deps.logger.warn({ deliveryId }, "attempt made but not recorded: the lease was lost");
@@ -189,6 +198,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     // outcome once its lease expires (the job is tried again). Once the request may have left,
     // the open attempt stays, and is closed as unknown if nobody records it.
     if (!sending) await deps.batches.withdraw(lease).catch(() => {});
+    attemptTrace.failed(error);
     throw error;
   } finally {
     // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).

@@ -1,4 +1,12 @@
-import { type Config, type Logger, SecretBox, settlesWithin, WEBHOOK_USER_AGENT } from "@webhooks/core";
+import {
+  type Config,
+  type Logger,
+  SecretBox,
+  settlesWithin,
+  startTracing,
+  type Tracing,
+  WEBHOOK_USER_AGENT,
+} from "@webhooks/core";
 import { createDatabase } from "@webhooks/db";
 import {
   checkEvictionPolicy,
@@ -33,6 +41,8 @@ export interface RunningWorker {
   /** The metrics server's port (0 when it is off). */
   metricsPort: number;
   reconciler: Reconciler;
+  /** The OpenTelemetry SDK; undefined when tracing is off (docs/operations.md#tracing). */
+  tracing: Tracing | undefined;
   /**
    * Stops taking jobs and waits for the ones in flight, at most `shutdownTimeoutMs`; jobs still
    * running then are abandoned to BullMQ's stall detection and picked up by another worker.
@@ -118,6 +128,7 @@ export async function startWorker(
   if (evictionPolicy)
     logger.warn({ evictionPolicy }, "Redis maxmemory-policy should be noeviction, or queued jobs may be evicted");
 
+  const tracing = await startTracing(config.tracing, "webhooks-worker");
   const attemptDeps = {
     sql: database.sql,
     batches: createAttemptBatches(database.sql, leaseMs, config.isolation),
@@ -131,6 +142,8 @@ export async function startWorker(
     isolation: config.isolation,
     leaseMs,
     state: createWorkerState(config.worker.concurrency),
+    tracing,
+    sendTraceparent: config.worker.sendTraceparent,
   };
   // One BullMQ worker per shard of the deliveries queue, sharing the process's concurrency.
   const shards = layout.shardPrefixes.length;
@@ -164,6 +177,7 @@ export async function startWorker(
       metricsPort,
       // Whether, not where: the URL may hold the proxy's password.
       egressProxy: config.worker.egressProxyUrl !== undefined,
+      tracing: tracing !== undefined,
     },
     "worker started",
   );
@@ -171,6 +185,7 @@ export async function startWorker(
   return {
     metricsPort,
     reconciler,
+    tracing,
     async close() {
       // The pruner stops between two batches.
       await Promise.all([reconciler.stop(), pruner?.stop()]);
@@ -196,6 +211,8 @@ export async function startWorker(
       // otherwise they expire with it, and shutting down must not wait).
       await settlesWithin(gate.close(), FORCED_CLOSE_MS);
       await release();
+      // The last spans go out (the exporter gives up after its own timeout).
+      await tracing?.shutdown().catch(() => {});
     },
   };
 }

@@ -134,6 +134,8 @@ export const workerTest = base
         isolation: config.isolation,
         leaseMs: 10_000,
         state: createWorkerState(config.worker.concurrency),
+        tracing: undefined,
+        sendTraceparent: false,
       };
       return { config, db, redis, queue, deps, deliveryId: delivery.id as string, subscriptionId: subscription.id };
     };

@@ -1,7 +1,17 @@
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createRedisConnection, waitUntilConnected } from "@webhooks/queue";
-import { databaseUrl, REDIS_URL, type ServiceProcess, spawnService, testEnv, withClient } from "@webhooks/testing";
+import {
+  databaseUrl,
+  type OtlpSink,
+  REDIS_URL,
+  type ServiceProcess,
+  spawnService,
+  startOtlpSink,
+  testEnv,
+  waitFor,
+  withClient,
+} from "@webhooks/testing";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { buildService } from "../src/build.ts";
 import { smokeTest } from "../src/smoke.ts";
@@ -24,15 +34,21 @@ const env = testEnv(databaseUrl(database), {
   ADMIN_USERNAME: ADMIN.username,
   ADMIN_PASSWORD: ADMIN.password,
   LOG_LEVEL: "info",
+  // Traces on (docs/operations.md#tracing), so that the bundled SDK runs too: http/protobuf, the default.
+  OTEL_BSP_SCHEDULE_DELAY: "100",
 });
+let sink: OtlpSink | undefined;
 let worker: ServiceProcess | undefined;
 let api: ServiceProcess | undefined;
 
 beforeAll(async () => {
+  sink = await startOtlpSink();
+  env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.endpoint;
   await buildService(ROOT);
 });
 
 afterAll(async () => {
+  await sink?.close();
   for (const service of [api, worker]) {
     if (service && service.child.exitCode === null) {
       service.kill("SIGKILL");
@@ -81,6 +97,13 @@ describe("the compiled build", () => {
     const workerUrl = `http://127.0.0.1:${loggedPort(worker, "worker started", "metricsPort")}`;
     const steps = await smokeTest({ apiUrl, workerUrl, apiKey: env.API_KEYS!, admin: ADMIN });
     expect(steps.map((step) => step.name)).toContain("publish -> signed delivery");
+    // Both processes export their spans: the publish's and its attempt's.
+    const exported = () => Buffer.concat(sink!.requests.map((request) => request.body));
+    await waitFor(() => exported().includes("POST /v1/events") && exported().includes("webhook.attempt"), {
+      timeoutMs: 30_000,
+      what: "the spans of the publish and of its attempt",
+    });
+    expect(sink!.requests.every((request) => request.contentType === "application/x-protobuf")).toBe(true);
 
     // Every probe of the Kubernetes manifests answers 200 on the process it probes.
     for (const probe of await probes()) {

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { parseDuration } from "./durations.ts";
 import { DEFAULT_RETRY_SCHEDULE } from "./retry-schedule.ts";
+import { TRACE_SAMPLERS, type TracingConfig } from "./tracing.ts";
 
 /**
  * The whole configuration, read from the environment once at start-up. Every variable is
@@ -76,6 +77,9 @@ const url = (protocols: string[]) =>
     },
     `must be a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`,
   );
+
+/** The OTLP encodings the exporters speak (gRPC is not among them: docs/operations.md#tracing). */
+const otlpProtocol = z.enum(["http/protobuf", "http/json"], { error: "must be http/protobuf or http/json" });
 
 /** `host:port`, `[ipv6]:port`; undefined when malformed. */
 function parseClusterNode(text: string): { host: string; port: number } | undefined {
@@ -252,6 +256,21 @@ const envSchema = z.object({
     )
     .optional(),
   PORTAL_RETURN_URL: url(["https:", "http:"]).optional(),
+  // OpenTelemetry's own variables (docs/operations.md#tracing): traces are exported only when an
+  // endpoint is set. The SDK reads the others it knows (headers, timeouts, batching) itself.
+  OTEL_SDK_DISABLED: boolean.default(false),
+  OTEL_EXPORTER_OTLP_ENDPOINT: url(["http:", "https:"]).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url(["http:", "https:"]).optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.default("http/protobuf"),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).optional(),
+  OTEL_TRACES_SAMPLER: oneOf(TRACE_SAMPLERS).default("parentbased_always_on"),
+  OTEL_TRACES_SAMPLER_ARG: z
+    .string()
+    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, "must be a number between 0 and 1")
+    .transform(Number)
+    .default(1),
+  SEND_TRACEPARENT: boolean.default(false),
 });
 
 /** The names of every variable the configuration reads (docs/configuration.md lists each one). */
@@ -299,9 +318,13 @@ export interface Config {
     reconcileIntervalMs: number;
     jobLockMs: number;
     shutdownTimeoutMs: number;
+    /** SEND_TRACEPARENT: each attempt carries a W3C `traceparent` header (docs/receiving.md#tracing). */
+    sendTraceparent: boolean;
   };
   /** Endpoint isolation and health (docs/api.md#endpoint-isolation). */
   isolation: IsolationConfig;
+  /** Where traces go (docs/operations.md#tracing); undefined: tracing is off and costs nothing. */
+  tracing: TracingConfig | undefined;
   /**
    * Only event types of the catalog may be published and subscribed to (docs/api.md#event-types):
    * an unknown or archived type is refused instead of published as before.
@@ -356,7 +379,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     const problems = parsed.error.issues.map((issue) => {
       const name = String(issue.path[0]);
       // Echo the value to help fix it, except where it may hold a credential.
-      const sensitive = /KEY|PASSWORD|TOKEN|URL/.test(name);
+      const sensitive = /KEY|PASSWORD|TOKEN|URL|ENDPOINT/.test(name);
       const got = env[name] === undefined || sensitive ? "" : ` (got ${JSON.stringify(env[name])})`;
       return `${name} ${issue.message}${got}`;
     });
@@ -416,6 +439,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       reconcileIntervalMs: e.RECONCILE_INTERVAL,
       jobLockMs: e.JOB_LOCK_DURATION,
       shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT,
+      sendTraceparent: e.SEND_TRACEPARENT,
     },
     isolation: {
       defaultMaxInFlight: e.DEFAULT_MAX_IN_FLIGHT,
@@ -425,6 +449,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       circuitProbeIntervalMs: e.CIRCUIT_PROBE_INTERVAL,
       autoDisableAfterMs: e.AUTO_DISABLE_AFTER,
     },
+    tracing: tracingConfig(e),
     eventTypesStrict: e.EVENT_TYPES_STRICT,
     retention: {
       maxAgeMs: e.RETENTION,
@@ -438,5 +463,23 @@ export function loadConfig(source: Record<string, string | undefined> = process.
         ? { url: e.PORTAL_RETURN_URL, label: e.PORTAL_NAME ?? new URL(e.PORTAL_RETURN_URL).host }
         : undefined,
     },
+  };
+}
+
+/**
+ * Tracing is on when an endpoint is set and the SDK is not disabled. The traces endpoint is used
+ * as it is; the general one gets the signal's path appended, as OpenTelemetry specifies.
+ */
+function tracingConfig(e: z.infer<typeof envSchema>): TracingConfig | undefined {
+  const base = e.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const tracesUrl =
+    e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (base === undefined ? undefined : `${base.replace(/\/+$/, "")}/v1/traces`);
+  if (tracesUrl === undefined || e.OTEL_SDK_DISABLED) return undefined;
+  return {
+    tracesUrl,
+    protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL,
+    serviceName: e.OTEL_SERVICE_NAME,
+    sampler: e.OTEL_TRACES_SAMPLER,
+    samplerArg: e.OTEL_TRACES_SAMPLER_ARG,
   };
 }

@@ -25,3 +25,4 @@ export * from "./signing.ts";
 export * from "./startup.ts";
 export * from "./tenants.ts";
 export * from "./timestamps.ts";
+export * from "./tracing.ts";

@@ -31,8 +31,9 @@ describe("docs/configuration.md", () => {
     return literal === undefined ? [] : [{ name: row.name, literal }];
   });
 
+  // The rest are unset by default (an endpoint, a credential, a name), which no literal can show.
   it("checks the defaults of most variables", () => {
-    expect(literalDefaults.length).toBeGreaterThanOrEqual(CONFIG_VARIABLES.length - 10);
+    expect(literalDefaults.length).toBeGreaterThanOrEqual(CONFIG_VARIABLES.length - 15);
   });
 
   it.each(literalDefaults)("shows the default of $name ($literal)", ({ name, literal }) => {

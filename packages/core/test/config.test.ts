@@ -153,6 +153,12 @@ describe("loadConfig values", () => {
       PORTAL_NAME: "Acme",
       PORTAL_LOGO_URL: "/brand/acme.svg",
       PORTAL_RETURN_URL: "https://app.acme.test/settings",
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      OTEL_SERVICE_NAME: "hooks",
+      OTEL_TRACES_SAMPLER: "traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0.5",
+      SEND_TRACEPARENT: "true",
     });
     expect(config).toEqual({
       isolation: {
@@ -191,6 +197,14 @@ describe("loadConfig values", () => {
         reconcileIntervalMs: 1_000,
         jobLockMs: 120_000,
         shutdownTimeoutMs: 5_000,
+        sendTraceparent: true,
+      },
+      tracing: {
+        tracesUrl: "http://collector:4318/v1/traces",
+        protocol: "http/json",
+        serviceName: "hooks",
+        sampler: "traceidratio",
+        samplerArg: 0.5,
       },
       portal: {
         name: "Acme",

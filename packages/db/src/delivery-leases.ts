@@ -55,6 +55,8 @@ export interface ClaimedDelivery {
   /** The event's data as JSON text, sent as it is stored. */
   eventDataJson: string;
   eventCreatedAt: Date;
+  /** The W3C traceparent its event was published with, if the API traced it (docs/operations.md#tracing). */
+  traceparent: string | null;
   /** This attempt: its id, number and start, in the log as in flight (see claimDeliveries). */
   attempt: OpenAttempt;
   /** An earlier attempt was started and never recorded (its worker died mid-send); the claim closed it. */
@@ -105,7 +107,7 @@ export const CLAIM_SQL = `WITH claimed AS (
             c.url, c.headers, c.credentials_id AS "credentialsId", cr.ciphertext AS "credentialsCiphertext",
             c.test, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
             (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
-            c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt",
+            c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt", e.traceparent,
             c.open_attempt_id AS "attemptId", c.attempts, c.open_attempt_started_at AS "attemptStartedAt", c.abandoned_id IS NOT NULL AS "wasOpen",
             sub.max_in_flight AS "maxInFlight", sub.rate_limit AS "rateLimit", sub.deleted_at IS NOT NULL AS "subscriptionDeleted", ${healthColumns("sub")}
      FROM claimed c
@@ -160,6 +162,7 @@ export async function claimDeliveries(
       type: string;
       data: string;
       eventCreatedAt: Date;
+      traceparent: string | null;
       attemptId: string;
       attempts: number;
       attemptStartedAt: Date;
@@ -202,6 +205,7 @@ export async function claimDeliveries(
         eventType: row.type,
         eventDataJson: row.data,
         eventCreatedAt: row.eventCreatedAt,
+        traceparent: row.traceparent,
         attempt: { id: row.attemptId, number: row.attempts, startedAt: row.attemptStartedAt },
         closedAbandonedAttempt: row.wasOpen,
         subscription: {

@@ -41,6 +41,8 @@ export interface PublishInput {
    * otherwise answers a CatalogChangedError for it (docs/api.md#event-types).
    */
   catalogRevision?: number | undefined;
+  /** The publishing request's W3C traceparent, which its deliveries' attempts continue (docs/operations.md#tracing). */
+  traceparent?: string | undefined;
 }
 
 /** The event's type changed in the catalog after the event was checked against it: check it again. */
@@ -106,16 +108,16 @@ const deliveryIdSql = (block: string, n: string) =>
  */
 const PUBLISH_SQL = `
   WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::text[], $7::text[], $10::int[], $11::jsonb[])
-      AS i(id, type, data, idempotency_key, request_hash, tenant_id, delivery_block, catalog_revision, filter_vars)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::text[], $7::text[], $10::int[], $11::jsonb[], $12::text[])
+      AS i(id, type, data, idempotency_key, request_hash, tenant_id, delivery_block, catalog_revision, filter_vars, traceparent)
   ), stale AS (
     SELECT i.id FROM input i LEFT JOIN event_types t ON t.name = i.type
     WHERE i.catalog_revision IS NOT NULL AND coalesce(t.revision, 0) <> i.catalog_revision
   ), event AS (
     -- In the order of their keys: two batches carrying some of the same keys (a client's
     -- retries) then wait for each other's rows in the same order, and never deadlock.
-    INSERT INTO events (id, type, data, idempotency_key, request_hash, tenant_id)
-    SELECT id, type, data, idempotency_key, request_hash, tenant_id FROM input
+    INSERT INTO events (id, type, data, idempotency_key, request_hash, tenant_id, traceparent)
+    SELECT id, type, data, idempotency_key, request_hash, tenant_id, traceparent FROM input
     WHERE id NOT IN (SELECT id FROM stale)
     ORDER BY idempotency_key
     ON CONFLICT (idempotency_key) DO NOTHING
@@ -222,6 +224,7 @@ export async function publishEvents(
     options.returnLimit ?? 2_147_483_647,
     events.map((e) => e.input.catalogRevision ?? null),
     events.map((e) => JSON.stringify(filterVariables(e.input))),
+    events.map((e) => e.input.traceparent ?? null),
   ]);
 
   const rows = new Map(written.map((row) => [row.id, row]));

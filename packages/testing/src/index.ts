@@ -1,6 +1,7 @@
 export * from "./config.ts";
 export * from "./database.ts";
 export * from "./egress-proxy.ts";
+export * from "./otlp-sink.ts";
 export * from "./ports.ts";
 export * from "./processes.ts";
 export * from "./raw-http.ts";

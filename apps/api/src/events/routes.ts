@@ -61,7 +61,9 @@ export function eventRoutes(deps: ApiDeps) {
         data: body.data,
         tenantId: body.tenant_id ?? null,
         idempotencyKey: c.req.valid("header")["Idempotency-Key"],
+        traceparent: c.var.traceparent,
       });
+      c.var.span?.setAttribute("webhook.event_id", result.event.id);
       if (!result.created) c.header("Idempotent-Replayed", "true");
       return c.json(toEventJson(result.event), 202);
     })

@@ -1,4 +1,5 @@
-import type { Config, Logger, SecretBox } from "@webhooks/core";
+import type { Span } from "@opentelemetry/api";
+import type { Config, Logger, SecretBox, Tracing } from "@webhooks/core";
 import type { PrismaClient, SqlClient, TenantScope } from "@webhooks/db";
 import type { DeliveryGate, DeliveryQueue, RedisConnection } from "@webhooks/queue";
 import type { EventTypeCatalogCache } from "../events/catalog-cache.ts";
@@ -25,6 +26,8 @@ export interface ApiDeps {
   logger: Logger;
   secretBox: SecretBox;
   authenticator: Authenticator;
+  /** The OpenTelemetry SDK, when traces are exported (docs/operations.md#tracing); undefined when off. */
+  tracing?: Tracing | undefined;
 }
 
 export interface ApiEnv {
@@ -35,6 +38,9 @@ export interface ApiEnv {
     apiKeyId: string;
     /** Who is asking: every route hands `principal.scope` to the data layer, which applies it. */
     principal: Principal;
+    /** The request's server span and its traceparent, when tracing is on (http/tracing.ts). */
+    span: Span | undefined;
+    traceparent: string | undefined;
   };
 }
 

@@ -1190,6 +1190,7 @@ export const EventScalarFieldEnum = {
   idempotencyKey: 'idempotencyKey',
   requestHash: 'requestHash',
   tenantId: 'tenantId',
+  traceparent: 'traceparent',
   createdAt: 'createdAt'
 } as const
 

@@ -30,6 +30,7 @@ export type EventMinAggregateOutputType = {
   idempotencyKey: string | null
   requestHash: string | null
   tenantId: string | null
+  traceparent: string | null
   createdAt: Date | null
 }
 
@@ -39,6 +40,7 @@ export type EventMaxAggregateOutputType = {
   idempotencyKey: string | null
   requestHash: string | null
   tenantId: string | null
+  traceparent: string | null
   createdAt: Date | null
 }
 
@@ -49,6 +51,7 @@ export type EventCountAggregateOutputType = {
   idempotencyKey: number
   requestHash: number
   tenantId: number
+  traceparent: number
   createdAt: number
   _all: number
 }
@@ -60,6 +63,7 @@ export type EventMinAggregateInputType = {
   idempotencyKey?: true
   requestHash?: true
   tenantId?: true
+  traceparent?: true
   createdAt?: true
 }
 
@@ -69,6 +73,7 @@ export type EventMaxAggregateInputType = {
   idempotencyKey?: true
   requestHash?: true
   tenantId?: true
+  traceparent?: true
   createdAt?: true
 }
 
@@ -79,6 +84,7 @@ export type EventCountAggregateInputType = {
   idempotencyKey?: true
   requestHash?: true
   tenantId?: true
+  traceparent?: true
   createdAt?: true
   _all?: true
 }
@@ -162,6 +168,7 @@ export type EventGroupByOutputType = {
   idempotencyKey: string | null
   requestHash: string | null
   tenantId: string | null
+  traceparent: string | null
   createdAt: Date
   _count: EventCountAggregateOutputType | null
   _min: EventMinAggregateOutputType | null
@@ -193,6 +200,7 @@ export type EventWhereInput = {
   idempotencyKey?: Prisma.StringNullableFilter<"Event"> | string | null
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
+  traceparent?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
 }
 
@@ -203,6 +211,7 @@ export type EventOrderByWithRelationInput = {
   idempotencyKey?: Prisma.SortOrderInput | Prisma.SortOrder
   requestHash?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
+  traceparent?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -216,6 +225,7 @@ export type EventWhereUniqueInput = Prisma.AtLeast<{
   data?: Prisma.JsonFilter<"Event">
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
+  traceparent?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
 }, "id" | "idempotencyKey">
 
@@ -226,6 +236,7 @@ export type EventOrderByWithAggregationInput = {
   idempotencyKey?: Prisma.SortOrderInput | Prisma.SortOrder
   requestHash?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
+  traceparent?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   _count?: Prisma.EventCountOrderByAggregateInput
   _max?: Prisma.EventMaxOrderByAggregateInput
@@ -242,6 +253,7 @@ export type EventScalarWhereWithAggregatesInput = {
   idempotencyKey?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   requestHash?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
+  traceparent?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Event"> | Date | string
 }
 
@@ -252,6 +264,7 @@ export type EventCreateInput = {
   idempotencyKey?: string | null
   requestHash?: string | null
   tenantId?: string | null
+  traceparent?: string | null
   createdAt?: Date | string
 }
 
@@ -262,6 +275,7 @@ export type EventUncheckedCreateInput = {
   idempotencyKey?: string | null
   requestHash?: string | null
   tenantId?: string | null
+  traceparent?: string | null
   createdAt?: Date | string
 }
 
@@ -272,6 +286,7 @@ export type EventUpdateInput = {
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -282,6 +297,7 @@ export type EventUncheckedUpdateInput = {
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -292,6 +308,7 @@ export type EventCreateManyInput = {
   idempotencyKey?: string | null
   requestHash?: string | null
   tenantId?: string | null
+  traceparent?: string | null
   createdAt?: Date | string
 }
 
@@ -302,6 +319,7 @@ export type EventUpdateManyMutationInput = {
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -312,6 +330,7 @@ export type EventUncheckedUpdateManyInput = {
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -322,6 +341,7 @@ export type EventCountOrderByAggregateInput = {
   idempotencyKey?: Prisma.SortOrder
   requestHash?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  traceparent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -331,6 +351,7 @@ export type EventMaxOrderByAggregateInput = {
   idempotencyKey?: Prisma.SortOrder
   requestHash?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  traceparent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -340,6 +361,7 @@ export type EventMinOrderByAggregateInput = {
   idempotencyKey?: Prisma.SortOrder
   requestHash?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
+  traceparent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -352,6 +374,7 @@ export type EventSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = 
   idempotencyKey?: boolean
   requestHash?: boolean
   tenantId?: boolean
+  traceparent?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["event"]>
 
@@ -362,6 +385,7 @@ export type EventSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   idempotencyKey?: boolean
   requestHash?: boolean
   tenantId?: boolean
+  traceparent?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["event"]>
 
@@ -372,6 +396,7 @@ export type EventSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   idempotencyKey?: boolean
   requestHash?: boolean
   tenantId?: boolean
+  traceparent?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["event"]>
 
@@ -382,10 +407,11 @@ export type EventSelectScalar = {
   idempotencyKey?: boolean
   requestHash?: boolean
   tenantId?: boolean
+  traceparent?: boolean
   createdAt?: boolean
 }
 
-export type EventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "type" | "data" | "idempotencyKey" | "requestHash" | "tenantId" | "createdAt", ExtArgs["result"]["event"]>
+export type EventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "type" | "data" | "idempotencyKey" | "requestHash" | "tenantId" | "traceparent" | "createdAt", ExtArgs["result"]["event"]>
 
 export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Event"
@@ -408,6 +434,11 @@ export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
      * only, so no index.
      */
     tenantId: string | null
+    /**
+     * The W3C traceparent of the request that published it, when the API traces: every attempt of
+     * its deliveries joins that trace, whatever became of the queue since.
+     */
+    traceparent: string | null
     createdAt: Date
   }, ExtArgs["result"]["event"]>
   composites: {}
@@ -838,6 +869,7 @@ export interface EventFieldRefs {
   readonly idempotencyKey: Prisma.FieldRef<"Event", 'String'>
   readonly requestHash: Prisma.FieldRef<"Event", 'String'>
   readonly tenantId: Prisma.FieldRef<"Event", 'String'>
+  readonly traceparent: Prisma.FieldRef<"Event", 'String'>
   readonly createdAt: Prisma.FieldRef<"Event", 'DateTime'>
 }
     

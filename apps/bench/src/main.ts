@@ -19,7 +19,8 @@ async function run(options: Options): Promise<boolean> {
   const unreachable = (await checkPostgres(ADMIN_DATABASE_URL)) ?? (await checkRedis(REDIS_URL));
   if (unreachable) throw new Error(unreachable);
   const scale = options.quick ? "quick" : "full";
-  const heading = `${new Date().toISOString()}, ${scale} scale, run ${RUN_PREFIX}: ${await describeMachine()}.`;
+  const tracing = options.tracing ? ", tracing on" : "";
+  const heading = `${new Date().toISOString()}, ${scale} scale${tracing}, run ${RUN_PREFIX}: ${await describeMachine()}.`;
   console.log(heading);
   // Registered first, so that it runs last: after every process that could add keys has stopped.
   onCleanup("delete this run's Redis keys", async () => void (await deleteRunKeys()));
@@ -31,6 +32,7 @@ async function run(options: Options): Promise<boolean> {
   const context: Context = {
     scale,
     profile: options.profile,
+    tracing: options.tracing,
     receiver,
     best: { W10: { workers: 1, concurrency: 100 }, W1: { workers: 1, concurrency: 100 } },
   };

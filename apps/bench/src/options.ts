@@ -12,7 +12,7 @@ export const DEFAULT_OUT = `${ROOT}BENCHMARKS.tmp.md`;
 
 export function parseOptions(argv: string[], phases: readonly { name: string }[]) {
   const phaseNames = phases.map((phase) => phase.name);
-  let values: { help?: boolean; only?: string; quick?: boolean; profile?: boolean; out?: string };
+  let values: { help?: boolean; only?: string; quick?: boolean; profile?: boolean; tracing?: boolean; out?: string };
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -23,6 +23,7 @@ export function parseOptions(argv: string[], phases: readonly { name: string }[]
         only: { type: "string" },
         quick: { type: "boolean" },
         profile: { type: "boolean" },
+        tracing: { type: "boolean" },
         out: { type: "string" },
       },
     }));
@@ -42,6 +43,7 @@ export function parseOptions(argv: string[], phases: readonly { name: string }[]
     only: only && phaseNames.filter((name) => only.includes(name)),
     quick: values.quick ?? false,
     profile: values.profile ?? false,
+    tracing: values.tracing ?? false,
     out: values.out ?? (only ? undefined : DEFAULT_OUT),
   };
 }
@@ -63,6 +65,7 @@ Options:
                       its figures are not results
   --profile           run the API and the workers under node --cpu-prof; their profiles go to
                       artifacts/profiles/ (open them in Chrome DevTools or speedscope)
+  --tracing           the services export traces to a loopback OTLP sink (alternate with runs without)
   --out <file>        also write the report to <file> (a full run writes
                       BENCHMARKS.tmp.md at the repository root)
   -h, --help          print this and exit

@@ -11,6 +11,8 @@ export interface Context {
   scale: Scale;
   /** Run the services under `node --cpu-prof` (harness/stack.ts). */
   profile: boolean;
+  /** The services export traces to a collector stand-in (harness/stack.ts). */
+  tracing: boolean;
   /** Verifies every signature with core's signing and counts; shared by the phases. */
   receiver: TestReceiver;
   /** The best setup of each workload, as the throughput phase found it (1 x 100 until it has run). */

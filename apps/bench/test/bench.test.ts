@@ -73,14 +73,22 @@ describe("the command line", () => {
       only: undefined,
       quick: false,
       profile: false,
+      tracing: false,
       out: DEFAULT_OUT,
     });
     expect(DEFAULT_OUT).toMatch(/\/BENCHMARKS\.tmp\.md$/);
   });
 
   it("runs the phases --only names, in the order of a full run, printing the report only", () => {
-    const options = parseOptions(["--only", "origin,lone", "--quick", "--profile"], PHASES);
-    expect(options).toEqual({ help: false, only: ["lone", "origin"], quick: true, profile: true, out: undefined });
+    const options = parseOptions(["--only", "origin,lone", "--quick", "--profile", "--tracing"], PHASES);
+    expect(options).toEqual({
+      help: false,
+      only: ["lone", "origin"],
+      quick: true,
+      profile: true,
+      tracing: true,
+      out: undefined,
+    });
     expect(parseOptions(["--only", "lone", "--out", "lone.md"], PHASES).out).toBe("lone.md");
   });
 
@@ -97,7 +105,8 @@ describe("the command line", () => {
   it("lists every phase and option in the help", () => {
     const help = helpText(PHASES);
     for (const phase of PHASES) expect(help).toContain(`  ${phase.name} `);
-    for (const option of ["--only", "--quick", "--profile", "--out", "--help"]) expect(help).toContain(option);
+    for (const option of ["--only", "--quick", "--profile", "--tracing", "--out", "--help"])
+      expect(help).toContain(option);
   });
 
   it("prints the help and exits 0, and exits 1 with a message on a bad option, touching no service", () => {

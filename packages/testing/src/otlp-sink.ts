@@ -24,6 +24,8 @@ export interface OtlpSink {
   spans: ExportedSpan[];
   /** Every export received, as it came (the protobuf ones are kept only here). */
   requests: { path: string; contentType: string; body: Buffer }[];
+  /** Exports and bytes received, also when they are not kept. */
+  received: { requests: number; bytes: number };
   close(): Promise<void>;
 }
 
@@ -49,19 +51,24 @@ interface JsonExport {
 
 /**
  * A real OTLP/HTTP receiver on loopback, as a collector would be: it answers every export with
- * 200 and keeps what it got, decoding the http/json ones.
+ * 200 and keeps what it got, decoding the http/json ones. With `record: false` it only counts
+ * (a benchmark exports more spans than it could keep).
  */
-export async function startOtlpSink(): Promise<OtlpSink> {
+export async function startOtlpSink(options: { record?: boolean } = {}): Promise<OtlpSink> {
   const spans: ExportedSpan[] = [];
   const requests: OtlpSink["requests"] = [];
+  const received = { requests: 0, bytes: 0 };
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
       const body = Buffer.concat(chunks);
       const contentType = req.headers["content-type"] ?? "";
-      requests.push({ path: req.url ?? "", contentType, body });
-      if (contentType.startsWith("application/json")) spans.push(...decodeJsonExport(JSON.parse(body.toString())));
+      received.requests++;
+      received.bytes += body.length;
+      if (options.record !== false) requests.push({ path: req.url ?? "", contentType, body });
+      if (options.record !== false && contentType.startsWith("application/json"))
+        spans.push(...decodeJsonExport(JSON.parse(body.toString())));
       res.writeHead(200, { "content-type": contentType || "application/json" });
       res.end(contentType.startsWith("application/json") ? "{}" : "");
     });
@@ -72,6 +79,7 @@ export async function startOtlpSink(): Promise<OtlpSink> {
     endpoint: `http://127.0.0.1:${port}`,
     spans,
     requests,
+    received,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

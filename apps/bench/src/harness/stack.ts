@@ -1,4 +1,5 @@
 import { mkdirSync } from "node:fs";
+import { startOtlpSink } from "@webhooks/testing";
 import type { Context, WorkerSetup } from "../phase.ts";
 import { ApiClient } from "./api-client.ts";
 import { ROOT, RUN_PREFIX } from "./config.ts";
@@ -27,7 +28,10 @@ export async function startStack(
     mkdirSync(dir, { recursive: true });
     return ["--cpu-prof", `--cpu-prof-dir=${dir}`];
   };
-  const api = await startService("api", "api", database.url, prefix, { nodeArgs: nodeArgs("api") });
+  // --tracing: every process exports its spans (http/protobuf) to a collector stand-in that only counts.
+  const sink = context.tracing ? await startOtlpSink({ record: false }) : undefined;
+  const otel: Record<string, string> = sink ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint } : {};
+  const api = await startService("api", "api", database.url, prefix, { env: otel, nodeArgs: nodeArgs("api") });
   const workers: Service[] = [];
   const client = new ApiClient(api.baseUrl, options.connections ?? 16);
   const stack = {
@@ -42,7 +46,8 @@ export async function startStack(
     },
     /** One more worker, stopped with the stack. */
     async addWorker(name: string, env: Record<string, string> = {}): Promise<Service> {
-      const worker = await startService("worker", name, database.url, prefix, { env, nodeArgs: nodeArgs(name) });
+      const options = { env: { ...otel, ...env }, nodeArgs: nodeArgs(name) };
+      const worker = await startService("worker", name, database.url, prefix, options);
       workers.push(worker);
       const stop = async () => {
         await worker.stop();
@@ -63,6 +68,7 @@ export async function startStack(
       // Workers first, so that none is mid-attempt when the API and the database go away.
       await Promise.all(workers.map((worker) => worker.stop()));
       await api.stop();
+      await sink?.close();
     },
   };
   try {

@@ -26,7 +26,7 @@ export const lonePhase = definePhase<LoneRun[]>({
   title: "Lone events: publish -> receive and CPU per event, open loop",
   summary: "500 events/s (and 100/s for reference), each its own request to one subscription: latency, CPU per event",
   async run(context) {
-    const s = atScale(context.scale, SETTINGS);
+    const { warmupMs, durationMs, drainMs } = atScale(context.scale, SETTINGS);
     const setup = context.best.W10;
     const workerEnv = pipelineWorkerEnv(setup);
     const stack = await startStack(context, "lone", { workers: setup.workers, workerEnv, connections: 64 });
@@ -35,9 +35,8 @@ export const lonePhase = definePhase<LoneRun[]>({
       for (const ratePerSecond of RATES) {
         const type = `lone.r${ratePerSecond}`;
         await stack.subscribe(`/lone/${ratePerSecond}`, [type], pipelineSubscription(setup));
-        const load = { type, ratePerSecond, drainMs: s.drainMs };
-        await measureLatency(context, stack, { ...load, durationMs: s.warmupMs });
-        const run = await measureLatency(context, stack, { ...load, durationMs: s.durationMs });
+        await measureLatency(context, stack, { type, ratePerSecond, durationMs: warmupMs, drainMs });
+        const run = await measureLatency(context, stack, { type, ratePerSecond, durationMs, drainMs });
         console.log(
           `  ${ratePerSecond}/s: p50 ${ms(run.endToEnd.p50)}, ${cpuMsPer(run.cpu, run.sent).toFixed(2)} ms of CPU per event`,
         );

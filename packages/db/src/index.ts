@@ -13,6 +13,7 @@ export * from "./portal-sessions.ts";
 export * from "./reachability.ts";
 export * from "./retention.ts";
 export * from "./sql.ts";
+export * from "./subscription-counts.ts";
 export * from "./subscription-health.ts";
 export * from "./subscription-stats.ts";
 export * from "./subscriptions.ts";

@@ -3,6 +3,7 @@ export * from "./config.ts";
 export * from "./custom-headers.ts";
 export * from "./deadline.ts";
 export * from "./delivery-lifecycle.ts";
+export * from "./delivery-ordering.ts";
 export * from "./delivery-status.ts";
 export * from "./destination-policy.ts";
 export * from "./durations.ts";

@@ -1,4 +1,5 @@
 import { type DeliveryStatus, type EndpointHealth, newId, UNKNOWN_OUTCOME_ERROR } from "@webhooks/core";
+import { IN_TURN } from "./due-deliveries.ts";
 import type { SqlClient } from "./sql.ts";
 import { healthColumns, healthFromRow } from "./subscription-health.ts";
 
@@ -42,6 +43,11 @@ export interface ClaimedDelivery {
   credentials: { id: string; ciphertext: Uint8Array } | null;
   /** Made by POST /v1/subscriptions/{id}/test (docs/api.md#send-a-test-event). */
   test: boolean;
+  /**
+   * In its subscription's line (docs/api.md#ordered-delivery): claimed because every earlier one
+   * is finished. When it is finished too, the next one's turn has come.
+   */
+  ordered: boolean;
   /**
    * The keys to sign this attempt with: the subscription's current secret, then, during a
    * rotation's overlap, the previous one (docs/api.md#rotate-the-signing-secret). Read from the
@@ -95,7 +101,9 @@ export const CLAIM_SQL = `WITH claimed AS (
          -- claim: most costly exactly when a backlog makes them many.
          AND coalesce(d.next_attempt_at, 'infinity') <= now() + $4::int * interval '1 millisecond'
          AND (d.leased_until IS NULL OR d.leased_until < now())
-       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.credentials_id, d.event_id, d.test,
+         -- An ordered delivery only at the head of its line: one probe of the line's index.
+         AND ${IN_TURN("d")}
+       RETURNING d.id, d.lease_token, d.subscription_id, d.status, d.next_attempt_at, d.url, d.headers, d.credentials_id, d.event_id, d.test, d.ordered,
                  d.attempts, d.open_attempt_id, d.open_attempt_started_at,
                  before.open_attempt_id AS abandoned_id, before.open_attempt_started_at AS abandoned_started_at
      ), closed AS (
@@ -105,7 +113,7 @@ export const CLAIM_SQL = `WITH claimed AS (
      )
      SELECT c.id, c.lease_token AS "leaseToken", c.subscription_id AS "subscriptionId", c.status::text AS status, c.next_attempt_at AS "nextAttemptAt",
             c.url, c.headers, c.credentials_id AS "credentialsId", cr.ciphertext AS "credentialsCiphertext",
-            c.test, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
+            c.test, c.ordered, sub.secret_id AS "secretId", s.ciphertext, sub.previous_secret_id AS "previousSecretId",
             (SELECT p.ciphertext FROM signing_secrets p WHERE p.id = sub.previous_secret_id AND sub.previous_secret_expires_at > now()) AS "previousCiphertext",
             c.event_id AS "eventId", e.type, e.data::text AS data, e.created_at AS "eventCreatedAt", e.traceparent,
             c.open_attempt_id AS "attemptId", c.attempts, c.open_attempt_started_at AS "attemptStartedAt", c.abandoned_id IS NOT NULL AS "wasOpen",
@@ -154,6 +162,7 @@ export async function claimDeliveries(
       credentialsId: string | null;
       credentialsCiphertext: Uint8Array | null;
       test: boolean;
+      ordered: boolean;
       secretId: string;
       ciphertext: Uint8Array;
       previousSecretId: string | null;
@@ -195,6 +204,7 @@ export async function claimDeliveries(
             ? { id: row.credentialsId, ciphertext: row.credentialsCiphertext }
             : null,
         test: row.test,
+        ordered: row.ordered,
         secrets: [
           { id: row.secretId, ciphertext: row.ciphertext },
           ...(row.previousSecretId !== null && row.previousCiphertext !== null
@@ -219,20 +229,28 @@ export async function claimDeliveries(
   );
 }
 
-export type NotClaimed = { reason: "missing" | "finished" } | { reason: "not_due" | "leased"; retryInMs: number };
+/**
+ * Why a delivery was not claimed. `in_order`: it is behind others in its subscription's line
+ * (docs/api.md#ordered-delivery), and its turn comes when they are finished, not at a time.
+ */
+export type NotClaimed =
+  | { reason: "missing" | "finished" | "in_order" }
+  | { reason: "not_due" | "leased"; retryInMs: number };
 
 /** Why a delivery could not be claimed, measuring time on the database's clock. */
 export async function whyNotClaimed(ctx: { sql: SqlClient }, deliveryId: string): Promise<NotClaimed> {
-  const [state] = await ctx.sql.query<{ dueInMs: number | null; leasedForMs: number | null }>(
-    `SELECT (extract(epoch FROM next_attempt_at - now()) * 1000)::float8 AS "dueInMs",
-            (extract(epoch FROM leased_until - now()) * 1000)::float8 AS "leasedForMs"
-     FROM deliveries WHERE id = $1`,
+  const [state] = await ctx.sql.query<{ dueInMs: number | null; leasedForMs: number | null; inTurn: boolean }>(
+    `SELECT (extract(epoch FROM d.next_attempt_at - now()) * 1000)::float8 AS "dueInMs",
+            (extract(epoch FROM d.leased_until - now()) * 1000)::float8 AS "leasedForMs",
+            ${IN_TURN("d")} AS "inTurn"
+     FROM deliveries d WHERE d.id = $1`,
     [deliveryId],
   );
   if (!state) return { reason: "missing" };
   if (state.dueInMs === null) return { reason: "finished" };
   if (state.leasedForMs !== null && state.leasedForMs > 0)
     return { reason: "leased", retryInMs: Math.ceil(state.leasedForMs) };
+  if (!state.inTurn) return { reason: "in_order" };
   return { reason: "not_due", retryInMs: Math.max(0, Math.ceil(state.dueInMs)) };
 }
 

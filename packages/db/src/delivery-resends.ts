@@ -1,5 +1,5 @@
 import { nextState, stateOf } from "@webhooks/core";
-import { Prisma } from "./client.ts";
+import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 import { type DeliveryRecord, getDelivery } from "./deliveries.ts";
 import { type ScopedContext, scopeConditions } from "./tenant-scope.ts";
 
@@ -7,8 +7,13 @@ import { type ScopedContext, scopeConditions } from "./tenant-scope.ts";
  * Manual resends, the API's writes to `deliveries`: one delivery (POST /v1/deliveries/{id}/retry)
  * or a subscription's failed deliveries in a window (POST /v1/subscriptions/{id}/recover). The
  * API names the route `retry`; in the code a manual one is a *resend*, and *retry* means
- * only the automatic schedule after a failed attempt. The other writers to `deliveries`:
+ * only the automatic schedule after a failed attempt. Also the release of a subscription's
+ * ordered line when its ordering is switched to "none". The other writers to `deliveries`:
  * events.ts (created), delivery-leases.ts (attempted), retention.ts (deleted).
+ *
+ * A resend is explicit, so it goes outside the order of an ordered subscription
+ * (docs/api.md#ordered-delivery): the delivery leaves its line (`ordered` = false) and is sent at
+ * once; the next of the line may then go too (the caller enqueues `nextInLine`).
  */
 
 /**
@@ -18,8 +23,9 @@ import { type ScopedContext, scopeConditions } from "./tenant-scope.ts";
  * no-op. So is a resend of a delivery being attempted at this moment (a retry under way, leased):
  * that attempt is its resend, as in a recovery. Queuing it under the attempt would be undone by the
  * attempt's record, which writes the outcome and the next retry's time. The attempt uses the
- * delivery's own snapshot (url, secret, event), not the subscription's current settings. The caller
- * enqueues the delivery once this has committed.
+ * delivery's own snapshot (url, secret, event), not the subscription's current settings. A queued
+ * delivery waiting in an ordered line leaves it and goes at once. The caller enqueues the
+ * delivery once this has committed, and the next of its line.
  */
 export async function resendDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {
   const current = await getDelivery(ctx, id);
@@ -28,9 +34,13 @@ export async function resendDelivery(ctx: ScopedContext, id: string): Promise<De
     // The status guard keeps a concurrent attempt's record from being overwritten by a stale read.
     await ctx.db.$executeRaw`
       UPDATE deliveries SET status = ${next.status}::delivery_status,
-        next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
+        next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', ordered = false, updated_at = now()
       WHERE id = ${id} AND status = ${current.status}::delivery_status
         AND (leased_until IS NULL OR leased_until < now())`;
+  } else {
+    await ctx.db.$executeRaw`
+      UPDATE deliveries SET ordered = false, updated_at = now()
+      WHERE id = ${id} AND status = 'queued' AND ordered AND (leased_until IS NULL OR leased_until < now())`;
   }
   return getDelivery(ctx, id);
 }
@@ -98,7 +108,7 @@ export async function* recoverDeliveries(
         LIMIT ${RECOVERY_BATCH_SIZE}
       ), resent AS (
         UPDATE deliveries d SET status = ${next.status}::delivery_status,
-          next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', updated_at = now()
+          next_attempt_at = now() + ${next.nextAttemptInMs} * interval '1 millisecond', ordered = false, updated_at = now()
         FROM batch
         WHERE d.id = batch.id AND d.status = 'failed' AND d.updated_at <= ${startedAt}
           AND (d.leased_until IS NULL OR d.leased_until < now())
@@ -116,4 +126,20 @@ export async function* recoverDeliveries(
     cursor = { createdAt: batch.lastCreatedAt, id: batch.lastId };
   }
   return { count, until };
+}
+
+/**
+ * A switch of the subscription's ordering to "none" (docs/api.md#ordered-delivery): its line is
+ * released, every delivery waiting in it going at once. Run in the transaction of the switch, so
+ * that the subscription is never "none" with a line still held. Those queued become due now (they
+ * were waiting for their turn, not for a time: the reconciler's next pass sees them as just due);
+ * one waiting for a retry keeps the retry's time. Returns the deliveries released; the caller
+ * enqueues them once this has committed.
+ */
+export async function releaseLine(db: PrismaClientOrTransaction, subscriptionId: string): Promise<string[]> {
+  const rows = await db.$queryRaw<{ id: string }[]>`
+    UPDATE deliveries SET ordered = false, next_attempt_at = greatest(next_attempt_at, now()), updated_at = now()
+    WHERE subscription_id = ${subscriptionId} AND ordered AND next_attempt_at IS NOT NULL
+    RETURNING id`;
+  return rows.map((row) => row.id);
 }

@@ -64,16 +64,24 @@ export interface PublishResult {
    * empty, and the caller reads them in chunks after commit with `deliveryJobChunks`.
    */
   deliveryIds: string[];
-  /** The subscription of each delivery in `deliveryIds`, by delivery id (for the queue's jobs). */
+  /**
+   * The subscription of each delivery in `deliveryIds`, by delivery id, for the queue's jobs
+   * (DeliveryJobRef); none for an ordered delivery.
+   */
   subscriptionOf: Map<string, string>;
   /** Every delivery id of the event starts with this (see core's newIdBlock). */
   deliveryIdBlock: string;
 }
 
-/** A delivery and its subscription, as the queue's job carries them. */
+/**
+ * A delivery and its subscription, as the queue's job carries them. An ordered delivery
+ * (docs/api.md#ordered-delivery) goes without its subscription: a job that names it may join the
+ * subscription's line at the gate before its claim, and one behind others in its order must not,
+ * since it would hold a turn there that it cannot take.
+ */
 export interface DeliveryJobRef {
   deliveryId: string;
-  subscriptionId: string;
+  subscriptionId?: string;
 }
 
 /**
@@ -124,11 +132,11 @@ const PUBLISH_SQL = `
     RETURNING id, created_at
   ), candidate AS (
     -- One lookup in the events GIN index for the whole batch.
-    SELECT id, url, secret_id, headers, credentials_id, events, tenant_id, filter_path FROM subscriptions
+    SELECT id, url, secret_id, headers, credentials_id, events, tenant_id, filter_path, ordering FROM subscriptions
     WHERE active AND deleted_at IS NULL AND events && ($8::text[] || ARRAY['*'])
   ), target AS (
     SELECT i.id AS event_id, i.type, i.tenant_id, i.delivery_block, event.created_at,
-           c.id AS subscription_id, c.url, c.secret_id, c.headers, c.credentials_id,
+           c.id AS subscription_id, c.url, c.secret_id, c.headers, c.credentials_id, c.ordering = 'fifo' AS ordered,
            row_number() OVER (PARTITION BY i.id ORDER BY c.id) - 1 AS n
     FROM event
     JOIN input i ON i.id = event.id
@@ -136,19 +144,20 @@ const PUBLISH_SQL = `
       AND (i.type = ANY (c.events) OR ('*' = ANY (c.events) AND NOT starts_with(i.type, '${OPERATIONAL_PREFIX}')))
       AND (c.filter_path IS NULL OR jsonb_path_match(i.data, c.filter_path, i.filter_vars, true))
   ), delivery AS (
-    -- Core's INITIAL_STATE: queued, due at once (next_attempt_at is the creation time).
-    INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, credentials_id, status, next_attempt_at, created_at, updated_at)
-    SELECT ${deliveryIdSql("delivery_block", "n")}, subscription_id, event_id, type, tenant_id, url, secret_id, headers, credentials_id,
+    -- Core's INITIAL_STATE: queued, due at once (next_attempt_at is the creation time). Ordered
+    -- with its subscription's ordering as it is now (docs/api.md#ordered-delivery).
+    INSERT INTO deliveries (id, subscription_id, event_id, event_type, tenant_id, url, secret_id, headers, credentials_id, ordered, status, next_attempt_at, created_at, updated_at)
+    SELECT ${deliveryIdSql("delivery_block", "n")}, subscription_id, event_id, type, tenant_id, url, secret_id, headers, credentials_id, ordered,
            '${INITIAL_STATE.status}', created_at, created_at, created_at
     FROM target
-    RETURNING id, event_id, subscription_id
+    RETURNING id, event_id, subscription_id, ordered
   ), returned AS (
     -- The deliveries go back to the caller only when they are few; a big fan-out is read in chunks.
     SELECT (SELECT count(*) FROM delivery) <= $9::int AS ok
   ), per_event AS (
     SELECT event_id, count(*)::int AS deliveries,
            array_agg(id ORDER BY id) FILTER (WHERE returned.ok) AS delivery_ids,
-           array_agg(subscription_id ORDER BY id) FILTER (WHERE returned.ok) AS subscription_ids
+           array_agg(CASE WHEN NOT ordered THEN subscription_id END ORDER BY id) FILTER (WHERE returned.ok) AS subscription_ids
     FROM delivery, returned GROUP BY event_id
   )
   SELECT event.id, event.created_at AS "createdAt", coalesce(per_event.deliveries, 0) AS "deliveryCount",
@@ -210,7 +219,7 @@ export async function publishEvents(
     createdAt: Date;
     deliveryCount: number;
     deliveryIds: string[] | null;
-    subscriptionIds: string[] | null;
+    subscriptionIds: (string | null)[] | null;
     stale: boolean;
   }>(PUBLISH_SQL, [
     events.map((e) => e.id),
@@ -247,7 +256,12 @@ export async function publishEvents(
         created: true,
         deliveryCount: row.deliveryCount,
         deliveryIds,
-        subscriptionOf: new Map(deliveryIds.map((id, i) => [id, subscriptionIds[i]!])),
+        subscriptionOf: new Map(
+          deliveryIds.flatMap((id, i) => {
+            const subscriptionId = subscriptionIds[i];
+            return subscriptionId ? [[id, subscriptionId] as const] : [];
+          }),
+        ),
         deliveryIdBlock: event.block,
       };
     } else {
@@ -296,12 +310,15 @@ export async function* deliveryJobChunks(
   const last = deliveryIdBlock + "Z".repeat(ID_BLOCK_SUFFIX_LENGTH);
   let after = deliveryIdBlock;
   for (;;) {
-    const rows = await ctx.sql.query<DeliveryJobRef>(
-      `SELECT id AS "deliveryId", subscription_id AS "subscriptionId" FROM deliveries
+    const rows = await ctx.sql.query<{ deliveryId: string; subscriptionId: string | null }>(
+      `SELECT id AS "deliveryId", CASE WHEN NOT ordered THEN subscription_id END AS "subscriptionId" FROM deliveries
        WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`,
       [after, last, size],
     );
-    if (rows.length > 0) yield rows;
+    if (rows.length > 0)
+      yield rows.map(({ deliveryId, subscriptionId }) =>
+        subscriptionId === null ? { deliveryId } : { deliveryId, subscriptionId },
+      );
     if (rows.length < size) return;
     after = rows[rows.length - 1]!.deliveryId;
   }

@@ -2,6 +2,7 @@ import {
   type ClientCertificate,
   type ClientCertificateView,
   checkDestinationUrl,
+  type DeliveryOrdering,
   type DestinationPolicy,
   type DisabledReason,
   type EndpointAuth,
@@ -20,6 +21,7 @@ import {
   ValidationError,
 } from "@webhooks/core";
 import { inTransaction, Prisma, type PrismaClientOrTransaction } from "./client.ts";
+import { releaseLine } from "./delivery-resends.ts";
 import {
   assertNoAuthorizationConflict,
   type CredentialColumns,
@@ -71,12 +73,14 @@ export interface SubscriptionRecord extends EndpointHealth {
   /** The readable half of its endpoint authentication, or null (docs/api.md#endpoint-authentication). */
   auth: EndpointAuthView | null;
   clientCertificate: ClientCertificateView | null;
+  /** "none" or "fifo" (docs/api.md#ordered-delivery). */
+  ordering: DeliveryOrdering;
 }
 
 /** A row as read; disabled_reason and signature_scheme are plain text in the table, the JSON columns any JSON. */
 type SubscriptionRow = Omit<
   SubscriptionRecord,
-  "disabledReason" | "headers" | "filter" | "signatureScheme" | "auth" | "clientCertificate"
+  "disabledReason" | "headers" | "filter" | "signatureScheme" | "auth" | "clientCertificate" | "ordering"
 > & {
   disabledReason: string | null;
   headers: unknown;
@@ -84,6 +88,7 @@ type SubscriptionRow = Omit<
   signatureScheme: string;
   auth: unknown;
   clientCertificate: unknown;
+  ordering: string;
 };
 
 const subscriptionFields = {
@@ -102,6 +107,7 @@ const subscriptionFields = {
   publicKey: true,
   auth: true,
   clientCertificate: true,
+  ordering: true,
   consecutiveFailures: true,
   failingSince: true,
   lastSuccessAt: true,
@@ -115,7 +121,7 @@ const subscriptionFields = {
 const subscriptionColumns = Prisma.sql`
   id, url, events, description, active, created_at AS "createdAt",
   max_in_flight AS "maxInFlight", rate_limit AS "rateLimit", headers, tenant_id AS "tenantId", filter,
-  signature_scheme AS "signatureScheme", public_key AS "publicKey", auth, client_certificate AS "clientCertificate",
+  signature_scheme AS "signatureScheme", public_key AS "publicKey", auth, client_certificate AS "clientCertificate", ordering,
   consecutive_failures AS "consecutiveFailures", failing_since AS "failingSince",
   last_success_at AS "lastSuccessAt", last_failure_at AS "lastFailureAt",
   circuit_opened_at AS "circuitOpenedAt", held_until AS "heldUntil", retry_after_until AS "retryAfterUntil",
@@ -130,7 +136,8 @@ function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
     throw new Error(`Subscription ${row.id} has an unknown disabled_reason: ${disabledReason}`);
   }
   // Only the API writes headers, filter, auth and client_certificate, after checking them (core's
-  // customHeadersProblem, parsePayloadFilter, checkCredentials), and signature_scheme, from its enum.
+  // customHeadersProblem, parsePayloadFilter, checkCredentials), and signature_scheme and ordering,
+  // from their enums.
   return {
     ...row,
     disabledReason: disabledReason as DisabledReason | null,
@@ -139,6 +146,7 @@ function toSubscriptionRecord(row: SubscriptionRow): SubscriptionRecord {
     signatureScheme: row.signatureScheme as SignatureScheme,
     auth: (row.auth ?? null) as EndpointAuthView | null,
     clientCertificate: (row.clientCertificate ?? null) as ClientCertificateView | null,
+    ordering: row.ordering as DeliveryOrdering,
   };
 }
 
@@ -194,6 +202,7 @@ export async function createSubscription(
     signatureScheme?: SignatureScheme | undefined;
     auth?: EndpointAuth | null | undefined;
     clientCertificate?: ClientCertificate | null | undefined;
+    ordering?: DeliveryOrdering | undefined;
   },
 ): Promise<{ subscription: SubscriptionRecord; secret: string | undefined }> {
   assertDeliverableUrl(input.url, ctx.destinationPolicy);
@@ -231,6 +240,7 @@ export async function createSubscription(
         tenantId: input.tenantId ?? null,
         signatureScheme,
         publicKey: keyPair?.publicKey ?? null,
+        ordering: input.ordering ?? "none",
         ...credentialData(credentials),
       },
       select: subscriptionFields,
@@ -292,13 +302,15 @@ export function subscriptionListQuery(scope: TenantScope, filters: { tenantId?: 
 }
 
 /**
- * A partial update of url, events, active, max_in_flight, rate_limit, headers, filter, auth and
- * client_certificate (docs/api.md#update-a-subscription). It changes only the subscription row
- * (and adds a credentials row; events published after it are matched against the new events and
- * filter); deliveries already created keep their own snapshot of url, headers and credentials
- * (docs/api.md#updates-apply-to-the-next-delivery), so an update can never reach them. The limits
- * apply to attempts that start after the change. `active: true` also re-enables a subscription the
- * service disabled and closes its circuit.
+ * A partial update of url, events, active, max_in_flight, rate_limit, headers, filter, auth,
+ * client_certificate and ordering (docs/api.md#update-a-subscription). It changes only the
+ * subscription row (and adds a credentials row; events published after it are matched against the
+ * new events and filter); deliveries already created keep their own snapshot of url, headers and
+ * credentials (docs/api.md#updates-apply-to-the-next-delivery), so an update can never reach them.
+ * The limits apply to attempts that start after the change. `active: true` also re-enables a
+ * subscription the service disabled and closes its circuit. One exception: `ordering: "none"`
+ * releases the deliveries waiting in the subscription's line, in the same transaction
+ * (docs/api.md#ordered-delivery); they are returned, for the caller to enqueue after commit.
  */
 export async function updateSubscription(
   ctx: ScopedContext & Pick<SubscriptionContext, "destinationPolicy" | "eventTypesStrict" | "secretBox">,
@@ -317,8 +329,9 @@ export async function updateSubscription(
     /** null removes it; undefined keeps it. */
     auth?: EndpointAuth | null | undefined;
     clientCertificate?: ClientCertificate | null | undefined;
+    ordering?: DeliveryOrdering | undefined;
   },
-): Promise<SubscriptionRecord> {
+): Promise<{ subscription: SubscriptionRecord; released: string[] }> {
   if (!isId("subscription", id)) throw notFound(id);
   if (changes.url !== undefined) assertDeliverableUrl(changes.url, ctx.destinationPolicy);
   if (changes.events !== undefined && ctx.eventTypesStrict) await assertSubscribableEventTypes(ctx, changes.events);
@@ -331,6 +344,7 @@ export async function updateSubscription(
     maxInFlight: changes.maxInFlight,
     rateLimit: changes.rateLimit,
     headers: changes.headers,
+    ordering: changes.ordering,
     ...(changes.active === true ? reenabledHealth : {}),
   };
   const where = { id, deletedAt: null, ...scopeWhere(ctx.scope) };
@@ -338,16 +352,17 @@ export async function updateSubscription(
     changes.auth === undefined &&
     changes.clientCertificate === undefined &&
     changes.headers === undefined &&
-    filter === undefined
+    filter === undefined &&
+    changes.ordering !== "none"
   ) {
     const { count } = await ctx.db.subscription.updateMany({ where, data });
     if (count === 0) throw notFound(id);
-    return getSubscription(ctx, id);
+    return { subscription: await getSubscription(ctx, id), released: [] };
   }
   // Auth, certificate and headers are checked against each other, and a new credentials row
   // carries over the half not sent: read and written under the row's lock, so that two updates
   // at once cannot each drop the other's half.
-  await inTransaction(ctx.db, async (tx) => {
+  const released = await inTransaction(ctx.db, async (tx) => {
     const inScope = Prisma.join([Prisma.sql`TRUE`, ...scopeConditions(ctx.scope)], " AND ");
     const [current] = await tx.$queryRaw<
       {
@@ -379,8 +394,11 @@ export async function updateSubscription(
     }
     await tx.subscription.updateMany({ where, data: { ...data, ...(credentials ? credentialData(credentials) : {}) } });
     if (filter !== undefined) await writeFilter(tx, id, filter);
+    // A publish that read "fifo" just before this commits and this does not see its deliveries:
+    // they stay in order, one at a time (a PUT with ordering "none" releases them too).
+    return changes.ordering === "none" ? releaseLine(tx, id) : [];
   });
-  return getSubscription(ctx, id);
+  return { subscription: await getSubscription(ctx, id), released };
 }
 
 /**

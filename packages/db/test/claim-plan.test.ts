@@ -70,8 +70,8 @@ it("finds the deliveries it claims by id, not by walking the due index, whatever
   );
 
   expect(onDeliveries.length).toBeGreaterThan(0);
-  // Every read of deliveries goes through its primary key: no walk of the due index, no scan.
-  expect(onDeliveries.map((node) => `${node["Node Type"]} ${node["Index Name"] ?? ""}`.trim())).toEqual(
-    onDeliveries.map(() => "Index Scan deliveries_pkey"),
-  );
+  // Every read of deliveries goes through its primary key, but the one probe of an ordered
+  // delivery's line for its head, through the line's index: no walk of the due index, no scan.
+  const reads = onDeliveries.map((node) => `${node["Node Type"]} ${node["Index Name"] ?? ""}`.trim());
+  expect(reads.filter((read) => read !== "Index Scan deliveries_pkey")).toEqual(["Index Scan deliveries_line_idx"]);
 });

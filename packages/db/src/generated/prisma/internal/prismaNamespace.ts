@@ -1177,7 +1177,8 @@ export const SubscriptionScalarFieldEnum = {
   publicKey: 'publicKey',
   auth: 'auth',
   clientCertificate: 'clientCertificate',
-  credentialsId: 'credentialsId'
+  credentialsId: 'credentialsId',
+  ordering: 'ordering'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -1216,6 +1217,7 @@ export const DeliveryScalarFieldEnum = {
   openAttemptStartedAt: 'openAttemptStartedAt',
   tenantId: 'tenantId',
   test: 'test',
+  ordered: 'ordered',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const

@@ -125,7 +125,8 @@ export const SubscriptionScalarFieldEnum = {
   publicKey: 'publicKey',
   auth: 'auth',
   clientCertificate: 'clientCertificate',
-  credentialsId: 'credentialsId'
+  credentialsId: 'credentialsId',
+  ordering: 'ordering'
 } as const
 
 export type SubscriptionScalarFieldEnum = (typeof SubscriptionScalarFieldEnum)[keyof typeof SubscriptionScalarFieldEnum]
@@ -164,6 +165,7 @@ export const DeliveryScalarFieldEnum = {
   openAttemptStartedAt: 'openAttemptStartedAt',
   tenantId: 'tenantId',
   test: 'test',
+  ordered: 'ordered',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const

@@ -65,6 +65,7 @@ export type DeliveryMinAggregateOutputType = {
   openAttemptStartedAt: Date | null
   tenantId: string | null
   test: boolean | null
+  ordered: boolean | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -87,6 +88,7 @@ export type DeliveryMaxAggregateOutputType = {
   openAttemptStartedAt: Date | null
   tenantId: string | null
   test: boolean | null
+  ordered: boolean | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -110,6 +112,7 @@ export type DeliveryCountAggregateOutputType = {
   openAttemptStartedAt: number
   tenantId: number
   test: number
+  ordered: number
   createdAt: number
   updatedAt: number
   _all: number
@@ -144,6 +147,7 @@ export type DeliveryMinAggregateInputType = {
   openAttemptStartedAt?: true
   tenantId?: true
   test?: true
+  ordered?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -166,6 +170,7 @@ export type DeliveryMaxAggregateInputType = {
   openAttemptStartedAt?: true
   tenantId?: true
   test?: true
+  ordered?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -189,6 +194,7 @@ export type DeliveryCountAggregateInputType = {
   openAttemptStartedAt?: true
   tenantId?: true
   test?: true
+  ordered?: true
   createdAt?: true
   updatedAt?: true
   _all?: true
@@ -299,6 +305,7 @@ export type DeliveryGroupByOutputType = {
   openAttemptStartedAt: Date | null
   tenantId: string | null
   test: boolean
+  ordered: boolean
   createdAt: Date
   updatedAt: Date
   _count: DeliveryCountAggregateOutputType | null
@@ -345,6 +352,7 @@ export type DeliveryWhereInput = {
   openAttemptStartedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   test?: Prisma.BoolFilter<"Delivery"> | boolean
+  ordered?: Prisma.BoolFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }
@@ -368,6 +376,7 @@ export type DeliveryOrderByWithRelationInput = {
   openAttemptStartedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   test?: Prisma.SortOrder
+  ordered?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -394,6 +403,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   openAttemptStartedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   test?: Prisma.BoolFilter<"Delivery"> | boolean
+  ordered?: Prisma.BoolFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }, "id">
@@ -417,6 +427,7 @@ export type DeliveryOrderByWithAggregationInput = {
   openAttemptStartedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   test?: Prisma.SortOrder
+  ordered?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   _count?: Prisma.DeliveryCountOrderByAggregateInput
@@ -448,6 +459,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   openAttemptStartedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   test?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
+  ordered?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
 }
@@ -471,6 +483,7 @@ export type DeliveryCreateInput = {
   openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
   test?: boolean
+  ordered?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -494,6 +507,7 @@ export type DeliveryUncheckedCreateInput = {
   openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
   test?: boolean
+  ordered?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -517,6 +531,7 @@ export type DeliveryUpdateInput = {
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -540,6 +555,7 @@ export type DeliveryUncheckedUpdateInput = {
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -563,6 +579,7 @@ export type DeliveryCreateManyInput = {
   openAttemptStartedAt?: Date | string | null
   tenantId?: string | null
   test?: boolean
+  ordered?: boolean
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -586,6 +603,7 @@ export type DeliveryUpdateManyMutationInput = {
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -609,6 +627,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   openAttemptStartedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -632,6 +651,7 @@ export type DeliveryCountOrderByAggregateInput = {
   openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
   test?: Prisma.SortOrder
+  ordered?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -659,6 +679,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
   test?: Prisma.SortOrder
+  ordered?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -681,6 +702,7 @@ export type DeliveryMinOrderByAggregateInput = {
   openAttemptStartedAt?: Prisma.SortOrder
   tenantId?: Prisma.SortOrder
   test?: Prisma.SortOrder
+  ordered?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -715,6 +737,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   openAttemptStartedAt?: boolean
   tenantId?: boolean
   test?: boolean
+  ordered?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -738,6 +761,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   openAttemptStartedAt?: boolean
   tenantId?: boolean
   test?: boolean
+  ordered?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -761,6 +785,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   openAttemptStartedAt?: boolean
   tenantId?: boolean
   test?: boolean
+  ordered?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -784,11 +809,12 @@ export type DeliverySelectScalar = {
   openAttemptStartedAt?: boolean
   tenantId?: boolean
   test?: boolean
+  ordered?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "credentialsId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "test" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "credentialsId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "test" | "ordered" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 
 export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Delivery"
@@ -842,6 +868,12 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      * enabled again.
      */
     test: boolean
+    /**
+     * In its subscription's line (docs/api.md#ordered-delivery): created while the subscription's
+     * ordering was "fifo", and not since resent or released by a switch to "none". Attempted only
+     * once every earlier delivery of the line (created_at, then event_id) is finished.
+     */
+    ordered: boolean
     createdAt: Date
     updatedAt: Date
   }, ExtArgs["result"]["delivery"]>
@@ -1285,6 +1317,7 @@ export interface DeliveryFieldRefs {
   readonly openAttemptStartedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly tenantId: Prisma.FieldRef<"Delivery", 'String'>
   readonly test: Prisma.FieldRef<"Delivery", 'Boolean'>
+  readonly ordered: Prisma.FieldRef<"Delivery", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
 }

@@ -63,6 +63,7 @@ export type SubscriptionMinAggregateOutputType = {
   signatureScheme: string | null
   publicKey: string | null
   credentialsId: string | null
+  ordering: string | null
 }
 
 export type SubscriptionMaxAggregateOutputType = {
@@ -90,6 +91,7 @@ export type SubscriptionMaxAggregateOutputType = {
   signatureScheme: string | null
   publicKey: string | null
   credentialsId: string | null
+  ordering: string | null
 }
 
 export type SubscriptionCountAggregateOutputType = {
@@ -122,6 +124,7 @@ export type SubscriptionCountAggregateOutputType = {
   auth: number
   clientCertificate: number
   credentialsId: number
+  ordering: number
   _all: number
 }
 
@@ -163,6 +166,7 @@ export type SubscriptionMinAggregateInputType = {
   signatureScheme?: true
   publicKey?: true
   credentialsId?: true
+  ordering?: true
 }
 
 export type SubscriptionMaxAggregateInputType = {
@@ -190,6 +194,7 @@ export type SubscriptionMaxAggregateInputType = {
   signatureScheme?: true
   publicKey?: true
   credentialsId?: true
+  ordering?: true
 }
 
 export type SubscriptionCountAggregateInputType = {
@@ -222,6 +227,7 @@ export type SubscriptionCountAggregateInputType = {
   auth?: true
   clientCertificate?: true
   credentialsId?: true
+  ordering?: true
   _all?: true
 }
 
@@ -341,6 +347,7 @@ export type SubscriptionGroupByOutputType = {
   auth: runtime.JsonValue | null
   clientCertificate: runtime.JsonValue | null
   credentialsId: string | null
+  ordering: string
   _count: SubscriptionCountAggregateOutputType | null
   _avg: SubscriptionAvgAggregateOutputType | null
   _sum: SubscriptionSumAggregateOutputType | null
@@ -396,6 +403,7 @@ export type SubscriptionWhereInput = {
   auth?: Prisma.JsonNullableFilter<"Subscription">
   clientCertificate?: Prisma.JsonNullableFilter<"Subscription">
   credentialsId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  ordering?: Prisma.StringFilter<"Subscription"> | string
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
 }
@@ -430,6 +438,7 @@ export type SubscriptionOrderByWithRelationInput = {
   auth?: Prisma.SortOrderInput | Prisma.SortOrder
   clientCertificate?: Prisma.SortOrderInput | Prisma.SortOrder
   credentialsId?: Prisma.SortOrderInput | Prisma.SortOrder
+  ordering?: Prisma.SortOrder
   secret?: Prisma.SigningSecretOrderByWithRelationInput
   previousSecret?: Prisma.SigningSecretOrderByWithRelationInput
 }
@@ -467,6 +476,7 @@ export type SubscriptionWhereUniqueInput = Prisma.AtLeast<{
   auth?: Prisma.JsonNullableFilter<"Subscription">
   clientCertificate?: Prisma.JsonNullableFilter<"Subscription">
   credentialsId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  ordering?: Prisma.StringFilter<"Subscription"> | string
   secret?: Prisma.XOR<Prisma.SigningSecretScalarRelationFilter, Prisma.SigningSecretWhereInput>
   previousSecret?: Prisma.XOR<Prisma.SigningSecretNullableScalarRelationFilter, Prisma.SigningSecretWhereInput> | null
 }, "id">
@@ -501,6 +511,7 @@ export type SubscriptionOrderByWithAggregationInput = {
   auth?: Prisma.SortOrderInput | Prisma.SortOrder
   clientCertificate?: Prisma.SortOrderInput | Prisma.SortOrder
   credentialsId?: Prisma.SortOrderInput | Prisma.SortOrder
+  ordering?: Prisma.SortOrder
   _count?: Prisma.SubscriptionCountOrderByAggregateInput
   _avg?: Prisma.SubscriptionAvgOrderByAggregateInput
   _max?: Prisma.SubscriptionMaxOrderByAggregateInput
@@ -541,6 +552,7 @@ export type SubscriptionScalarWhereWithAggregatesInput = {
   auth?: Prisma.JsonNullableWithAggregatesFilter<"Subscription">
   clientCertificate?: Prisma.JsonNullableWithAggregatesFilter<"Subscription">
   credentialsId?: Prisma.StringNullableWithAggregatesFilter<"Subscription"> | string | null
+  ordering?: Prisma.StringWithAggregatesFilter<"Subscription"> | string
 }
 
 export type SubscriptionCreateInput = {
@@ -571,6 +583,7 @@ export type SubscriptionCreateInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
@@ -605,6 +618,7 @@ export type SubscriptionUncheckedCreateInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
 }
 
 export type SubscriptionUpdateInput = {
@@ -635,6 +649,7 @@ export type SubscriptionUpdateInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
@@ -669,6 +684,7 @@ export type SubscriptionUncheckedUpdateInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
 }
 
 export type SubscriptionCreateManyInput = {
@@ -701,6 +717,7 @@ export type SubscriptionCreateManyInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
 }
 
 export type SubscriptionUpdateManyMutationInput = {
@@ -731,6 +748,7 @@ export type SubscriptionUpdateManyMutationInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
 }
 
 export type SubscriptionUncheckedUpdateManyInput = {
@@ -763,6 +781,7 @@ export type SubscriptionUncheckedUpdateManyInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
 }
 
 export type SubscriptionListRelationFilter = {
@@ -813,6 +832,7 @@ export type SubscriptionCountOrderByAggregateInput = {
   auth?: Prisma.SortOrder
   clientCertificate?: Prisma.SortOrder
   credentialsId?: Prisma.SortOrder
+  ordering?: Prisma.SortOrder
 }
 
 export type SubscriptionAvgOrderByAggregateInput = {
@@ -846,6 +866,7 @@ export type SubscriptionMaxOrderByAggregateInput = {
   signatureScheme?: Prisma.SortOrder
   publicKey?: Prisma.SortOrder
   credentialsId?: Prisma.SortOrder
+  ordering?: Prisma.SortOrder
 }
 
 export type SubscriptionMinOrderByAggregateInput = {
@@ -873,6 +894,7 @@ export type SubscriptionMinOrderByAggregateInput = {
   signatureScheme?: Prisma.SortOrder
   publicKey?: Prisma.SortOrder
   credentialsId?: Prisma.SortOrder
+  ordering?: Prisma.SortOrder
 }
 
 export type SubscriptionSumOrderByAggregateInput = {
@@ -1030,6 +1052,7 @@ export type SubscriptionCreateWithoutSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
   previousSecret?: Prisma.SigningSecretCreateNestedOneWithoutPreviousSubscriptionsInput
 }
 
@@ -1062,6 +1085,7 @@ export type SubscriptionUncheckedCreateWithoutSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
 }
 
 export type SubscriptionCreateOrConnectWithoutSecretInput = {
@@ -1102,6 +1126,7 @@ export type SubscriptionCreateWithoutPreviousSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
   secret: Prisma.SigningSecretCreateNestedOneWithoutSubscriptionsInput
 }
 
@@ -1134,6 +1159,7 @@ export type SubscriptionUncheckedCreateWithoutPreviousSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
 }
 
 export type SubscriptionCreateOrConnectWithoutPreviousSecretInput = {
@@ -1195,6 +1221,7 @@ export type SubscriptionScalarWhereInput = {
   auth?: Prisma.JsonNullableFilter<"Subscription">
   clientCertificate?: Prisma.JsonNullableFilter<"Subscription">
   credentialsId?: Prisma.StringNullableFilter<"Subscription"> | string | null
+  ordering?: Prisma.StringFilter<"Subscription"> | string
 }
 
 export type SubscriptionUpsertWithWhereUniqueWithoutPreviousSecretInput = {
@@ -1242,6 +1269,7 @@ export type SubscriptionCreateManySecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
 }
 
 export type SubscriptionCreateManyPreviousSecretInput = {
@@ -1273,6 +1301,7 @@ export type SubscriptionCreateManyPreviousSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: string | null
+  ordering?: string
 }
 
 export type SubscriptionUpdateWithoutSecretInput = {
@@ -1303,6 +1332,7 @@ export type SubscriptionUpdateWithoutSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
   previousSecret?: Prisma.SigningSecretUpdateOneWithoutPreviousSubscriptionsNestedInput
 }
 
@@ -1335,6 +1365,7 @@ export type SubscriptionUncheckedUpdateWithoutSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
@@ -1366,6 +1397,7 @@ export type SubscriptionUncheckedUpdateManyWithoutSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
 }
 
 export type SubscriptionUpdateWithoutPreviousSecretInput = {
@@ -1396,6 +1428,7 @@ export type SubscriptionUpdateWithoutPreviousSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
   secret?: Prisma.SigningSecretUpdateOneRequiredWithoutSubscriptionsNestedInput
 }
 
@@ -1428,6 +1461,7 @@ export type SubscriptionUncheckedUpdateWithoutPreviousSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
 }
 
 export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
@@ -1459,6 +1493,7 @@ export type SubscriptionUncheckedUpdateManyWithoutPreviousSecretInput = {
   auth?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   clientCertificate?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   credentialsId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ordering?: Prisma.StringFieldUpdateOperationsInput | string
 }
 
 
@@ -1493,6 +1528,7 @@ export type SubscriptionSelect<ExtArgs extends runtime.Types.Extensions.Internal
   auth?: boolean
   clientCertificate?: boolean
   credentialsId?: boolean
+  ordering?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1527,6 +1563,7 @@ export type SubscriptionSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   auth?: boolean
   clientCertificate?: boolean
   credentialsId?: boolean
+  ordering?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1561,6 +1598,7 @@ export type SubscriptionSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   auth?: boolean
   clientCertificate?: boolean
   credentialsId?: boolean
+  ordering?: boolean
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
 }, ExtArgs["result"]["subscription"]>
@@ -1595,9 +1633,10 @@ export type SubscriptionSelectScalar = {
   auth?: boolean
   clientCertificate?: boolean
   credentialsId?: boolean
+  ordering?: boolean
 }
 
-export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "retryAfterUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId" | "filter" | "signatureScheme" | "publicKey" | "auth" | "clientCertificate" | "credentialsId", ExtArgs["result"]["subscription"]>
+export type SubscriptionOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "url" | "events" | "description" | "active" | "secretId" | "createdAt" | "updatedAt" | "deletedAt" | "maxInFlight" | "rateLimit" | "consecutiveFailures" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "circuitOpenedAt" | "heldUntil" | "retryAfterUntil" | "disabledReason" | "previousSecretId" | "previousSecretExpiresAt" | "headers" | "tenantId" | "filter" | "signatureScheme" | "publicKey" | "auth" | "clientCertificate" | "credentialsId" | "ordering", ExtArgs["result"]["subscription"]>
 export type SubscriptionInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secret?: boolean | Prisma.SigningSecretDefaultArgs<ExtArgs>
   previousSecret?: boolean | Prisma.Subscription$previousSecretArgs<ExtArgs>
@@ -1704,6 +1743,11 @@ export type $SubscriptionPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * The sealed auth and client certificate; null when there is neither.
      */
     credentialsId: string | null
+    /**
+     * "none" or "fifo" (docs/api.md#ordered-delivery). Deliveries copy it when they are created
+     * (deliveries.ordered): a switch to "fifo" applies to the deliveries created after it.
+     */
+    ordering: string
   }, ExtArgs["result"]["subscription"]>
   composites: {}
 }
@@ -2158,6 +2202,7 @@ export interface SubscriptionFieldRefs {
   readonly auth: Prisma.FieldRef<"Subscription", 'Json'>
   readonly clientCertificate: Prisma.FieldRef<"Subscription", 'Json'>
   readonly credentialsId: Prisma.FieldRef<"Subscription", 'String'>
+  readonly ordering: Prisma.FieldRef<"Subscription", 'String'>
 }
     
 

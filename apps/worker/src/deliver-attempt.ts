@@ -13,7 +13,7 @@ import {
   stateOf,
   type Tracing,
 } from "@webhooks/core";
-import { type ClaimedDelivery, type SqlClient, whyNotClaimed } from "@webhooks/db";
+import { type ClaimedDelivery, nextInLine, type SqlClient, whyNotClaimed } from "@webhooks/db";
 import { type DeliveryGate, type DeliveryQueue, type GateInput, gateLimits, type Wake } from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import { startAttemptSpan } from "./attempt-span.ts";
@@ -70,8 +70,8 @@ export type NextStep =
  * 4. decide the delivery's next state (core's lifecycle);
  * 5. record the outcome, and the endpoint's health (which may open or close its circuit);
  * 6. release the gate's slot, waking whoever may go next (nobody, if the health just written
- *    holds the subscription: they would be claimed only to be taken back), and schedule what
- *    comes next.
+ *    holds the subscription: they would be claimed only to be taken back), enqueue the next of an
+ *    ordered line once this one is finished, and schedule what comes next.
  */
 export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promise<NextStep> {
   const { deliveryId, subscriptionId, waited = false } = job;
@@ -94,7 +94,8 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     const why = await whyNotClaimed({ sql: deps.sql }, deliveryId);
     // Woken early, or another worker holds the delivery: come back when it may be ours.
     if (why.reason === "not_due" || why.reason === "leased") return { kind: "wait", delayMs: why.retryInMs + 100 };
-    // Nothing left to do: already delivered, or failed for good.
+    // Nothing left to do: already delivered, or failed for good. Or behind others in its ordered
+    // line: it needs no job until its turn, when the one before it enqueues it (or the reconciler).
     return { kind: "done" };
   }
 
@@ -191,8 +192,10 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     if (health) holdUntil = heldUntil(health, new Date())?.getTime() ?? null;
     else if (isSuccess(result)) holdUntil = null;
 
-    // 6. Schedule (the slot is released below).
-    return next.nextAttemptInMs === null ? { kind: "done" } : { kind: "wait", delayMs: next.nextAttemptInMs };
+    // 6. Schedule (the slot is released below). A retry holds the line behind it; an end lets it move.
+    if (next.nextAttemptInMs !== null) return { kind: "wait", delayMs: next.nextAttemptInMs };
+    if (delivery.ordered) await enqueueNextInLine(deps, delivery.subscriptionId);
+    return { kind: "done" };
   } catch (error) {
     // Nothing was sent: the attempt must not count, nor show in the log as one of unknown
     // outcome once its lease expires (the job is tried again). Once the request may have left,
@@ -284,6 +287,22 @@ async function recordHealth(
     // Operational deliveries already committed are enqueued by the reconciler.
     deps.logger.warn({ err: error, subscriptionId: delivery.subscriptionId }, "could not record the endpoint's health");
     return undefined;
+  }
+}
+
+/**
+ * The next delivery of an ordered line, once the one before it is finished
+ * (docs/api.md#ordered-delivery). If this fails, or the process dies first, the reconciler's next
+ * pass finds the line's head without a job and enqueues it.
+ */
+async function enqueueNextInLine(deps: AttemptDeps, subscriptionId: string): Promise<void> {
+  try {
+    await deps.queue.enqueue(await nextInLine({ sql: deps.sql }, [subscriptionId]));
+  } catch (error) {
+    deps.logger.warn(
+      { err: error, subscriptionId },
+      "could not enqueue the next delivery in line; the reconciler will",
+    );
   }
 }
 

@@ -3,6 +3,7 @@ import {
   type DueCursor,
   databaseNow,
   findDueDeliveries,
+  lineHeads,
   type SqlClient,
   stillDue,
   withReconcilerLock,
@@ -40,6 +41,8 @@ export interface ReconcilePass {
   justDue: number;
   /** Due deliveries whose job was parked far later than their time, and not at the gate: run now. */
   promoted: number;
+  /** Heads of ordered lines looked at (each pass looks at every line's). */
+  lineHeads: number;
   /** Whether it checked every due delivery (the first pass, or after Redis lost its data). */
   full: boolean;
   /** Entries of dropped dispatches removed from the index of dispatched deliveries (DeliveryQueue.dropOrphanedDispatching). */
@@ -61,6 +64,10 @@ export interface ReconcilePass {
  * slice of a rolling sweep over all due ones, for a job lost on its own (removed by hand, or
  * dropped after BullMQ's own retries). A million deliveries waiting for a dead receiver cost a
  * pass nothing but that slice.
+ *
+ * A delivery waiting in an ordered line (docs/api.md#ordered-delivery) has no job until its turn;
+ * the one before it enqueues it when it is finished. Each pass checks the head of every line, so
+ * that a lost enqueue (its worker killed, Redis flushed) costs a pass, not the line.
  */
 export class Reconciler {
   #timer: NodeJS.Timeout | undefined;
@@ -100,6 +107,7 @@ export class Reconciler {
         enqueued: 0,
         justDue: 0,
         promoted: 0,
+        lineHeads: 0,
         full: state === undefined,
         orphansDropped: 0,
         saved: false,
@@ -114,6 +122,8 @@ export class Reconciler {
         state && !this.#stopped
           ? await this.#check(sql, pass, justDueSince, { after: state.sweep, limit: SWEEP_PER_PASS })
           : undefined;
+
+      if (!this.#stopped) await this.#checkLineHeads(sql, pass, justDueSince);
 
       // Not saved when Redis lost data during the pass (see beginReconcilerPass): the next is full.
       if (!this.#stopped) pass.saved = await this.deps.queue.saveReconcilerState({ watermark, sweep }, token);
@@ -137,32 +147,57 @@ export class Reconciler {
         { graceMs: GRACE_MS, limit: Math.min(BATCH, range.limit - checked), after, dueSince: range.dueSince },
       );
       if (due.length === 0) return undefined;
-      // Read again after Redis answered: a delivery that ended (delivered, or failed for good)
-      // since the page was read has no job because it is done, not because its job was lost.
-      const inRedis = await this.deps.queue.inspect(due.map((row) => row.id));
-      const missing = await stillDue({ sql }, { ids: inRedis.missing, graceMs: GRACE_MS });
-      await this.deps.queue.enqueue(missing);
-      // Jobs parked far beyond their delivery's time (a resend or recover that could not reach
-      // Redis to bring the job forward): run now.
-      const late = await stillDue({ sql }, { ids: inRedis.late, graceMs: GRACE_MS });
-      await this.deps.queue.promote(late);
+      // Those waiting in an ordered line have no job on purpose.
+      await this.#enqueueMissing(
+        sql,
+        pass,
+        justDueSince,
+        due.filter((row) => !row.inLine),
+      );
       pass.scanned += due.length;
-      pass.enqueued += missing.length;
-      pass.promoted += late.length;
       // Counted page by page: a pass over a big backlog shows its progress, and one that fails
       // midway (Redis or PostgreSQL gone) still counts what it checked and enqueued.
       this.deps.metrics.reconcilerScanned.inc(due.length);
-      this.deps.metrics.reconcilerEnqueued.inc(missing.length + late.length);
-      if (missing.length > 0) {
-        const missingIds = new Set(missing);
-        pass.justDue += due.filter(
-          (row) => missingIds.has(row.id) && row.nextAttemptAt.getTime() >= justDueSince,
-        ).length;
-      }
       checked += due.length;
       after = due[due.length - 1];
     }
     return after;
+  }
+
+  /** The head of every ordered line, page by page: a due one without a job is enqueued. */
+  async #checkLineHeads(sql: SqlClient, pass: ReconcilePass, justDueSince: number): Promise<void> {
+    let after: string | undefined;
+    while (!this.#stopped) {
+      const heads = await lineHeads({ sql }, { graceMs: GRACE_MS, limit: BATCH, after });
+      if (heads.length === 0) return;
+      const due = heads
+        .filter((head) => head.due)
+        .map((head) => ({ id: head.deliveryId, nextAttemptAt: head.nextAttemptAt }));
+      await this.#enqueueMissing(sql, pass, justDueSince, due);
+      pass.lineHeads += heads.length;
+      after = heads[heads.length - 1]!.subscriptionId;
+    }
+  }
+
+  /** Enqueues those of these due deliveries that have no job, and runs those whose job is late. */
+  async #enqueueMissing(sql: SqlClient, pass: ReconcilePass, justDueSince: number, due: DueCursor[]): Promise<void> {
+    if (due.length === 0) return;
+    // Read again after Redis answered: a delivery that ended (delivered, or failed for good)
+    // since the page was read has no job because it is done, not because its job was lost.
+    const inRedis = await this.deps.queue.inspect(due.map((row) => row.id));
+    const missing = await stillDue({ sql }, { ids: inRedis.missing, graceMs: GRACE_MS });
+    await this.deps.queue.enqueue(missing);
+    // Jobs parked far beyond their delivery's time (a resend or recover that could not reach
+    // Redis to bring the job forward): run now.
+    const late = await stillDue({ sql }, { ids: inRedis.late, graceMs: GRACE_MS });
+    await this.deps.queue.promote(late);
+    pass.enqueued += missing.length;
+    pass.promoted += late.length;
+    this.deps.metrics.reconcilerEnqueued.inc(missing.length + late.length);
+    if (missing.length > 0) {
+      const missingIds = new Set(missing);
+      pass.justDue += due.filter((row) => missingIds.has(row.id) && row.nextAttemptAt.getTime() >= justDueSince).length;
+    }
   }
 
   /**

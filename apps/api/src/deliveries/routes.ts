@@ -10,6 +10,7 @@ import {
 } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
 import { probeWithExplicitAction } from "./explicit-probe.ts";
+import { enqueueNextInLine } from "./ordered-lines.ts";
 import {
   attemptListSchema,
   deliveryIdParam,
@@ -69,7 +70,8 @@ const resendRouteDef = createRoute({
   description:
     "Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and " +
     "failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing, and on one being " +
-    "attempted at that moment neither: that attempt is its resend.",
+    "attempted at that moment neither: that attempt is its resend. A resend goes outside the order of a fifo " +
+    "subscription: a delivery waiting in its line, queued or for a retry, leaves it and goes at once.",
   request: {
     query: noQueryParameters,
     params: deliveryIdParam,
@@ -142,6 +144,8 @@ export function deliveryRoutes(deps: ApiDeps) {
       } catch (error) {
         c.var.logger.warn({ err: error, deliveryId: delivery.id }, "could not enqueue the resend; the reconciler will");
       }
+      // A resend goes outside the order: a delivery it took out of its line lets the next go.
+      await enqueueNextInLine(deps, c.var.logger, delivery.subscriptionId);
       return c.json(toDeliveryJson(delivery), 202);
     });
 }

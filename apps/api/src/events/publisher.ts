@@ -93,10 +93,10 @@ export function createEventPublisher(deps: {
     const returned = created.filter((result) => result.deliveryIds.length === result.deliveryCount);
     await dispatch(
       returned.flatMap((result) =>
-        result.deliveryIds.map((deliveryId) => ({
-          deliveryId,
-          subscriptionId: result.subscriptionOf.get(deliveryId)!,
-        })),
+        result.deliveryIds.map((deliveryId) => {
+          const subscriptionId = result.subscriptionOf.get(deliveryId);
+          return subscriptionId === undefined ? { deliveryId } : { deliveryId, subscriptionId };
+        }),
       ),
     );
     for (const result of created) {

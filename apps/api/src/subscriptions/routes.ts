@@ -17,6 +17,7 @@ import {
 } from "@webhooks/db";
 import { type DeliveryQueue, gateLimits, type Wake } from "@webhooks/queue";
 import { probeWithExplicitAction } from "../deliveries/explicit-probe.ts";
+import { enqueueNextInLine, enqueueReleased } from "../deliveries/ordered-lines.ts";
 import { deliverySchema, toDeliveryJson } from "../deliveries/schemas.ts";
 import { ApiError } from "../http/api-error.ts";
 import { newRouter, rawInput } from "../http/router.ts";
@@ -311,12 +312,13 @@ export function subscriptionRoutes(deps: ApiDeps) {
       updateRouteDef,
       async (c) => {
         const { max_in_flight, rate_limit, client_certificate, ...changes } = c.req.valid("json");
-        const subscription = await updateSubscription(scoped(c), c.req.valid("param").subscription_id, {
+        const { subscription, released } = await updateSubscription(scoped(c), c.req.valid("param").subscription_id, {
           ...changes,
           maxInFlight: max_in_flight,
           rateLimit: rate_limit,
           clientCertificate: client_certificate,
         });
+        await enqueueReleased(deps, c.var.logger, subscription.id, released);
         if (changes.active === true) await resumeLine(deps, c.var.logger, subscription.id);
         if ((max_in_flight !== undefined || rate_limit !== undefined) && subscription.active)
           await resizeLine(deps, c.var.logger, subscription);
@@ -370,6 +372,8 @@ export function subscriptionRoutes(deps: ApiDeps) {
         }
         step = await recovery.next();
       }
+      // Recovered deliveries left their line: the next of it may go.
+      if (step.value.count > 0) await enqueueNextInLine(deps, c.var.logger, subscription_id);
       const body = {
         object: "recovery" as const,
         subscription_id,

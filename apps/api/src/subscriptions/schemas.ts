@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import {
   customHeadersProblem,
+  deliveryOrderings,
   healthState,
   heldUntil,
   MAX_CUSTOM_HEADERS,
@@ -121,6 +122,17 @@ const filter = z
     example: { data: { amount: { $gte: 1000 }, currency: { $in: ["usd", "eur"] } } },
   });
 
+// docs/api.md#ordered-delivery
+const orderingDescription =
+  '"none": deliveries go as soon as the limits allow. "fifo": one at a time, across every worker, in the order ' +
+  "of their events' publication (created_at, then id); a delivery is attempted only once every earlier one is " +
+  "delivered or failed for good, so one waiting for a retry holds the ones after it. A resend, a recover and a test " +
+  'event go at once, outside the order. A switch to "fifo" applies to deliveries created after it; a switch to ' +
+  '"none" releases the waiting ones at once.';
+const ordering = z
+  .enum(deliveryOrderings, { error: 'ordering must be "none" or "fifo"' })
+  .openapi({ description: orderingDescription, example: "fifo" });
+
 const nullableTimestamp = (description: string) => z.string().nullable().openapi({ format: "date-time", description });
 
 const healthSchema = z
@@ -164,6 +176,7 @@ export const subscriptionSchema = z
       .record(z.string(), z.string())
       .openapi({ description: "Extra HTTP headers sent with every delivery created from now on." }),
     signature_scheme: signatureScheme,
+    ordering: ordering.openapi({ description: 'The order its deliveries go in: "none" or "fifo".' }),
     public_key: publicKeyResponse,
     auth: authResponse,
     client_certificate: clientCertificateResponse,
@@ -225,12 +238,13 @@ export const createSubscriptionBody = z
         "Cannot be changed. A tenant-scoped credential creates for its own tenant, whether or not it sends this.",
     ).optional(),
     signature_scheme: signatureScheme.optional().openapi({ default: "hmac-sha256" }),
+    ordering: ordering.optional().openapi({ default: "none" }),
     auth: authInput.optional().openapi({ default: null }),
     client_certificate: clientCertificateInput.optional().openapi({ default: null }),
   })
   .openapi("CreateSubscription");
 
-/** docs/api.md#update-a-subscription: url, events, active, max_in_flight, rate_limit, headers and filter, each optional. */
+/** docs/api.md#update-a-subscription: each field optional. */
 export const updateSubscriptionBody = z
   .strictObject({
     url: url.optional(),
@@ -246,6 +260,7 @@ export const updateSubscriptionBody = z
     client_certificate: clientCertificateInput
       .optional()
       .openapi({ description: "Replaces the client certificate; null removes it." }),
+    ordering: ordering.optional(),
   })
   .openapi("UpdateSubscription");
 
@@ -364,6 +379,7 @@ export function toSubscriptionJson(subscription: SubscriptionRecord, now: Date) 
     rate_limit: subscription.rateLimit,
     headers: subscription.headers,
     signature_scheme: subscription.signatureScheme,
+    ordering: subscription.ordering,
     public_key: subscription.publicKey,
     auth: subscription.auth,
     client_certificate: subscription.clientCertificate,

@@ -96,7 +96,7 @@ describe("the typed client (packages/client), on every operation", () => {
   test("updateSubscription: 200, only the fields sent change", async ({ api, receiver }) => {
     const { data, response } = await client(api).PUT("/v1/subscriptions/{subscription_id}", {
       params: { path: { subscription_id: subscription.id } },
-      body: { events: ["invoice.paid", "invoice.refunded"], rate_limit: 50 },
+      body: { events: ["invoice.paid", "invoice.refunded"], rate_limit: 50, ordering: "none" },
     });
     expect(response.status).toBe(200);
     expect(data).toMatchObject({
@@ -105,6 +105,7 @@ describe("the typed client (packages/client), on every operation", () => {
       events: ["invoice.paid", "invoice.refunded"],
       rate_limit: 50,
       active: true,
+      ordering: "none",
     });
   });
 

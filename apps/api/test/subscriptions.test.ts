@@ -118,6 +118,7 @@ describe("PUT /v1/subscriptions/{id}", () => {
       headers: {},
       filter: null,
       signature_scheme: "hmac-sha256",
+      ordering: "none",
       public_key: null,
       auth: null,
       client_certificate: null,
@@ -248,6 +249,51 @@ describe("PUT /v1/subscriptions/{id}", () => {
     expect((await api.get(`/v1/subscriptions/${created.id}`, 200, { schema: subscriptionSchema })).body.active).toBe(
       true,
     );
+  });
+});
+
+describe("ordering", () => {
+  test('defaults to "none", is set on create and PUT, and is on every read', async ({ api, database }) => {
+    const plain = await create(api);
+    expect(plain.ordering).toBe("none");
+    const fifo = await create(api, { ordering: "fifo" });
+    expect(fifo.ordering).toBe("fifo");
+    expect((await api.get(`/v1/subscriptions/${fifo.id}`, 200, { schema: subscriptionSchema })).body.ordering).toBe(
+      "fifo",
+    );
+    const list = await api.get("/v1/subscriptions?limit=100", 200, { schema: subscriptionListSchema });
+    const mine = list.body.data.filter((s) => s.id === fifo.id || s.id === plain.id);
+    expect(mine.map((s) => [s.id, s.ordering])).toEqual([
+      [fifo.id, "fifo"],
+      [plain.id, "none"],
+    ]);
+    const switched = await api.put(`/v1/subscriptions/${fifo.id}`, { ordering: "none" }, 200, {
+      schema: subscriptionSchema,
+    });
+    expect(switched.body).toMatchObject({ ordering: "none", url: fifo.url, events: fifo.events });
+    const back = await api.put(`/v1/subscriptions/${plain.id}`, { ordering: "fifo" }, 200, {
+      schema: subscriptionSchema,
+    });
+    expect(back.body.ordering).toBe("fifo");
+  });
+
+  test("refuses any other value, in the error shape, naming the field", async ({ api, database }) => {
+    for (const ordering of ["FIFO", "lifo", null, 1]) {
+      const created = await api.call("POST", "/v1/subscriptions", {
+        json: { url: "https://example.com/hooks", events: ["*"], ordering },
+      });
+      expect(created.status).toBe(400);
+      expect(created.body.error).toMatchObject({
+        type: "invalid_request_error",
+        code: "parameter_invalid",
+        param: "ordering",
+        message: 'ordering must be "none" or "fifo"',
+      });
+    }
+    const existing = await create(api);
+    const updated = await api.call("PUT", `/v1/subscriptions/${existing.id}`, { json: { ordering: "random" } });
+    expect(updated.status).toBe(400);
+    expect(updated.body.error).toMatchObject({ code: "parameter_invalid", param: "ordering" });
   });
 });
 

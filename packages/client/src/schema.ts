@@ -299,7 +299,7 @@ export interface paths {
         put?: never;
         /**
          * Resend a delivery
-         * @description Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing, and on one being attempted at that moment neither: that attempt is its resend.
+         * @description Queues the delivery for an attempt now, with the url and secret it was created with. Works on delivered and failed deliveries (a scheduled retry is brought forward); on a queued one it changes nothing, and on one being attempted at that moment neither: that attempt is its resend. A resend goes outside the order of a fifo subscription: a delivery waiting in its line, queued or for a retry, leaves it and goes at once.
          */
         post: operations["retryDelivery"];
         delete?: never;
@@ -412,6 +412,12 @@ export interface components {
              * @enum {string}
              */
             signature_scheme: "hmac-sha256" | "ed25519";
+            /**
+             * @description The order its deliveries go in: "none" or "fifo".
+             * @example fifo
+             * @enum {string}
+             */
+            ordering: "none" | "fifo";
             /**
              * @description For ed25519: the public key (`whpk_` + base64) that verifies `v1a` signatures; it changes when the key is rotated. null for hmac-sha256.
              * @example whpk_Bv4Ofdxx2wo3j0t3tm9v9oJWb8RZXm8KBqhTkZmRL6Q=
@@ -526,6 +532,13 @@ export interface components {
              */
             signature_scheme?: "hmac-sha256" | "ed25519";
             /**
+             * @description "none": deliveries go as soon as the limits allow. "fifo": one at a time, across every worker, in the order of their events' publication (created_at, then id); a delivery is attempted only once every earlier one is delivered or failed for good, so one waiting for a retry holds the ones after it. A resend, a recover and a test event go at once, outside the order. A switch to "fifo" applies to deliveries created after it; a switch to "none" releases the waiting ones at once.
+             * @default none
+             * @example fifo
+             * @enum {string}
+             */
+            ordering?: "none" | "fifo";
+            /**
              * @description How each attempt authenticates to the endpoint: basic, oauth2_client_credentials, or null for none. Secrets are write-only. A delivery uses the auth its subscription had when it was created.
              * @default null
              */
@@ -639,6 +652,12 @@ export interface components {
             /** @description Replaces the endpoint authentication; null removes it. */
             auth?: components["schemas"]["BasicAuth"] | components["schemas"]["OAuth2ClientCredentialsAuth"] | null;
             client_certificate?: components["schemas"]["ClientCertificateInput"] & unknown;
+            /**
+             * @description "none": deliveries go as soon as the limits allow. "fifo": one at a time, across every worker, in the order of their events' publication (created_at, then id); a delivery is attempted only once every earlier one is delivered or failed for good, so one waiting for a retry holds the ones after it. A resend, a recover and a test event go at once, outside the order. A switch to "fifo" applies to deliveries created after it; a switch to "none" releases the waiting ones at once.
+             * @example fifo
+             * @enum {string}
+             */
+            ordering?: "none" | "fifo";
         };
         RotateSubscriptionSecret: {
             /**

@@ -1,5 +1,6 @@
 // The event-type catalog in the portal (docs/portal.md#event-types): what each type means, its
-// fields and an example; the picker of an endpoint's events; and the endpoint's payload filter.
+// fields and an example; the picker of an endpoint's events; and the endpoint's payload filter and
+// delivery order.
 import { waitFor } from "@webhooks/testing";
 import type { Page } from "playwright-core";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -267,6 +268,55 @@ describe("an endpoint's payload filter", () => {
       .waitFor();
     expect((await stack.call("GET", `/v1/subscriptions/${id}`)).body.filter).toBeNull();
     await section.locator(".filter-now").getByText("No filter: every event of the chosen types is sent.").waitFor();
+    expectSelfContained(session);
+  });
+});
+
+describe("an endpoint's delivery order", () => {
+  it("is shown, said what it costs, set to in order and back, and applied", async () => {
+    const id = await createEndpoint(`${stack.receiver.url}/ordered`, ["customer.created"]);
+    const session = await openBrowser();
+    const { page } = session;
+    await page.goto(await portalLink());
+    await page.getByRole("heading", { name: "Endpoints" }).waitFor();
+    await page.goto(`${stack.baseUrl}/portal#/endpoints/${id}`);
+    const facts = page.locator("section", { has: page.getByRole("heading", { name: "State" }) });
+    const section = page.locator("section", { has: page.getByRole("heading", { name: "Delivery order" }) });
+    await section.getByText(/a failing webhook holds back the ones after it/).waitFor();
+    await facts.getByText("As soon as possible").waitFor();
+    const save = section.getByRole("button", { name: "Save order" });
+    expect(await save.isDisabled()).toBe(true);
+
+    await page.getByLabel("Deliver", { exact: true }).selectOption("fifo");
+    await save.click();
+    await section
+      .getByRole("status")
+      .getByText("Saved: events published from now on are delivered in order, one at a time.")
+      .waitFor();
+    await facts.getByText("In order, one at a time").waitFor();
+    expect((await stack.call("GET", `/v1/subscriptions/${id}`)).body.ordering).toBe("fifo");
+    await shot(page, "28-ordering");
+    expect(await accessibilityProblems(page, "endpoint delivered in order")).toEqual([]);
+
+    // It applies: events published one after the other arrive in that order.
+    for (const n of [1, 2, 3])
+      expect(
+        (await stack.call("POST", "/v1/events", { type: "customer.created", data: { n }, tenant_id: "acme" })).status,
+      ).toBe(202);
+    await waitFor(() => stack.receiver.received.filter((webhook) => webhook.path === "/ordered").length === 3, {
+      what: "the three events",
+    });
+    expect(
+      stack.receiver.received.filter((webhook) => webhook.path === "/ordered").map((webhook) => webhook.json.data.n),
+    ).toEqual([1, 2, 3]);
+
+    await page.getByLabel("Deliver", { exact: true }).selectOption("none");
+    await save.click();
+    await section
+      .getByRole("status")
+      .getByText(/^Saved: deliveries go as soon as possible/)
+      .waitFor();
+    expect((await stack.call("GET", `/v1/subscriptions/${id}`)).body.ordering).toBe("none");
     expectSelfContained(session);
   });
 });

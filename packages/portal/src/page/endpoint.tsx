@@ -25,6 +25,7 @@ import {
   toLocalInput,
 } from "./format.ts";
 import { useAction, useClient, useLoad } from "./hooks.ts";
+import { OrderingSection, orderingLabels } from "./ordering.tsx";
 import { explain, type Problem, type Sent } from "./problems.ts";
 import { deliveriesHref, deliveryHref, endpointsHref, navigate } from "./route.ts";
 import { EndpointStats } from "./stats.tsx";
@@ -115,6 +116,8 @@ function EndpointDetail({
           </dd>
           <dt>Event types</dt>
           <dd>{formatEventTypes(subscription.events)}</dd>
+          <dt>Delivery order</dt>
+          <dd>{orderingLabels[subscription.ordering]}</dd>
           <dt>Extra headers</dt>
           <dd>
             {Object.keys(subscription.headers).length > 0 ? Object.keys(subscription.headers).join(", ") : "None"}
@@ -135,6 +138,7 @@ function EndpointDetail({
       <TestEvent subscription={subscription} />
       <EditEndpoint subscription={subscription} onChange={onChange} />
       <FilterSection subscription={subscription} onChange={onChange} />
+      <OrderingSection subscription={subscription} onChange={onChange} />
       <RotateSecret subscription={subscription} onChange={onChange} />
       <Recover subscription={subscription} />
       <DeleteEndpoint subscription={subscription} />

@@ -1,6 +1,7 @@
 -- Ordered delivery (docs/api.md#ordered-delivery). Both columns have a constant default, so
--- PostgreSQL adds them without rewriting either table; the new index is empty, since no delivery
--- is ordered yet.
+-- PostgreSQL adds them without rewriting either table. The new index starts empty (no delivery is
+-- ordered yet), but building it reads the whole of deliveries once, and writes to it wait
+-- meanwhile (docs/operations.md#upgrades).
 
 -- AlterTable
 ALTER TABLE "subscriptions" ADD COLUMN     "ordering" TEXT NOT NULL DEFAULT 'none';

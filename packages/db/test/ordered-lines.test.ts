@@ -118,13 +118,19 @@ it("switching to none releases the line at once; switching to fifo orders only w
   const subscription = await fifoSubscription("none");
   const type = subscription.events[0]!;
   const before = await publishInOrder(type, 2);
-  const switched = await updateSubscription(scoped(), subscription.id, { ordering: "fifo" });
+  const switched = await updateSubscription({ ...subscriptionContext(file.database), ...scoped() }, subscription.id, {
+    ordering: "fifo",
+  });
   expect(switched).toMatchObject({ subscription: { ordering: "fifo" }, released: [] });
   const after = await publishInOrder(type, 3);
   // Those created before the switch go as before; the new ones form a line.
   expect((await claim([...before, ...after])).sort()).toEqual([...before, after[0]!].sort());
 
-  const { subscription: none, released } = await updateSubscription(scoped(), subscription.id, { ordering: "none" });
+  const { subscription: none, released } = await updateSubscription(
+    { ...subscriptionContext(file.database), ...scoped() },
+    subscription.id,
+    { ordering: "none" },
+  );
   expect(none.ordering).toBe("none");
   expect(released.sort()).toEqual([...after].sort());
   expect((await claim(after.slice(1))).sort()).toEqual(after.slice(1).sort());

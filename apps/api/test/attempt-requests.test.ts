@@ -1,6 +1,6 @@
-import { publish, subscribe } from "@webhooks/api/testing";
+import { publish, subscribe, subscribeWithScheme } from "@webhooks/api/testing";
 import { newId } from "@webhooks/core";
-import { sql } from "@webhooks/testing";
+import { createTestCa, sql } from "@webhooks/testing";
 import { describe, expect } from "vitest";
 import { attemptListSchema } from "../src/deliveries/schemas.ts";
 import { portalSessionSchema } from "../src/portal-sessions/schemas.ts";
@@ -84,5 +84,79 @@ describe("GET /v1/deliveries/{id}/attempts: request_headers", () => {
     expect(seen.body.data[0]!.request_headers).toMatchObject({ "X-Shop": "42", "webhook-id": event.id });
     const refused = await api.get(`/v1/deliveries/${deliveryId}/attempts`, 404, { key: other.token });
     expect(refused.body.error.code).toBe("resource_missing");
+  });
+
+  test("shows the authorization header the endpoint auth adds, as its scheme alone, and v1a for ed25519", async ({
+    api,
+    database,
+  }) => {
+    const subscription = await subscribeWithScheme(api, {
+      events: ["auth.shown"],
+      signature_scheme: "ed25519",
+      headers: { "X-Region": "eu" },
+      auth: { type: "basic", username: "acme", password: "pw-NEVER-SHOWN-1" },
+    });
+    const basicEvent = await publish(api, { type: "auth.shown", data: { n: 1 } });
+    const basicDelivery = await attempted(database.url, basicEvent.id);
+    // The auth changes: the delivery made before keeps the auth it was created with (its snapshot).
+    await api.put(
+      `/v1/subscriptions/${subscription.id}`,
+      {
+        auth: {
+          type: "oauth2_client_credentials",
+          token_url: "https://auth.example.com/oauth/token",
+          client_id: "acme",
+          client_secret: "cs-NEVER-SHOWN-2",
+        },
+      },
+      200,
+      { schema: subscriptionSchema },
+    );
+    const oauthEvent = await publish(api, { type: "auth.shown", data: { n: 2 } });
+    const oauthDelivery = await attempted(database.url, oauthEvent.id);
+    await api.put(`/v1/subscriptions/${subscription.id}`, { auth: null }, 200, { schema: subscriptionSchema });
+    const noneEvent = await publish(api, { type: "auth.shown", data: { n: 3 } });
+    const noneDelivery = await attempted(database.url, noneEvent.id);
+
+    const shown = async (deliveryId: string) => {
+      const { body } = await api.get(`/v1/deliveries/${deliveryId}/attempts`, 200, { schema: attemptListSchema });
+      expect(JSON.stringify(body)).not.toMatch(/NEVER-SHOWN|acme:|YWNtZT/);
+      return body.data.map((attempt) => Object.entries(attempt.request_headers));
+    };
+    const sent = (eventId: string, authorization?: string) =>
+      [STARTED[1]!, STARTED[0]!].map((started) => [
+        ["content-type", "application/json"],
+        ["user-agent", "webhook-delivery-service/1.0"],
+        ["X-Region", "eu"],
+        ["webhook-id", eventId],
+        ["webhook-timestamp", seconds(started)],
+        ["webhook-signature", "v1a,…"],
+        // Last, as the worker adds it.
+        ...(authorization ? [["authorization", authorization]] : []),
+      ]);
+    expect(await shown(basicDelivery)).toEqual(sent(basicEvent.id, "Basic …"));
+    expect(await shown(oauthDelivery)).toEqual(sent(oauthEvent.id, "Bearer …"));
+    expect(await shown(noneDelivery)).toEqual(sent(noneEvent.id));
+  });
+
+  test("a client certificate alone adds no header; hmac-sha256 stays v1", async ({ api, database }) => {
+    const ca = await createTestCa();
+    const client = await ca.issueClient("acme-webhooks");
+    await subscribe(api, {
+      events: ["certificate.shown"],
+      client_certificate: { certificate: client.certificate, private_key: client.privateKey },
+    });
+    const event = await publish(api, { type: "certificate.shown", data: {} });
+    const deliveryId = await attempted(database.url, event.id);
+    const { body } = await api.get(`/v1/deliveries/${deliveryId}/attempts`, 200, { schema: attemptListSchema });
+    expect(Object.keys(body.data[0]!.request_headers)).toEqual([
+      "content-type",
+      "user-agent",
+      "webhook-id",
+      "webhook-timestamp",
+      "webhook-signature",
+    ]);
+    expect(body.data[0]!.request_headers["webhook-signature"]).toBe("v1,…");
+    expect(JSON.stringify(body)).not.toContain("PRIVATE KEY");
   });
 });

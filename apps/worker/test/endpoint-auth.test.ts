@@ -174,6 +174,43 @@ describe("endpoint authentication", () => {
   });
 });
 
+describe("the attempt log", () => {
+  it("shows the headers an ed25519, basic-auth attempt sent: v1a and the authorization elided, in the order sent", async ({
+    stack,
+    receiver,
+  }) => {
+    const s = await stack();
+    const rx = await receiver();
+    const sub = await subscribeWithScheme(s.api, {
+      url: `${rx.url}/hooks`,
+      signature_scheme: "ed25519",
+      headers: { "X-Region": "eu" },
+      auth: { type: "basic", username: "acme", password: "pw-of-the-receiver" },
+    });
+    const event = await publish(s.api, { type: "invoice.paid", data: { n: 1 } });
+    await waitFor(() => rx.received.length >= 1, { what: "the webhook" });
+    const delivery = await deliveryOf(s.api, sub.id, 1);
+    const log = await waitFor(
+      async () => {
+        const page = await s.api.call("GET", `/v1/deliveries/${delivery.id}/attempts`);
+        const [attempt] = page.body.data as { duration_ms: number | null; request_headers: Record<string, string> }[];
+        return attempt?.duration_ms === null ? undefined : attempt;
+      },
+      { what: "the recorded attempt" },
+    );
+    const webhook = rx.received[0]!;
+    expect(webhook.headers["webhook-id"]).toBe(event.id);
+    const sent = Object.keys(webhook.headers).filter(
+      (name) => !["host", "connection", "content-length"].includes(name),
+    );
+    expect(Object.keys(log!.request_headers).map((name) => name.toLowerCase())).toEqual(sent);
+    expect(log!.request_headers).toMatchObject({ "webhook-signature": "v1a,…", authorization: "Basic …" });
+    expect(String(webhook.headers.authorization)).toMatch(/^Basic /);
+    expect(signatures(webhook)[0]).toMatch(/^v1a,/);
+    expect(JSON.stringify(log)).not.toMatch(/pw-of-the-receiver|YWNtZT/);
+  });
+});
+
 describe("egress proxy", () => {
   it("sends every attempt through EGRESS_PROXY_URL", async ({ stack, receiver, defer }) => {
     const proxy = await startEgressProxy();

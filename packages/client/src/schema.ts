@@ -1015,15 +1015,16 @@ export interface components {
             /** @description Why no response was received (timeout, connection refused, ...); with a response, why its body did not arrive in full ("response body incomplete: ..."); or null. */
             error: string | null;
             /**
-             * @description The request headers this attempt sent, in the order sent, with nothing secret in them: webhook-signature is shown as its scheme alone ("v1,…", whether one or, during a rotation's overlap, two signatures were sent), and the value of a custom header whose name says it holds a credential (Authorization, Cookie, or a name with auth, token, secret, key, password, session, ... in it) as "…", or its scheme and "…" ("Bearer …"). webhook-timestamp is started_at in Unix seconds: an attempt is signed with its start.
+             * @description The request headers this attempt sent, in the order sent, with nothing secret in them: webhook-signature is shown as its scheme alone ("v1,…", or "v1a,…" for ed25519, whether one or, during a rotation's overlap, two signatures were sent); the authorization header the subscription's auth adds as its scheme alone ("Basic …", "Bearer …"); and the value of a custom header whose name says it holds a credential (Cookie, or a name with auth, token, secret, key, password, session, ... in it) as "…", or its scheme and "…". webhook-timestamp is started_at in Unix seconds: an attempt is signed with its start.
              * @example {
              *       "content-type": "application/json",
              *       "user-agent": "webhook-delivery-service/1.0",
-             *       "Authorization": "Bearer …",
              *       "X-Region": "eu",
+             *       "X-Api-Key": "…",
              *       "webhook-id": "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
              *       "webhook-timestamp": "1795820210",
-             *       "webhook-signature": "v1,…"
+             *       "webhook-signature": "v1,…",
+             *       "authorization": "Bearer …"
              *     }
              */
             request_headers: {

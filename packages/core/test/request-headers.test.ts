@@ -41,6 +41,8 @@ describe("attemptRequestHeaders", () => {
       customHeaders: { Authorization: "Bearer s3cr3t", "X-Region": "eu", "X-Api-Key": "k_123" },
       eventId: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
       startedAt: new Date("2026-11-23T08:20:23.987Z"),
+      signatureScheme: "hmac-sha256",
+      authType: null,
     });
     expect(Object.entries(headers)).toEqual([
       ["content-type", "application/json"],
@@ -60,9 +62,38 @@ describe("attemptRequestHeaders", () => {
       customHeaders: { "Webhook-Id": "forged", Host: "elsewhere" },
       eventId: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
       startedAt: new Date(0),
+      signatureScheme: "hmac-sha256",
+      authType: null,
     });
     expect(headers).not.toHaveProperty("Webhook-Id");
     expect(headers).not.toHaveProperty("Host");
     expect(headers["webhook-id"]).toBe("evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q");
+  });
+
+  it("shows v1a for ed25519, and the endpoint auth's Authorization last, as its scheme alone", () => {
+    const shown = (authType: "basic" | "oauth2_client_credentials" | null) =>
+      attemptRequestHeaders({
+        customHeaders: { "X-Region": "eu" },
+        eventId: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
+        startedAt: new Date(0),
+        signatureScheme: "ed25519",
+        authType,
+      });
+    expect(Object.entries(shown("basic")).slice(-2)).toEqual([
+      ["webhook-signature", "v1a,…"],
+      ["authorization", "Basic …"],
+    ]);
+    expect(shown("oauth2_client_credentials").authorization).toBe("Bearer …");
+    expect(shown(null)).not.toHaveProperty("authorization");
+    // A stored Authorization header (from before auth and it were refused together) is replaced, as the worker does.
+    const replaced = attemptRequestHeaders({
+      customHeaders: { Authorization: "Bearer mine" },
+      eventId: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
+      startedAt: new Date(0),
+      signatureScheme: "hmac-sha256",
+      authType: "basic",
+    });
+    expect(Object.keys(replaced).filter((name) => name.toLowerCase() === "authorization")).toEqual(["authorization"]);
+    expect(replaced.authorization).toBe("Basic …");
   });
 });

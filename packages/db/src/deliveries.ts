@@ -4,7 +4,15 @@
  * delivery-leases.ts (attempted), delivery-resends.ts (resent) and retention.ts (deleted); see
  * delivery-leases.ts.
  */
-import { type DeliveryStatus, isId, NotFoundError } from "@webhooks/core";
+import {
+  type DeliveryStatus,
+  type EndpointAuth,
+  isId,
+  NotFoundError,
+  openCredentials,
+  type SecretBox,
+  type SignatureScheme,
+} from "@webhooks/core";
 import { Prisma } from "./client.ts";
 import { fetchPage, type Page, type PageQuery, type PageRequest } from "./paging.ts";
 import { type ScopedContext, type ScopedListContext, scopeConditions, type TenantScope } from "./tenant-scope.ts";
@@ -130,11 +138,16 @@ export async function getDelivery(ctx: ScopedContext, id: string): Promise<Deliv
 
 /**
  * What every attempt of a delivery sends besides its own time and signature: the delivery's
- * snapshot of its event and of the subscription's custom headers (docs/api.md#updates-apply-to-the-next-delivery).
+ * snapshot of its event, of the subscription's custom headers and of its endpoint auth
+ * (docs/api.md#updates-apply-to-the-next-delivery), and the subscription's signature scheme,
+ * which never changes.
  */
 export interface DeliveryRequest {
   eventId: string;
   headers: Record<string, string>;
+  signatureScheme: SignatureScheme;
+  /** The type of the auth in the delivery's sealed credentials; null for none. */
+  authType: EndpointAuth["type"] | null;
 }
 
 /** A page of a delivery's attempt log, with the request they sent. */
@@ -144,7 +157,7 @@ export interface AttemptLog extends Page<AttemptRecord> {
 
 /** A delivery's attempt log, newest first (docs/api.md#list-a-deliverys-attempts). */
 export async function listAttempts(
-  ctx: ScopedContext & ScopedListContext,
+  ctx: ScopedContext & ScopedListContext & { secretBox: SecretBox },
   deliveryId: string,
   page: PageRequest,
 ): Promise<AttemptLog> {
@@ -171,11 +184,43 @@ export async function listAttempts(
   return { ...attempts, request };
 }
 
-async function deliveryRequest(ctx: ScopedContext, id: string): Promise<DeliveryRequest> {
+async function deliveryRequest(ctx: ScopedContext & { secretBox: SecretBox }, id: string): Promise<DeliveryRequest> {
   if (!isId("delivery", id)) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
-  const where = Prisma.join([Prisma.sql`id = ${id}`, ...scopeConditions(ctx.scope)], " AND ");
-  const [request] = await ctx.db.$queryRaw<DeliveryRequest[]>`
-    SELECT event_id AS "eventId", headers FROM deliveries WHERE ${where}`;
-  if (!request) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
-  return request;
+  const where = Prisma.join(
+    [Prisma.sql`d.id = ${id}`, ...scopeConditions(ctx.scope, Prisma.raw("d.tenant_id"))],
+    " AND ",
+  );
+  const [row] = await ctx.db.$queryRaw<
+    {
+      eventId: string;
+      headers: Record<string, string>;
+      signatureScheme: SignatureScheme | null;
+      sealed: Uint8Array | null;
+    }[]
+  >`
+    SELECT d.event_id AS "eventId", d.headers, s.signature_scheme AS "signatureScheme", c.ciphertext AS sealed
+    FROM deliveries d
+    LEFT JOIN subscriptions s ON s.id = d.subscription_id
+    LEFT JOIN endpoint_credentials c ON c.id = d.credentials_id
+    WHERE ${where}`;
+  if (!row) throw new NotFoundError(`No such delivery: ${id}`, "delivery_id");
+  return {
+    eventId: row.eventId,
+    headers: row.headers,
+    signatureScheme: row.signatureScheme ?? "hmac-sha256",
+    authType: row.sealed ? authTypeOf(ctx.secretBox, row.sealed) : null,
+  };
+}
+
+/**
+ * Which Authorization header the delivery's credentials add: their auth's type, and nothing of
+ * the secret, which goes no further than this function. Credentials this key cannot open were
+ * never sent either: the worker fails such an attempt before it sends anything.
+ */
+function authTypeOf(box: SecretBox, sealed: Uint8Array): EndpointAuth["type"] | null {
+  try {
+    return openCredentials(box, sealed).auth?.type ?? null;
+  } catch {
+    return null;
+  }
 }

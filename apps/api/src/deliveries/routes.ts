@@ -118,7 +118,7 @@ export function deliveryRoutes(deps: ApiDeps) {
     .openapi(attemptsRouteDef, async (c) => {
       const { delivery_id } = c.req.valid("param");
       const query = c.req.valid("query");
-      const page = await listAttempts(scoped(c), delivery_id, {
+      const page = await listAttempts({ ...scoped(c), secretBox: deps.secretBox }, delivery_id, {
         limit: query.limit ?? DEFAULT_PAGE_SIZE,
         startingAfter: query.starting_after,
         endingBefore: query.ending_before,

@@ -57,18 +57,20 @@ export const attemptSchema = z
     request_headers: z.record(z.string(), z.string()).openapi({
       description:
         "The request headers this attempt sent, in the order sent, with nothing secret in them: webhook-signature " +
-        'is shown as its scheme alone ("v1,…", whether one or, during a rotation\'s overlap, two signatures were sent), ' +
-        "and the value of a custom header whose name says it holds a credential (Authorization, Cookie, or a name " +
-        'with auth, token, secret, key, password, session, ... in it) as "…", or its scheme and "…" ("Bearer …"). ' +
+        'is shown as its scheme alone ("v1,…", or "v1a,…" for ed25519, whether one or, during a rotation\'s overlap, ' +
+        "two signatures were sent); the authorization header the subscription's auth adds as its scheme alone " +
+        '("Basic …", "Bearer …"); and the value of a custom header whose name says it holds a credential (Cookie, ' +
+        'or a name with auth, token, secret, key, password, session, ... in it) as "…", or its scheme and "…". ' +
         "webhook-timestamp is started_at in Unix seconds: an attempt is signed with its start.",
       example: {
         "content-type": "application/json",
         "user-agent": "webhook-delivery-service/1.0",
-        Authorization: "Bearer …",
         "X-Region": "eu",
+        "X-Api-Key": "…",
         "webhook-id": "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q",
         "webhook-timestamp": "1795820210",
         "webhook-signature": "v1,…",
+        authorization: "Bearer …",
       },
     }),
   })
@@ -172,6 +174,8 @@ export function toAttemptJson(attempt: AttemptRecord, request: DeliveryRequest) 
       customHeaders: request.headers,
       eventId: request.eventId,
       startedAt: attempt.startedAt,
+      signatureScheme: request.signatureScheme,
+      authType: request.authType,
     }),
   };
 }

@@ -1,5 +1,5 @@
 import createClient, { type Client } from "openapi-fetch";
-import { Webhook, WebhookVerificationError } from "standardwebhooks";
+import { WebhookVerificationError } from "standardwebhooks";
 import type { components, operations, paths } from "./schema.ts";
 
 export type { components, operations, paths };
@@ -36,27 +36,4 @@ export function createWebhooksClient({ baseUrl, apiKey, fetch }: WebhooksClientO
   return createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${apiKey}` }, ...(fetch ? { fetch } : {}) });
 }
 
-/** What a receiver gets in the body of every webhook (docs/receiving.md#the-request). */
-export interface WebhookPayload {
-  type: string;
-  /** When the event was published, ISO 8601. */
-  timestamp: string;
-  data: Record<string, unknown>;
-}
-
-export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
-
-/**
- * Checks a webhook's signature and timestamp with the official `standardwebhooks` library and
- * returns its parsed body. `body` must be the raw body as received: parsing and re-serialising
- * JSON changes the bytes that were signed. Throws WebhookVerificationError when the signature,
- * the timestamp (more than 5 minutes off) or a header is wrong.
- */
-export function verifyWebhook(secret: string, headers: WebhookHeaders, body: string | Buffer): WebhookPayload {
-  const flat: Record<string, string> = {};
-  const entries = headers instanceof Headers ? headers.entries() : Object.entries(headers);
-  for (const [name, value] of entries) {
-    if (value !== undefined) flat[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : value;
-  }
-  return new Webhook(secret).verify(body, flat) as WebhookPayload;
-}
+export { verifyWebhook, type WebhookHeaders, type WebhookPayload } from "./verify-webhook.ts";

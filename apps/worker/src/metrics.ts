@@ -44,7 +44,7 @@ export function createWorkerMetrics(queue: DeliveryQueue) {
     }),
     prunedRows: new Counter({
       name: "webhook_pruned_rows_total",
-      help: "Rows the pruner deleted past RETENTION, by table: deliveries, delivery_attempts, events",
+      help: "Rows the pruner deleted past RETENTION, by table: deliveries, delivery_attempts, events, endpoint_credentials",
       labelNames: ["table"],
       registers: [registry],
     }),

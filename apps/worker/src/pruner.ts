@@ -18,11 +18,12 @@ const BATCH_SIZE = 50;
  */
 const REST_RATIO = 9;
 
-const TABLES = ["deliveries", "delivery_attempts", "events"] as const;
+const TABLES = ["deliveries", "delivery_attempts", "events", "endpoint_credentials"] as const;
 
 /**
  * Retention (docs/api.md#retention): every PRUNE_INTERVAL, deletes finished deliveries older than
- * RETENTION with their attempts, then the events left without deliveries. Every worker runs one;
+ * RETENTION with their attempts, then the events left without deliveries, then the endpoint
+ * credentials no subscription uses and no delivery refers to any more. Every worker runs one;
  * a session advisory lock lets one of them prune at a time, and the batches themselves skip rows
  * another pruner holds, so two pruners never fail on or count the same row. Stopping the worker
  * ends a pass between two batches.
@@ -36,7 +37,13 @@ export class Pruner {
 
   constructor(
     private readonly deps: { sql: SqlClient; logger: Logger; metrics: WorkerMetrics },
-    private readonly options: { retentionMs: number; intervalMs: number; batchSize?: number },
+    private readonly options: {
+      retentionMs: number;
+      intervalMs: number;
+      batchSize?: number;
+      /** Tests shorten it; RETIRED_CREDENTIALS_GRACE_MS otherwise. */
+      credentialsGraceMs?: number;
+    },
   ) {
     // Export the series at 0 from the start, so a rate over them is defined before the first prune.
     for (const table of TABLES) deps.metrics.prunedRows.inc({ table }, 0);
@@ -63,6 +70,7 @@ export class Pruner {
         {
           retentionMs: this.options.retentionMs,
           batchSize: this.options.batchSize ?? BATCH_SIZE,
+          credentialsGraceMs: this.options.credentialsGraceMs,
           shouldStop: () => this.#stopped,
           rest: (ms) => this.#rest(ms * REST_RATIO),
           // Counted batch by batch: a long pass shows its progress, and one that fails midway still counts what it deleted.
@@ -71,12 +79,13 @@ export class Pruner {
       ),
     );
     if (!pass) return undefined;
-    if (pass.deliveries + pass.attempts + pass.events > 0 || !pass.complete) {
+    if (pass.deliveries + pass.attempts + pass.events + pass.credentials > 0 || !pass.complete) {
       this.deps.logger.info(
         {
           deliveries: pass.deliveries,
           attempts: pass.attempts,
           events: pass.events,
+          credentials: pass.credentials,
           batches: pass.batches,
           complete: pass.complete,
           durationMs: Date.now() - startedAt,
@@ -93,6 +102,7 @@ export class Pruner {
     this.deps.metrics.prunedRows.inc({ table: "deliveries" }, deleted.deliveries);
     this.deps.metrics.prunedRows.inc({ table: "delivery_attempts" }, deleted.attempts);
     this.deps.metrics.prunedRows.inc({ table: "events" }, deleted.events);
+    this.deps.metrics.prunedRows.inc({ table: "endpoint_credentials" }, deleted.credentials);
   }
 
   #rest(ms: number): Promise<void> {

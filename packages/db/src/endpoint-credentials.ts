@@ -92,6 +92,15 @@ export async function writeCredentials(
   };
 }
 
+/**
+ * Marks a row its subscription no longer uses (replaced, or the subscription deleted): the pruner
+ * deletes it once no delivery refers to it (pruneRetiredCredentials in retention.ts).
+ */
+export async function retireCredentials(db: PrismaClientOrTransaction, id: string): Promise<void> {
+  // The database's clock, which the pruner measures the grace with.
+  await db.$executeRaw`UPDATE endpoint_credentials SET retired_at = now() WHERE id = ${id} AND retired_at IS NULL`;
+}
+
 /** The sealed credentials a subscription points at, opened; both halves null when it has none. */
 export async function readCredentials(
   db: PrismaClientOrTransaction,

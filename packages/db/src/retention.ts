@@ -3,7 +3,8 @@ import type { SqlClient } from "./sql.ts";
 /**
  * Retention (docs/api.md#retention): finished deliveries (delivered, or failed with no retry
  * planned) created before a cutoff are deleted with their attempts, and then events older than the
- * cutoff that have no delivery left. Queued deliveries and those with a retry planned are never
+ * cutoff that have no delivery left, and endpoint credentials retired a while ago that no
+ * delivery refers to any more. Queued deliveries and those with a retry planned are never
  * touched.
  *
  * Every statement here deletes a bounded batch and is its own short transaction (autocommit), so
@@ -17,6 +18,8 @@ export interface PrunedRows {
   deliveries: number;
   attempts: number;
   events: number;
+  /** endpoint_credentials rows: retired ones no delivery refers to any more. */
+  credentials: number;
 }
 
 export interface DeliveryCursor {
@@ -157,6 +160,55 @@ export async function pruneEventsWithoutDeliveries(
   };
 }
 
+/**
+ * A retired credentials row is kept this long at least: a publish that read its subscription just
+ * before the change may still be inserting deliveries that refer to it.
+ */
+export const RETIRED_CREDENTIALS_GRACE_MS = 60 * 60 * 1000;
+
+export interface CredentialsBatch {
+  credentials: number;
+  /** Retired rows this batch looked at: fewer than the limit means the end. */
+  scanned: number;
+  /** The last row looked at, to start the next batch after. */
+  last: string | undefined;
+}
+
+/**
+ * Looks at the next `limit` endpoint_credentials rows after `after` (id order) retired before
+ * `retiredBefore`, and deletes those no delivery refers to (deliveries_credentials_id_idx).
+ *
+ * A row is retired when its subscription stops using it (a PUT replaced it, or the subscription
+ * was deleted), and no delivery is created with it after that, except by a publish that read the
+ * subscription just before: the caller's grace, far longer than any publish statement, covers
+ * those. Once none refers to it, none ever will again: a resend reuses its delivery's own row.
+ */
+export async function pruneRetiredCredentials(
+  ctx: { sql: SqlClient },
+  input: { retiredBefore: Date; limit: number; after?: string | undefined },
+): Promise<CredentialsBatch> {
+  const [row] = await ctx.sql.query<{ scanned: number; credentials: number; last: string | null }>(
+    `WITH page AS (
+       SELECT id FROM endpoint_credentials
+       WHERE retired_at < $1::timestamptz AND id > $2::text
+       ORDER BY id LIMIT $3
+     ), doomed AS (
+       SELECT c.id FROM endpoint_credentials c
+       WHERE c.id IN (SELECT id FROM page)
+         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.credentials_id = c.id)
+       FOR UPDATE SKIP LOCKED
+     ), deleted AS (
+       DELETE FROM endpoint_credentials WHERE id IN (SELECT id FROM doomed) RETURNING 1
+     )
+     SELECT set_config('synchronous_commit', 'off', true) AS "asyncCommit",
+            (SELECT count(*) FROM page)::int AS scanned,
+            (SELECT count(*) FROM deleted)::int AS credentials,
+            (SELECT max(id) FROM page) AS last`,
+    [input.retiredBefore.toISOString(), input.after ?? "", input.limit],
+  );
+  return { credentials: row!.credentials, scanned: row!.scanned, last: row!.last ?? undefined };
+}
+
 export interface PrunePass extends PrunedRows {
   /** Statements run: one per batch. */
   batches: number;
@@ -167,7 +219,8 @@ export interface PrunePass extends PrunedRows {
 /**
  * One pruning pass: finished deliveries created more than `retentionMs` ago (measured on the
  * database's clock, which created_at is), delivered ones then failed ones, batch by batch; then
- * the events left without deliveries. `rest`, when given, is awaited before every batch but the
+ * the events left without deliveries; then the endpoint credentials retired more than
+ * `credentialsGraceMs` ago that no delivery refers to. `rest`, when given, is awaited before every batch but the
  * first, with how long the previous batch took: the caller's pause, which spreads a long pass out
  * so that it does not keep a backend busy without a break. `shouldStop` is asked after it, before
  * every batch, so a worker that is shutting down stops between two short statements. `onBatch` is
@@ -179,18 +232,21 @@ export async function pruneExpired(
   input: {
     retentionMs: number;
     batchSize: number;
+    /** How long a retired credentials row is kept at least; RETIRED_CREDENTIALS_GRACE_MS by default. */
+    credentialsGraceMs?: number | undefined;
     shouldStop?: (() => boolean) | undefined;
     rest?: ((lastBatchMs: number) => Promise<void>) | undefined;
     onBatch?: ((deleted: PrunedRows) => void) | undefined;
   },
 ): Promise<PrunePass> {
   const shouldStop = input.shouldStop ?? (() => false);
-  const [cutoff] = await ctx.sql.query<{ before: Date }>(
-    "SELECT now() - $1::bigint * interval '1 millisecond' AS before",
-    [input.retentionMs],
+  const [cutoff] = await ctx.sql.query<{ before: Date; retiredBefore: Date }>(
+    `SELECT now() - $1::bigint * interval '1 millisecond' AS before,
+            now() - $2::bigint * interval '1 millisecond' AS "retiredBefore"`,
+    [input.retentionMs, input.credentialsGraceMs ?? RETIRED_CREDENTIALS_GRACE_MS],
   );
-  const before = cutoff!.before;
-  const pass: PrunePass = { deliveries: 0, attempts: 0, events: 0, batches: 0, complete: false };
+  const { before, retiredBefore } = cutoff!;
+  const pass: PrunePass = { deliveries: 0, attempts: 0, events: 0, credentials: 0, batches: 0, complete: false };
   let lastBatchMs = 0;
   /** Rests (after a batch), then tells whether to go on. */
   const goOn = async (): Promise<boolean> => {
@@ -212,7 +268,7 @@ export async function pruneExpired(
       const batch = await timed(() => pruneFinishedDeliveries(ctx, { status, before, limit: input.batchSize, after }));
       pass.deliveries += batch.deliveries;
       pass.attempts += batch.attempts;
-      input.onBatch?.({ deliveries: batch.deliveries, attempts: batch.attempts, events: 0 });
+      input.onBatch?.({ deliveries: batch.deliveries, attempts: batch.attempts, events: 0, credentials: 0 });
       if (batch.taken < input.batchSize || !batch.last) break;
       after = batch.last;
     }
@@ -223,9 +279,22 @@ export async function pruneExpired(
     if (!(await goOn())) return pass;
     const batch = await timed(() => pruneEventsWithoutDeliveries(ctx, { before, limit: input.batchSize, after }));
     pass.events += batch.events;
-    input.onBatch?.({ deliveries: 0, attempts: 0, events: batch.events });
+    input.onBatch?.({ deliveries: 0, attempts: 0, events: batch.events, credentials: 0 });
     if (batch.reachedCutoff || batch.scanned < input.batchSize || !batch.last) break;
     after = batch.last;
+  }
+
+  // Last: the deliveries deleted above may have been the last to refer to some credentials.
+  let afterCredentials: string | undefined;
+  for (;;) {
+    if (!(await goOn())) return pass;
+    const batch = await timed(() =>
+      pruneRetiredCredentials(ctx, { retiredBefore, limit: input.batchSize, after: afterCredentials }),
+    );
+    pass.credentials += batch.credentials;
+    input.onBatch?.({ deliveries: 0, attempts: 0, events: 0, credentials: batch.credentials });
+    if (batch.scanned < input.batchSize || !batch.last) break;
+    afterCredentials = batch.last;
   }
   pass.complete = true;
   return pass;

@@ -28,6 +28,7 @@ import {
   checkCredentials,
   jsonOrNull,
   readCredentials,
+  retireCredentials,
   writeCredentials,
 } from "./endpoint-credentials.ts";
 import { assertSubscribableEventTypes } from "./event-types.ts";
@@ -391,6 +392,8 @@ export async function updateSubscription(
         },
         changes.clientCertificate === undefined ? current.clientCertificate : (certificateView ?? null),
       );
+      // The row replaced stays while deliveries refer to it; the pruner deletes it after.
+      if (current.credentialsId !== null) await retireCredentials(tx, current.credentialsId);
     }
     await tx.subscription.updateMany({ where, data: { ...data, ...(credentials ? credentialData(credentials) : {}) } });
     if (filter !== undefined) await writeFilter(tx, id, filter);
@@ -454,10 +457,16 @@ export async function rotateSubscriptionSecret(
 export async function deleteSubscription(ctx: ScopedContext, id: string): Promise<{ wasDisabled: boolean }> {
   if (!isId("subscription", id)) throw notFound(id);
   const inScope = Prisma.join([Prisma.sql`TRUE`, ...scopeConditions(ctx.scope)], " AND ");
+  // Its credentials are retired with it: the pruner deletes them once no delivery refers to them.
   const [deleted] = await ctx.db.$queryRaw<{ wasDisabled: boolean }[]>`
-    UPDATE subscriptions SET deleted_at = now(), active = false, updated_at = now()
-    WHERE id = ${id} AND deleted_at IS NULL AND ${inScope}
-    RETURNING disabled_reason IS NOT NULL AS "wasDisabled"`;
+    WITH deleted AS (
+      UPDATE subscriptions SET deleted_at = now(), active = false, updated_at = now()
+      WHERE id = ${id} AND deleted_at IS NULL AND ${inScope}
+      RETURNING disabled_reason IS NOT NULL AS "wasDisabled", credentials_id
+    ), retired AS (
+      UPDATE endpoint_credentials SET retired_at = now() WHERE id IN (SELECT credentials_id FROM deleted) RETURNING 1
+    )
+    SELECT "wasDisabled" FROM deleted`;
   if (!deleted) throw notFound(id);
   return deleted;
 }

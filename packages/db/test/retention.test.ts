@@ -3,10 +3,13 @@ import {
   createDatabase,
   createSubscription,
   type Database,
+  deleteSubscription,
   type PrunedRows,
   pruneExpired,
   pruneFinishedDeliveries,
   publishEvents,
+  UNSCOPED,
+  updateSubscription,
   withPrunerLock,
 } from "@webhooks/db";
 import { createTestDatabase, sql, type TestDatabase } from "@webhooks/testing";
@@ -181,7 +184,15 @@ describe("a pruning pass", () => {
     // which 11 are deleted: all but the one whose retry is planned.
     for (let i = 0; i < 4; i++) await seed("nothing.matched", "old", []);
     const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 });
-    expect(pass).toEqual({ deliveries: 3, attempts: 3, events: 4 + 3 + 4, batches: 1 + 2 + 7, complete: true });
+    expect(pass).toEqual({
+      deliveries: 3,
+      attempts: 3,
+      events: 4 + 3 + 4,
+      credentials: 0,
+      // Then one batch of retired credentials: none.
+      batches: 1 + 2 + 7 + 1,
+      complete: true,
+    });
     expect(await ids("deliveries")).toEqual(kept.deliveries);
     expect(await ids("events")).toEqual([kept.event]);
   });
@@ -193,9 +204,10 @@ describe("a pruning pass", () => {
       { sql: database.sql },
       { retentionMs: DAY, batchSize: 2, rest: async (lastBatchMs) => void rests.push(lastBatchMs) },
     );
-    // Delivered 2 + 2 + 1, failed 0, then the 5 events 2 by 2: 3 + 1 + 3 batches, a rest before each but the first.
-    expect(pass).toEqual({ deliveries: 5, attempts: 5, events: 5, batches: 7, complete: true });
-    expect(rests).toHaveLength(6);
+    // Delivered 2 + 2 + 1, failed 0, then the 5 events 2 by 2, then the credentials: 3 + 1 + 3 + 1
+    // batches, a rest before each but the first.
+    expect(pass).toEqual({ deliveries: 5, attempts: 5, events: 5, credentials: 0, batches: 8, complete: true });
+    expect(rests).toHaveLength(7);
     // Each rest is told how long the batch before it took.
     for (const ms of rests) expect(ms).toBeGreaterThan(0);
 
@@ -213,7 +225,7 @@ describe("a pruning pass", () => {
         },
       },
     );
-    expect(stopped).toEqual({ deliveries: 2, attempts: 2, events: 0, batches: 1, complete: false });
+    expect(stopped).toEqual({ deliveries: 2, attempts: 2, events: 0, credentials: 0, batches: 1, complete: false });
   });
 
   it("tells what each batch deleted once it committed, so a pass that fails midway still counts it", async () => {
@@ -234,8 +246,8 @@ describe("a pruning pass", () => {
     await expect(failing).rejects.toThrow("the connection dropped");
     // Two batches of 2 delivered deliveries committed before the failure.
     expect(told).toEqual([
-      { deliveries: 2, attempts: 2, events: 0 },
-      { deliveries: 2, attempts: 2, events: 0 },
+      { deliveries: 2, attempts: 2, events: 0, credentials: 0 },
+      { deliveries: 2, attempts: 2, events: 0, credentials: 0 },
     ]);
     expect(await ids("deliveries")).toHaveLength(1);
   });
@@ -247,7 +259,7 @@ describe("a pruning pass", () => {
       { sql: database.sql },
       { retentionMs: DAY, batchSize: 2, shouldStop: () => ++asked > 2 },
     );
-    expect(pass).toEqual({ deliveries: 4, attempts: 4, events: 0, batches: 2, complete: false });
+    expect(pass).toEqual({ deliveries: 4, attempts: 4, events: 0, credentials: 0, batches: 2, complete: false });
     expect(await ids("deliveries")).toHaveLength(3);
     // The next pass goes on.
     expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 })).toMatchObject({
@@ -338,5 +350,80 @@ describe("two pruners at once", () => {
     expect(inner).toBeUndefined();
     // And the lock is released after a pass.
     expect(await withPrunerLock({ sql: other.sql }, async () => "ran")).toBe("ran");
+  });
+});
+
+describe("endpoint credentials", () => {
+  const ctx = () => ({
+    db: database.prisma,
+    scope: UNSCOPED,
+    secretBox: new SecretBox(Buffer.alloc(32, 4)),
+    destinationPolicy: { allowHttp: true, allowPrivateNetworks: true },
+    defaultMaxInFlight: 10,
+  });
+  const basic = (password: string) => ({ type: "basic" as const, username: "acme", password });
+  const credentialRows = async () =>
+    sql<{ id: string; retired: boolean }>(
+      testDb.url,
+      "SELECT id, retired_at IS NOT NULL AS retired FROM endpoint_credentials ORDER BY id",
+    );
+  const credentialsOf = async (subscriptionId: string) =>
+    (
+      await sql<{ id: string }>(testDb.url, "SELECT credentials_id AS id FROM subscriptions WHERE id = $1", [
+        subscriptionId,
+      ])
+    )[0]!.id;
+
+  it("deletes those replaced or left by a deleted subscription, once retired a while and no delivery refers to them", async () => {
+    const { subscription } = await createSubscription(ctx(), {
+      url: "https://example.com/auth",
+      events: ["order.auth"],
+      auth: basic("first"),
+    });
+    const first = await credentialsOf(subscription.id);
+    const [published] = await publishEvents({ sql: database.sql }, [{ type: "order.auth", data: {} }]);
+    if (!published || published instanceof Error) throw new Error("publish failed");
+    const [delivery] = published.deliveryIds;
+    // Replaced twice: the first row is retired but its delivery refers to it; the second, no one.
+    await updateSubscription(ctx(), subscription.id, { auth: basic("second") });
+    const second = await credentialsOf(subscription.id);
+    await updateSubscription(ctx(), subscription.id, { auth: null });
+    expect(await credentialsOf(subscription.id)).toBeNull();
+    // Another subscription's current row, and one deleted with its subscription.
+    const current = await createSubscription(ctx(), { url: "https://example.com/c", events: ["x"], auth: basic("c") });
+    const gone = await createSubscription(ctx(), { url: "https://example.com/g", events: ["x"], auth: basic("g") });
+    const goneRow = await credentialsOf(gone.subscription.id);
+    await deleteSubscription(ctx(), gone.subscription.id);
+    const currentRow = await credentialsOf(current.subscription.id);
+    expect(await credentialRows()).toEqual(
+      [
+        { id: first, retired: true },
+        { id: second, retired: true },
+        { id: currentRow, retired: false },
+        { id: goneRow, retired: true },
+      ].sort((a, b) => a.id.localeCompare(b.id)),
+    );
+
+    // Within the grace nothing goes: a publish that read the old row may still be inserting.
+    expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1 })).toMatchObject({
+      credentials: 0,
+      complete: true,
+    });
+    expect(await credentialRows()).toHaveLength(4);
+
+    // After it, the retired rows no delivery refers to go, one a batch; the others stay.
+    const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 1, credentialsGraceMs: 0 });
+    expect(pass).toMatchObject({ deliveries: 0, credentials: 2, complete: true });
+    expect((await credentialRows()).map((row) => row.id).sort()).toEqual([first, currentRow].sort());
+
+    // Once its last delivery is pruned, the first row goes in the same pass.
+    await sql(
+      testDb.url,
+      "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL, created_at = now() - interval '2 days' WHERE id = $1",
+      [delivery],
+    );
+    const last = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 10, credentialsGraceMs: 0 });
+    expect(last).toMatchObject({ deliveries: 1, credentials: 1, complete: true });
+    expect(await credentialRows()).toEqual([{ id: currentRow, retired: false }]);
   });
 });

@@ -90,7 +90,8 @@ export type SigningSecretScalarFieldEnum = (typeof SigningSecretScalarFieldEnum)
 export const EndpointCredentialsScalarFieldEnum = {
   id: 'id',
   ciphertext: 'ciphertext',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  retiredAt: 'retiredAt'
 } as const
 
 export type EndpointCredentialsScalarFieldEnum = (typeof EndpointCredentialsScalarFieldEnum)[keyof typeof EndpointCredentialsScalarFieldEnum]
@@ -261,6 +262,14 @@ export const QueryMode = {
 export type QueryMode = (typeof QueryMode)[keyof typeof QueryMode]
 
 
+export const NullsOrder = {
+  first: 'first',
+  last: 'last'
+} as const
+
+export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
+
+
 export const JsonNullValueFilter = {
   DbNull: DbNull,
   JsonNull: JsonNull,
@@ -268,12 +277,4 @@ export const JsonNullValueFilter = {
 } as const
 
 export type JsonNullValueFilter = (typeof JsonNullValueFilter)[keyof typeof JsonNullValueFilter]
-
-
-export const NullsOrder = {
-  first: 'first',
-  last: 'last'
-} as const
-
-export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
 

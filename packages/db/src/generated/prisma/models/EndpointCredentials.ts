@@ -32,18 +32,21 @@ export type EndpointCredentialsMinAggregateOutputType = {
   id: string | null
   ciphertext: runtime.Bytes | null
   createdAt: Date | null
+  retiredAt: Date | null
 }
 
 export type EndpointCredentialsMaxAggregateOutputType = {
   id: string | null
   ciphertext: runtime.Bytes | null
   createdAt: Date | null
+  retiredAt: Date | null
 }
 
 export type EndpointCredentialsCountAggregateOutputType = {
   id: number
   ciphertext: number
   createdAt: number
+  retiredAt: number
   _all: number
 }
 
@@ -52,18 +55,21 @@ export type EndpointCredentialsMinAggregateInputType = {
   id?: true
   ciphertext?: true
   createdAt?: true
+  retiredAt?: true
 }
 
 export type EndpointCredentialsMaxAggregateInputType = {
   id?: true
   ciphertext?: true
   createdAt?: true
+  retiredAt?: true
 }
 
 export type EndpointCredentialsCountAggregateInputType = {
   id?: true
   ciphertext?: true
   createdAt?: true
+  retiredAt?: true
   _all?: true
 }
 
@@ -143,6 +149,7 @@ export type EndpointCredentialsGroupByOutputType = {
   id: string
   ciphertext: runtime.Bytes
   createdAt: Date
+  retiredAt: Date | null
   _count: EndpointCredentialsCountAggregateOutputType | null
   _min: EndpointCredentialsMinAggregateOutputType | null
   _max: EndpointCredentialsMaxAggregateOutputType | null
@@ -170,12 +177,14 @@ export type EndpointCredentialsWhereInput = {
   id?: Prisma.StringFilter<"EndpointCredentials"> | string
   ciphertext?: Prisma.BytesFilter<"EndpointCredentials"> | runtime.Bytes
   createdAt?: Prisma.DateTimeFilter<"EndpointCredentials"> | Date | string
+  retiredAt?: Prisma.DateTimeNullableFilter<"EndpointCredentials"> | Date | string | null
 }
 
 export type EndpointCredentialsOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  retiredAt?: Prisma.SortOrderInput | Prisma.SortOrder
 }
 
 export type EndpointCredentialsWhereUniqueInput = Prisma.AtLeast<{
@@ -185,12 +194,14 @@ export type EndpointCredentialsWhereUniqueInput = Prisma.AtLeast<{
   NOT?: Prisma.EndpointCredentialsWhereInput | Prisma.EndpointCredentialsWhereInput[]
   ciphertext?: Prisma.BytesFilter<"EndpointCredentials"> | runtime.Bytes
   createdAt?: Prisma.DateTimeFilter<"EndpointCredentials"> | Date | string
+  retiredAt?: Prisma.DateTimeNullableFilter<"EndpointCredentials"> | Date | string | null
 }, "id">
 
 export type EndpointCredentialsOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  retiredAt?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.EndpointCredentialsCountOrderByAggregateInput
   _max?: Prisma.EndpointCredentialsMaxOrderByAggregateInput
   _min?: Prisma.EndpointCredentialsMinOrderByAggregateInput
@@ -203,66 +214,81 @@ export type EndpointCredentialsScalarWhereWithAggregatesInput = {
   id?: Prisma.StringWithAggregatesFilter<"EndpointCredentials"> | string
   ciphertext?: Prisma.BytesWithAggregatesFilter<"EndpointCredentials"> | runtime.Bytes
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"EndpointCredentials"> | Date | string
+  retiredAt?: Prisma.DateTimeNullableWithAggregatesFilter<"EndpointCredentials"> | Date | string | null
 }
 
 export type EndpointCredentialsCreateInput = {
   id: string
   ciphertext: runtime.Bytes
   createdAt?: Date | string
+  retiredAt?: Date | string | null
 }
 
 export type EndpointCredentialsUncheckedCreateInput = {
   id: string
   ciphertext: runtime.Bytes
   createdAt?: Date | string
+  retiredAt?: Date | string | null
 }
 
 export type EndpointCredentialsUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  retiredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EndpointCredentialsUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  retiredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EndpointCredentialsCreateManyInput = {
   id: string
   ciphertext: runtime.Bytes
   createdAt?: Date | string
+  retiredAt?: Date | string | null
 }
 
 export type EndpointCredentialsUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  retiredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EndpointCredentialsUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  retiredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EndpointCredentialsCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  retiredAt?: Prisma.SortOrder
 }
 
 export type EndpointCredentialsMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  retiredAt?: Prisma.SortOrder
 }
 
 export type EndpointCredentialsMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  retiredAt?: Prisma.SortOrder
+}
+
+export type NullableDateTimeFieldUpdateOperationsInput = {
+  set?: Date | string | null
 }
 
 
@@ -271,27 +297,31 @@ export type EndpointCredentialsSelect<ExtArgs extends runtime.Types.Extensions.I
   id?: boolean
   ciphertext?: boolean
   createdAt?: boolean
+  retiredAt?: boolean
 }, ExtArgs["result"]["endpointCredentials"]>
 
 export type EndpointCredentialsSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   ciphertext?: boolean
   createdAt?: boolean
+  retiredAt?: boolean
 }, ExtArgs["result"]["endpointCredentials"]>
 
 export type EndpointCredentialsSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   ciphertext?: boolean
   createdAt?: boolean
+  retiredAt?: boolean
 }, ExtArgs["result"]["endpointCredentials"]>
 
 export type EndpointCredentialsSelectScalar = {
   id?: boolean
   ciphertext?: boolean
   createdAt?: boolean
+  retiredAt?: boolean
 }
 
-export type EndpointCredentialsOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "ciphertext" | "createdAt", ExtArgs["result"]["endpointCredentials"]>
+export type EndpointCredentialsOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "ciphertext" | "createdAt" | "retiredAt", ExtArgs["result"]["endpointCredentials"]>
 
 export type $EndpointCredentialsPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "EndpointCredentials"
@@ -300,6 +330,12 @@ export type $EndpointCredentialsPayload<ExtArgs extends runtime.Types.Extensions
     id: string
     ciphertext: runtime.Bytes
     createdAt: Date
+    /**
+     * When its subscription stopped using it (a PUT replaced it, or the subscription was deleted);
+     * null while it is current. The pruner deletes it a while after, once no delivery refers to it
+     * (packages/db/src/retention.ts).
+     */
+    retiredAt: Date | null
   }, ExtArgs["result"]["endpointCredentials"]>
   composites: {}
 }
@@ -726,6 +762,7 @@ export interface EndpointCredentialsFieldRefs {
   readonly id: Prisma.FieldRef<"EndpointCredentials", 'String'>
   readonly ciphertext: Prisma.FieldRef<"EndpointCredentials", 'Bytes'>
   readonly createdAt: Prisma.FieldRef<"EndpointCredentials", 'DateTime'>
+  readonly retiredAt: Prisma.FieldRef<"EndpointCredentials", 'DateTime'>
 }
     
 

@@ -1,16 +1,8 @@
 import { useState } from "preact/hooks";
-import { type Delivery, type Recovery, type Subscription, type SubscriptionWithSecret, unwrap } from "./api.ts";
-import {
-  Badge,
-  ErrorAlert,
-  FieldError,
-  fieldAria,
-  Notice,
-  SecretOnce,
-  Time,
-  useFormProblem,
-  ViewTitle,
-} from "./components.tsx";
+import { type Delivery, type Recovery, type Subscription, unwrap } from "./api.ts";
+import { ClientCertificateSection } from "./client-certificate.tsx";
+import { Badge, ErrorAlert, FieldError, fieldAria, Notice, Time, useFormProblem, ViewTitle } from "./components.tsx";
+import { EndpointAuthSection } from "./endpoint-auth.tsx";
 import { EventPicker } from "./event-picker.tsx";
 import { FilterSection } from "./filter.tsx";
 import {
@@ -28,6 +20,7 @@ import { useAction, useClient, useLoad } from "./hooks.ts";
 import { OrderingSection, orderingLabels } from "./ordering.tsx";
 import { explain, type Problem, type Sent } from "./problems.ts";
 import { deliveriesHref, deliveryHref, endpointsHref, navigate } from "./route.ts";
+import { SigningSection } from "./signing-key.tsx";
 import { EndpointStats } from "./stats.tsx";
 
 /** One endpoint: its state and health, and everything its owner can do with it. */
@@ -139,7 +132,9 @@ function EndpointDetail({
       <EditEndpoint subscription={subscription} onChange={onChange} />
       <FilterSection subscription={subscription} onChange={onChange} />
       <OrderingSection subscription={subscription} onChange={onChange} />
-      <RotateSecret subscription={subscription} onChange={onChange} />
+      <EndpointAuthSection subscription={subscription} onChange={onChange} />
+      <ClientCertificateSection subscription={subscription} onChange={onChange} />
+      <SigningSection subscription={subscription} onChange={onChange} />
       <Recover subscription={subscription} />
       <DeleteEndpoint subscription={subscription} />
     </>
@@ -296,67 +291,6 @@ function EditEndpoint({ subscription, onChange }: SectionProps) {
           </button>
         </div>
       </form>
-    </section>
-  );
-}
-
-const overlaps = [
-  { value: "24h", label: "24 hours (recommended)" },
-  { value: "1h", label: "1 hour" },
-  { value: "7d", label: "7 days" },
-  { value: "0s", label: "None: the old secret stops at once" },
-];
-
-function RotateSecret({ subscription, onChange }: SectionProps) {
-  const client = useClient();
-  const [overlap, setOverlap] = useState("24h");
-  const [rotated, setRotated] = useState<SubscriptionWithSecret | undefined>(undefined);
-  const rotate = useAction(async () => {
-    const result = await unwrap(
-      client.POST("/v1/subscriptions/{subscription_id}/rotate_secret", {
-        params: { path: { subscription_id: subscription.id } },
-        body: { overlap },
-      }),
-    );
-    setRotated(result);
-    const { secret: _secret, ...withoutSecret } = result;
-    onChange(withoutSecret);
-  });
-  return (
-    <section aria-labelledby="rotate-title" class="panel">
-      <h2 id="rotate-title">Signing secret</h2>
-      <p class="help">
-        Rotating makes a new secret. Until the overlap ends, every webhook is signed with both the new and the old
-        secret, so you can update your receiver without missing any.
-      </p>
-      {rotated ? (
-        <SecretOnce secret={rotated.secret ?? ""} title="Your new signing secret" />
-      ) : (
-        <form
-          class="form inline"
-          onSubmit={(event) => {
-            event.preventDefault();
-            void rotate.run();
-          }}
-        >
-          <div class="field">
-            <label for="rotate-overlap">Keep the old secret valid for</label>
-            <select id="rotate-overlap" value={overlap} onChange={(e) => setOverlap(e.currentTarget.value)}>
-              {overlaps.map((option) => (
-                <option key={option.value} value={option.value}>
-                  {option.label}
-                </option>
-              ))}
-            </select>
-          </div>
-          <div class="actions">
-            <button type="submit" disabled={rotate.busy}>
-              Rotate secret
-            </button>
-          </div>
-        </form>
-      )}
-      <ErrorAlert error={rotate.error} />
     </section>
   );
 }

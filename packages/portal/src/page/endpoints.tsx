@@ -17,6 +17,7 @@ import { useAction, useClient, useLoad } from "./hooks.ts";
 import { type Cursor, pageMoves } from "./paging.ts";
 import { explain, type Problem, type Sent } from "./problems.ts";
 import { endpointHref, newEndpointHref } from "./route.ts";
+import { PublicKey, SchemeChoice, type SignatureScheme } from "./signing-key.tsx";
 
 const PAGE_SIZE = 20;
 
@@ -95,6 +96,7 @@ export function NewEndpointView() {
   const [events, setEvents] = useState<string[]>(["*"]);
   const [description, setDescription] = useState("");
   const [headers, setHeaders] = useState("");
+  const [scheme, setScheme] = useState<SignatureScheme>("hmac-sha256");
   const [formProblem, setFormProblem] = useState<Problem | undefined>(undefined);
   const [sent, setSent] = useState<Sent>({});
   const [created, setCreated] = useState<SubscriptionWithSecret | undefined>(undefined);
@@ -110,6 +112,7 @@ export function NewEndpointView() {
       url: url.trim(),
       events,
       headers: parsed.headers,
+      signature_scheme: scheme,
       ...(description.trim() ? { description: description.trim() } : {}),
     };
     setSent(body);
@@ -129,10 +132,21 @@ export function NewEndpointView() {
         <p class="lead">
           We will send webhooks to <span class="mono break">{created.url}</span>.
         </p>
-        <SecretOnce secret={created.secret ?? ""} title="Your signing secret" />
+        {created.public_key ? (
+          <section class="secret" aria-labelledby="public-key-title">
+            <h2 id="public-key-title">Your public key</h2>
+            <p>
+              Webhooks to this endpoint are signed with Ed25519. The endpoint's page always shows this key: it is not a
+              secret.
+            </p>
+            <PublicKey publicKey={created.public_key} />
+          </section>
+        ) : (
+          <SecretOnce secret={created.secret ?? ""} title="Your signing secret" />
+        )}
         <p>
           <a class="button primary" href={endpointHref(created.id)}>
-            I have stored the secret: go to the endpoint
+            {created.public_key ? "Go to the endpoint" : "I have stored the secret: go to the endpoint"}
           </a>
         </p>
       </>
@@ -190,6 +204,7 @@ export function NewEndpointView() {
           </p>
           <FieldError id="new-headers" field="headers" problem={problem} />
         </div>
+        <SchemeChoice scheme={scheme} onChange={setScheme} />
         <ErrorAlert problem={unplaced} />
         <div class="actions">
           <button type="submit" class="primary" disabled={create.busy}>

@@ -1,4 +1,5 @@
 import { type ApiError, PAGE_FAILURE } from "./api.ts";
+import { explainCredential, isCredentialField } from "./credential-problems.ts";
 
 /**
  * What went wrong, in the customer's words (docs/portal.md#errors): the API's messages are
@@ -29,8 +30,12 @@ export function explain(error: ApiError, sent: Sent = {}): Problem {
   return { message: explainStatus(error), requestId: error.status >= 500 ? error.requestId : undefined };
 }
 
-/** `events[2]` -> `events`, `headers.X-Region` -> `headers`, `filter.data.amount` -> `filter`. */
-const fieldOf = (param: string): string => /^[a-z_]+/.exec(param)?.[0] ?? param;
+/**
+ * `events[2]` -> `events`, `headers.X-Region` -> `headers`, `filter.data.amount` -> `filter`; but
+ * `auth.password` and `client_certificate.private_key` stay whole: each is a field of the form.
+ */
+const fieldOf = (param: string): string =>
+  /^(auth|client_certificate)\.[a-z_]+/.exec(param)?.[0] ?? /^[a-z_]+/.exec(param)?.[0] ?? param;
 
 /** The API's message without its parameter's name in front: "url must start with" -> "must start with". */
 function reasonIn(message: string, param: string): string {
@@ -51,6 +56,7 @@ const FIELD_NAMES: Record<string, string> = {
   since: "the start",
   until: "the end",
   overlap: "the overlap",
+  signature_scheme: "the signature scheme",
 };
 
 function explainField(
@@ -60,6 +66,7 @@ function explainField(
   code: string | undefined,
   sent: Sent,
 ): string | undefined {
+  if (isCredentialField(field)) return explainCredential(field, reason, code);
   switch (field) {
     case "url":
       return explainUrl(reason, code);
@@ -79,6 +86,8 @@ function explainField(
       return "Enter a valid date and time.";
     case "overlap":
       return "Choose how long the old secret stays valid.";
+    case "signature_scheme":
+      return "Choose how webhooks are signed: with a shared secret, or with a key pair.";
     default:
       return undefined;
   }
@@ -163,6 +172,8 @@ function explainHeaders(param: string, reason: string): string | undefined {
       return "The extra headers are too long: 4,096 characters at most, names and values together.";
     return undefined;
   }
+  if (/together with auth/.test(reason))
+    return `The endpoint's authentication sends its own ${header} header, so the extra headers cannot have one too. Remove it from the extra headers, or set the authentication to None.`;
   if (/cannot be set/.test(reason))
     return `We set the ${header} header ourselves, so it cannot be added here. Remove that line.`;
   if (/not a valid header name/.test(reason))

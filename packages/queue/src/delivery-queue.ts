@@ -1,5 +1,5 @@
 import { type DeliveryJob, type DispatchJob, jobCatalog, withDeadline } from "@webhooks/core";
-import { Queue } from "bullmq";
+import { Job, Queue } from "bullmq";
 import type { Wake } from "./gate/index.ts";
 import { type QueueLayout, queueLayout, shardOf } from "./queue-layout.ts";
 import type { RedisConnection } from "./redis.ts";
@@ -219,6 +219,11 @@ export class DeliveryQueue {
    * Runs each parked delivery's job at its time (the gate's wakes): a delayed job is promoted or
    * re-timed; a job that is missing is added. A job that is active right now is left alone: it is
    * the one parking itself, and it looks for its turn once parked (see the worker).
+   *
+   * A wake is the hand-off of a turn at the gate, on the path from one attempt's end to the next
+   * one's start, so the common case (the job is delayed) costs one call: the job is promoted (or
+   * re-timed) by id, without reading it first. Only if it was not delayed is it added, which does
+   * nothing to a job that exists (active, waiting, or promoted by another waker meanwhile).
    */
   async wake(wakes: Wake[]): Promise<void> {
     await Promise.all(wakes.map((wake) => this.#wakeOne(wake)));
@@ -227,17 +232,14 @@ export class DeliveryQueue {
   async #wakeOne({ deliveryId, at }: Wake): Promise<void> {
     const delay = Math.max(0, at - Date.now());
     const queue = this.queueOf(deliveryId);
-    const job = await queue.getJob(deliveryId);
-    if (!job) {
-      await queue.add(catalog.jobName, { deliveryId, waited: true }, { jobId: deliveryId, delay });
-      return;
-    }
+    const data: DeliveryJob = { deliveryId, waited: true };
+    const job = new Job<DeliveryJob | DispatchJob>(queue, catalog.jobName, data, {}, deliveryId);
     try {
-      if (!(await job.isDelayed())) return;
       if (delay === 0) await job.promote();
       else await job.changeDelay(delay);
     } catch {
-      // It left the delayed state meanwhile (promoted by another waker, or started): fine.
+      // Not delayed: missing (added now), or active or waiting already (the add leaves it alone).
+      await queue.add(catalog.jobName, data, { jobId: deliveryId, delay });
     }
   }
 

@@ -14,7 +14,14 @@ import {
   type Tracing,
 } from "@webhooks/core";
 import { type ClaimedDelivery, nextInLine, type SqlClient, whyNotClaimed } from "@webhooks/db";
-import { type DeliveryGate, type DeliveryQueue, type GateInput, gateLimits, type Wake } from "@webhooks/queue";
+import {
+  type DeliveryGate,
+  type DeliveryQueue,
+  type GateInput,
+  gateLimits,
+  type ReleaseInput,
+  type Wake,
+} from "@webhooks/queue";
 import type { AttemptBatches } from "./attempt-batches.ts";
 import { startAttemptSpan } from "./attempt-span.ts";
 import type { HttpSender, SendResult } from "./http-sender.ts";
@@ -71,7 +78,9 @@ export type NextStep =
  * 5. record the outcome, and the endpoint's health (which may open or close its circuit);
  * 6. release the gate's slot, waking whoever may go next (nobody, if the health just written
  *    holds the subscription: they would be claimed only to be taken back), enqueue the next of an
- *    ordered line once this one is finished, and schedule what comes next.
+ *    ordered line once this one is finished, and schedule what comes next. After a success of an
+ *    unordered subscription nothing held, the slot goes back as soon as the request has ended,
+ *    before steps 4 and 5: that outcome cannot hold anyone.
  */
 export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promise<NextStep> {
   const { deliveryId, subscriptionId, waited = false } = job;
@@ -135,6 +144,10 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   // (null: not held; undefined: it cannot tell). A success clears the gate's hold even when its
   // health write was skipped: a hold the gate keeps wrongly would slow the line down.
   let holdUntil: number | null | undefined;
+  // The release, once started. It starts as soon as the request has ended when that outcome
+  // cannot hold the subscription (`releasesEarly`): whoever it wakes (the next of the line, another
+  // subscription's delivery waiting for room at the origin) need not wait for this record.
+  let released: Promise<void> | undefined;
   // Whether the request may have left: until then, a failure (Redis failing the pacing, a secret
   // that does not decrypt) takes the attempt back, as the gate's own failure does above.
   let sending = false;
@@ -156,6 +169,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     sending = true;
     const result = await deps.sender.send(delivery.url, headers, body, delivery.credentials);
     deps.metrics.attemptDuration.observe(result.durationMs / 1000);
+    if (releasesEarly(delivery, result)) released = releaseSlot(deps, { ...gateInput, holdUntil: null });
 
     // 4. Decide.
     const next = nextState(
@@ -204,13 +218,39 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     attemptTrace.failed(error);
     throw error;
   } finally {
-    // After the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
-    const wakes = await deps.gate.release({ ...gateInput, holdUntil }).catch((error: unknown) => {
-      deps.logger.warn({ err: error, deliveryId }, "could not release the gate slot; it expires with the lease");
-      return [] as Wake[];
-    });
-    await wake(deps, wakes);
+    // Otherwise after the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
+    await (released ?? releaseSlot(deps, { ...gateInput, holdUntil }));
   }
+}
+
+/**
+ * Whether the attempt's slot may go back before its outcome is recorded: a success, of an
+ * unordered subscription that nothing held when it was claimed (no open circuit, no hold, not
+ * disabled); the next of an ordered line waits for this one's record anyway.
+ * Its record and health write cannot hold the subscription then, so whoever the release wakes
+ * claims the subscription as it will be; after a probe, or a failure, they must see the outcome.
+ */
+function releasesEarly(delivery: ClaimedDelivery, result: SendResult): boolean {
+  const { health } = delivery.subscription;
+  return (
+    isSuccess(result) &&
+    !delivery.ordered &&
+    health.circuitOpenedAt === null &&
+    health.heldUntil === null &&
+    health.disabledReason === null
+  );
+}
+
+/** Releases the attempt's slot at the gate and wakes whom that makes room for. Never throws. */
+async function releaseSlot(deps: AttemptDeps, input: ReleaseInput): Promise<void> {
+  const wakes = await deps.gate.release(input).catch((error: unknown) => {
+    deps.logger.warn(
+      { err: error, deliveryId: input.deliveryId },
+      "could not release the gate slot; it expires with the lease",
+    );
+    return [] as Wake[];
+  });
+  await wake(deps, wakes);
 }
 
 /** The receiver never sees more than rate_limit requests in a second (docs/api.md#endpoint-limits). */

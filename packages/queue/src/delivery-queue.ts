@@ -137,9 +137,12 @@ export class DeliveryQueue {
             for (const entry of chunk) members.push(entry.deliveryId, jobId);
             jobs.push({ name: catalog.dispatch.jobName, data: { deliveries: chunk }, opts: { jobId } });
           }
-          await this.redis.hset(dispatchingKey(queue), ...members);
-          if (jobs.length === 1) await queue.add(jobs[0]!.name, jobs[0]!.data, jobs[0]!.opts);
-          else await queue.addBulk(jobs);
+          // Both on the queue's one connection, the index sent first: Redis runs them in that order,
+          // and the publish waits for one round trip instead of two.
+          const indexed = this.redis.hset(dispatchingKey(queue), ...members);
+          const added =
+            jobs.length === 1 ? queue.add(jobs[0]!.name, jobs[0]!.data, jobs[0]!.opts) : queue.addBulk(jobs);
+          await Promise.all([indexed, added]);
         }),
       ),
     );

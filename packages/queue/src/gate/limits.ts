@@ -30,8 +30,23 @@ export function gateLimits(
   };
 }
 
+/** Origins of the urls seen lately: parsing a url is a noticeable part of an attempt's CPU. */
+const origins = new Map<string, string>();
+const ORIGINS_KEPT = 10_000;
+
 /** Scheme, host and port: what one server is. An unparsable url is its own origin (its attempt fails fast). */
 export function originOf(url: string): string {
+  let origin = origins.get(url);
+  if (origin === undefined) {
+    origin = parseOrigin(url);
+    // A cache, never a record: it forgets everything when full.
+    if (origins.size >= ORIGINS_KEPT) origins.clear();
+    origins.set(url, origin);
+  }
+  return origin;
+}
+
+function parseOrigin(url: string): string {
   try {
     return new URL(url).origin;
   } catch {

@@ -4,7 +4,14 @@ import { eventSchema } from "../src/events/schemas.ts";
 import { errorSchema } from "../src/http/schemas.ts";
 
 // The typed test calls rest on checkResponse: these show it fails a response that drifts.
-const event = { id: "evt_1", object: "event", type: "a.b", data: { n: 1 }, created_at: "2026-11-23T00:00:00.000Z" };
+const event = {
+  id: "evt_1",
+  object: "event",
+  type: "a.b",
+  data: { n: 1 },
+  created_at: "2026-11-23T00:00:00.000Z",
+  payload_deleted_at: null,
+};
 const answer = (status: number, body: unknown) => ({ status, headers: {}, body });
 
 describe("checkResponse", () => {

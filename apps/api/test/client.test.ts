@@ -151,6 +151,20 @@ describe("the typed client (packages/client), on every operation", () => {
     expect(missing.response.status).toBe(404);
   });
 
+  test("deleteEventPayload: 200 with data null; 404 for an unknown id", async ({ api }) => {
+    const published = await client(api).POST("/v1/events", { body: { type: "client.erased", data: { n: 1 } } });
+    expect(published.response.status).toBe(202);
+    const { data, response } = await client(api).DELETE("/v1/events/{event_id}/payload", {
+      params: { path: { event_id: published.data!.id } },
+    });
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({ id: published.data!.id, data: null, payload_deleted_at: expect.any(String) });
+    const missing = await client(api).DELETE("/v1/events/{event_id}/payload", {
+      params: { path: { event_id: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" } },
+    });
+    expect(missing.response.status).toBe(404);
+  });
+
   test("listDeliveries: 200, filtered by subscription; 400 for a limit out of range", async ({ api, receiver }) => {
     const { data, response } = await client(api).GET("/v1/deliveries", {
       params: { query: { subscription_id: subscription.id, event: "invoice.paid" } },

@@ -13,7 +13,13 @@ import {
   stateOf,
   type Tracing,
 } from "@webhooks/core";
-import { type ClaimedDelivery, nextInLine, type SqlClient, whyNotClaimed } from "@webhooks/db";
+import {
+  type ClaimedDelivery,
+  endDeliveriesWithoutPayload,
+  nextInLine,
+  type SqlClient,
+  whyNotClaimed,
+} from "@webhooks/db";
 import {
   type DeliveryGate,
   type DeliveryQueue,
@@ -111,6 +117,14 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   if (delivery.closedAbandonedAttempt) deps.metrics.attempts.inc({ outcome: "unknown" });
   const { attempt } = delivery;
   const lease = { deliveryId, leaseToken, attempt };
+  // The event's payload was erased since the delivery was queued: nothing to send, so it ends
+  // failed without an attempt (docs/api.md#erase-an-events-payload).
+  if (delivery.eventDataJson === null) {
+    await endDeliveriesWithoutPayload({ sql: deps.sql }, [lease]);
+    deps.logger.info({ deliveryId }, "delivery ended: its event's payload was erased");
+    return { kind: "done" };
+  }
+  const eventDataJson = delivery.eventDataJson;
 
   // 2. Gate.
   const gateInput = toGateInput(delivery, waited, deps);
@@ -155,7 +169,7 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     // 3. Sign and send (paced, for a rate-limited subscription).
     const rateLimit = delivery.subscription.rateLimit;
     if (rateLimit !== null) await paceSend(deps, delivery.subscriptionId, rateLimit, deliveryId);
-    const body = webhookBody(delivery);
+    const body = webhookBody(delivery, eventDataJson);
     const signed = signWebhook({
       secretKeys: delivery.secrets.map((secret) => deps.secretKeys.get(secret.id, secret.ciphertext)),
       messageId: delivery.eventId,
@@ -367,6 +381,6 @@ function pick(result: SendResult) {
 }
 
 /** `{"type","timestamp","data"}` (docs/receiving.md#the-request); data goes out exactly as PostgreSQL stores it. */
-function webhookBody(delivery: ClaimedDelivery): string {
-  return `{"type":${JSON.stringify(delivery.eventType)},"timestamp":${JSON.stringify(delivery.eventCreatedAt.toISOString())},"data":${delivery.eventDataJson}}`;
+function webhookBody(delivery: ClaimedDelivery, dataJson: string): string {
+  return `{"type":${JSON.stringify(delivery.eventType)},"timestamp":${JSON.stringify(delivery.eventCreatedAt.toISOString())},"data":${dataJson}}`;
 }

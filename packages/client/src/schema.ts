@@ -176,6 +176,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events/{event_id}/payload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase an event's payload
+         * @description Erases the event's `data` for good; the event, its deliveries and their attempts keep their metadata until RETENTION. Deliveries of it still to be sent end `failed` with `failure_reason` `payload_deleted`, and resending one is a 409 payload_deleted. Erasing again changes nothing and answers the event as it is. A tenant-scoped credential erases only its tenant's events.
+         */
+        delete: operations["deleteEventPayload"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/event-types": {
         parameters: {
             query?: never;
@@ -721,6 +741,11 @@ export interface components {
              * @example acme
              */
             tenant_id?: string;
+            /**
+             * @description Why the delivery ended without being sent: `payload_deleted` when its event's payload was erased while it was still to be sent. Absent otherwise.
+             * @enum {string}
+             */
+            failure_reason?: "payload_deleted";
             /** Format: date-time */
             created_at: string;
         };
@@ -821,9 +846,10 @@ export interface components {
             /** @enum {string} */
             object: "event";
             type: string;
+            /** @description The event's payload; null once erased (see payload_deleted_at). */
             data: {
                 [key: string]: unknown;
-            };
+            } | null;
             /**
              * @description The tenant it belongs to. Absent when it belongs to none.
              * @example acme
@@ -831,6 +857,11 @@ export interface components {
             tenant_id?: string;
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: date-time
+             * @description When the payload was erased, by DELETE /v1/events/{event_id}/payload or PAYLOAD_RETENTION; null while it is kept.
+             */
+            payload_deleted_at: string | null;
         };
         PublishEvent: {
             /**
@@ -2346,6 +2377,113 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The event */
+            200: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Event"];
+                };
+            };
+            /** @description Invalid request: a parameter is missing, malformed or unknown (`param` names it), or the body is not a JSON object */
+            400: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or wrong API key, or an expired portal session token */
+            401: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The path does not take this method */
+            405: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: over the API key's rate limit (RATE_LIMIT_PER_SECOND), or too many failed authentications from this address */
+            429: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database cannot be reached; try again after Retry-After */
+            503: {
+                headers: {
+                    /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */
+                    "request-id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteEventPayload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                event_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event, with `data` null and `payload_deleted_at` set */
             200: {
                 headers: {
                     /** @description This request's id, repeated in error bodies: quote it when reporting a problem. */

@@ -62,6 +62,16 @@ export class ConflictError extends DomainError {
 }
 
 /**
+ * A delivery whose event's payload was erased (docs/api.md#erase-an-events-payload) cannot be
+ * sent again: 409 payload_deleted.
+ */
+export class PayloadDeletedError extends DomainError {
+  constructor(message: string) {
+    super(message, "payload_deleted");
+  }
+}
+
+/**
  * A well-formed request whose payload breaks its event type's schema (docs/api.md#event-types):
  * 422 payload_invalid on `data`, so a client tells it from a malformed request.
  */

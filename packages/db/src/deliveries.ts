@@ -28,6 +28,8 @@ export interface DeliveryRecord {
   nextRetryAt: Date | null;
   /** The event's tenant, which is its subscription's, or null. */
   tenantId: string | null;
+  /** "payload_deleted" when it ended because its event's payload was erased; null otherwise. */
+  failureReason: string | null;
   createdAt: Date;
 }
 
@@ -76,7 +78,8 @@ const responseClassPredicates: Record<ResponseClass, Prisma.Sql> = {
 const deliveryColumns = Prisma.sql`
   id, subscription_id AS "subscriptionId", event_id AS "eventId", event_type AS "eventType",
   status::text AS status, attempts, response_code AS "responseCode",
-  CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId", created_at AS "createdAt"`;
+  CASE WHEN status = 'failed' THEN next_attempt_at END AS "nextRetryAt", tenant_id AS "tenantId",
+  failure_reason AS "failureReason", created_at AS "createdAt"`;
 
 /** The delivery log, newest first (docs/api.md#list-deliveries). */
 export async function listDeliveries(

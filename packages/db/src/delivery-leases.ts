@@ -6,8 +6,9 @@ import { healthColumns, healthFromRow } from "./subscription-health.ts";
 /**
  * Writes to `deliveries` live in one module per stage of a delivery's life, and nowhere else
  * (packages/db/test/delivery-writers.test.ts checks it): created with its event (events.ts),
- * attempted under a lease (this module), resent (delivery-resends.ts), deleted when expired
- * (retention.ts). deliveries.ts and due-deliveries.ts only read.
+ * attempted under a lease (this module), resent (delivery-resends.ts), ended when its payload is
+ * erased (payload-erasure.ts), deleted when expired (retention.ts). deliveries.ts and
+ * due-deliveries.ts only read.
  *
  * This module: the worker's writes to a delivery, in the order of an attempt: claim it (a lease, with the
  * attempt recorded as started), then either withdraw the attempt (its destination made it wait)
@@ -58,8 +59,8 @@ export interface ClaimedDelivery {
   secrets: { id: string; ciphertext: Uint8Array }[];
   eventId: string;
   eventType: string;
-  /** The event's data as JSON text, sent as it is stored. */
-  eventDataJson: string;
+  /** The event's data as JSON text, sent as it is stored; null once erased (see endDeliveriesWithoutPayload). */
+  eventDataJson: string | null;
   eventCreatedAt: Date;
   /** The W3C traceparent its event was published with, if the API traced it (docs/operations.md#tracing). */
   traceparent: string | null;
@@ -169,7 +170,7 @@ export async function claimDeliveries(
       previousCiphertext: Uint8Array | null;
       eventId: string;
       type: string;
-      data: string;
+      data: string | null;
       eventCreatedAt: Date;
       traceparent: string | null;
       attemptId: string;
@@ -263,6 +264,23 @@ export async function withdrawAttempts(ctx: { sql: SqlClient }, leases: AttemptL
   await ctx.sql.query(
     `UPDATE deliveries d SET lease_token = NULL, leased_until = NULL, attempts = d.attempts - 1,
        open_attempt_id = NULL, open_attempt_started_at = NULL
+     FROM unnest($1::text[], $2::text[], $3::text[]) AS l(id, lease_token, attempt_id)
+     WHERE d.id = l.id AND d.lease_token = l.lease_token AND d.open_attempt_id = l.attempt_id`,
+    [leases.map((l) => l.deliveryId), leases.map((l) => l.leaseToken), leases.map((l) => l.attempt.id)],
+  );
+}
+
+/**
+ * Ends claimed deliveries whose event's payload was erased after they were queued
+ * (docs/api.md#erase-an-events-payload): nothing is left to send, so the attempt just claimed is
+ * taken back, as withdrawAttempts does, and the delivery is `failed` for good with
+ * `failure_reason` "payload_deleted". Only the lease holder can.
+ */
+export async function endDeliveriesWithoutPayload(ctx: { sql: SqlClient }, leases: AttemptLease[]): Promise<void> {
+  await ctx.sql.query(
+    `UPDATE deliveries d SET status = 'failed', next_attempt_at = NULL, failure_reason = 'payload_deleted',
+       lease_token = NULL, leased_until = NULL, attempts = d.attempts - 1,
+       open_attempt_id = NULL, open_attempt_started_at = NULL, updated_at = now()
      FROM unnest($1::text[], $2::text[], $3::text[]) AS l(id, lease_token, attempt_id)
      WHERE d.id = l.id AND d.lease_token = l.lease_token AND d.open_attempt_id = l.attempt_id`,
     [leases.map((l) => l.deliveryId), leases.map((l) => l.leaseToken), leases.map((l) => l.attempt.id)],

@@ -1,4 +1,4 @@
-import { nextState, stateOf } from "@webhooks/core";
+import { nextState, PayloadDeletedError, stateOf } from "@webhooks/core";
 import { Prisma, type PrismaClientOrTransaction } from "./client.ts";
 import { type DeliveryRecord, getDelivery } from "./deliveries.ts";
 import { type ScopedContext, scopeConditions } from "./tenant-scope.ts";
@@ -29,6 +29,15 @@ import { type ScopedContext, scopeConditions } from "./tenant-scope.ts";
  */
 export async function resendDelivery(ctx: ScopedContext, id: string): Promise<DeliveryRecord> {
   const current = await getDelivery(ctx, id);
+  // docs/api.md#erase-an-events-payload: nothing is left to send. (A resend racing the erasure
+  // that queues it anyway ends failed at its claim, as a queued delivery of an erased event does.)
+  const [event] = await ctx.db.$queryRaw<{ erased: boolean }[]>`
+    SELECT payload_deleted_at IS NOT NULL AS erased FROM events WHERE id = ${current.eventId}`;
+  if (event?.erased) {
+    throw new PayloadDeletedError(
+      `The payload of event ${current.eventId} was erased: delivery ${id} cannot be resent`,
+    );
+  }
   if (current.status !== "queued") {
     const next = nextState(stateOf(current.status, current.nextRetryAt), { type: "resend" }, { retryScheduleMs: [] });
     // The status guard keeps a concurrent attempt's record from being overwritten by a stale read.
@@ -112,6 +121,8 @@ export async function* recoverDeliveries(
         FROM batch
         WHERE d.id = batch.id AND d.status = 'failed' AND d.updated_at <= ${startedAt}
           AND (d.leased_until IS NULL OR d.leased_until < now())
+          -- docs/api.md#erase-an-events-payload: a delivery whose payload is gone is not resent.
+          AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.payload_deleted_at IS NOT NULL)
         RETURNING d.id, batch.retrying
       ), last AS (
         SELECT created_at, id FROM batch ORDER BY created_at ASC, id ASC LIMIT 1

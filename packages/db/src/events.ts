@@ -17,10 +17,13 @@ import type { SqlClient } from "./sql.ts";
 export interface EventRecord {
   id: string;
   type: string;
-  data: Record<string, unknown>;
+  /** The payload; null once erased (docs/api.md#erase-an-events-payload). */
+  data: Record<string, unknown> | null;
   /** The tenant it was published for; null for none. */
   tenantId: string | null;
   createdAt: Date;
+  /** When the payload was erased; null while it is kept. */
+  payloadDeletedAt: Date | null;
 }
 
 export interface PublishContext {
@@ -252,6 +255,7 @@ export async function publishEvents(
           data: event.input.data,
           tenantId: event.input.tenantId ?? null,
           createdAt: row.createdAt,
+          payloadDeletedAt: null,
         },
         created: true,
         deliveryCount: row.deliveryCount,
@@ -360,6 +364,7 @@ export async function publishTestEvent(
       data: input.data,
       tenantId: written.tenantId,
       createdAt: written.createdAt,
+      payloadDeletedAt: null,
     },
     deliveryId,
   };
@@ -371,6 +376,7 @@ interface StoredEvent {
   data: Prisma.JsonValue;
   tenantId: string | null;
   createdAt: Date;
+  payloadDeletedAt: Date | null;
   requestHash: string | null;
 }
 
@@ -385,7 +391,7 @@ export async function hasIdempotentEvent(ctx: PublishContext, key: string): Prom
 
 async function findIdempotentEvents(sql: SqlClient, keys: string[]): Promise<Map<string, StoredEvent>> {
   const rows = await sql.query<StoredEvent & { idempotencyKey: string }>(
-    `SELECT id, type, data, tenant_id AS "tenantId", created_at AS "createdAt", request_hash AS "requestHash", idempotency_key AS "idempotencyKey"
+    `SELECT id, type, data, tenant_id AS "tenantId", created_at AS "createdAt", payload_deleted_at AS "payloadDeletedAt", request_hash AS "requestHash", idempotency_key AS "idempotencyKey"
      FROM events WHERE idempotency_key = ANY($1::text[])`,
     [keys],
   );
@@ -419,13 +425,15 @@ function toEventRecord(event: {
   data: Prisma.JsonValue;
   tenantId: string | null;
   createdAt: Date;
+  payloadDeletedAt: Date | null;
 }): EventRecord {
   return {
     id: event.id,
     type: event.type,
-    data: event.data as Record<string, unknown>,
+    data: event.data as Record<string, unknown> | null,
     tenantId: event.tenantId,
     createdAt: event.createdAt,
+    payloadDeletedAt: event.payloadDeletedAt,
   };
 }
 

@@ -9,6 +9,7 @@ export * from "./event-types.ts";
 export * from "./events.ts";
 export * from "./migrate.ts";
 export * from "./paging.ts";
+export * from "./payload-erasure.ts";
 export * from "./portal-sessions.ts";
 export * from "./reachability.ts";
 export * from "./retention.ts";

@@ -1,5 +1,6 @@
 // How the portal speaks to a customer: problems in plain words by the field they are about, times
 // in the viewer's own zone, and the deployment's name, logo and way back (docs/portal.md).
+import { waitFor } from "@webhooks/testing";
 import { beforeAll, describe, expect, it } from "vitest";
 import { PORTAL_CSP } from "../src/index.ts";
 import { ApiError } from "../src/page/api.ts";
@@ -146,6 +147,35 @@ describe("problems in the customer's words", () => {
       field: "overlap",
       message: "Choose how long the old secret stays valid.",
     });
+  });
+
+  it("shows an erased payload as such, and why its delivery cannot be sent again", async () => {
+    const endpointId = await createEndpoint(`${stack.receiver.url}/erased`, ["erased.event"]);
+    const published = await stack.call("POST", "/v1/events", {
+      type: "erased.event",
+      data: { card: "4242" },
+      tenant_id: TENANT,
+    });
+    expect(published.status).toBe(202);
+    const listed = await waitFor(async () => {
+      const page = await stack.call("GET", `/v1/deliveries?subscription_id=${endpointId}&status=delivered`);
+      return page.body.data[0];
+    });
+    const erased = await stack.call("DELETE", `/v1/events/${published.body.id}/payload`);
+    expect(erased.status).toBe(200);
+
+    const session = await openBrowser();
+    const { page } = session;
+    await page.goto(await portalLink());
+    await page.goto(`${stack.baseUrl}/portal#/deliveries/${listed.id}`);
+    const payload = page.getByRole("region", { name: "Payload" });
+    await payload.getByText(/^Erased on .*: the payload is no longer kept/).waitFor();
+    expect(await payload.locator("pre").count()).toBe(0);
+    expect(await page.getByText("4242").count()).toBe(0);
+    await page.getByRole("button", { name: "Resend" }).click();
+    await page.getByText("This delivery cannot be sent again: the event's payload was erased").waitFor();
+    await shot(page, "erased-payload");
+    expectSelfContained(session);
   });
 
   it("words what a production deployment refuses: plain http, private addresses", async () => {

@@ -30,6 +30,14 @@ export const deliverySchema = z
       .nullable()
       .openapi({ format: "date-time", description: "When the next retry is scheduled; null when none is." }),
     tenant_id: tenantIdResponseField,
+    failure_reason: z
+      .enum(["payload_deleted"])
+      .optional()
+      .openapi({
+        description:
+          "Why the delivery ended without being sent: `payload_deleted` when its event's payload was erased while " +
+          "it was still to be sent. Absent otherwise.",
+      }),
     created_at: z.string().openapi({ format: "date-time" }),
   })
   .openapi("Delivery");
@@ -153,6 +161,7 @@ export function toDeliveryJson(delivery: DeliveryRecord) {
     response_code: delivery.responseCode,
     next_retry_at: delivery.nextRetryAt ? isoTimestamp(delivery.nextRetryAt) : null,
     ...tenantIdJson(delivery.tenantId),
+    ...(delivery.failureReason === "payload_deleted" ? { failure_reason: "payload_deleted" as const } : {}),
     created_at: isoTimestamp(delivery.createdAt),
   };
 }

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { getEventInScope, requireUnscoped } from "@webhooks/db";
+import { eraseEventPayload, getEventInScope, requireUnscoped } from "@webhooks/db";
 import { newRouter } from "../http/router.ts";
 import { jsonResponse, noQueryParameters, operationErrors } from "../http/schemas.ts";
 import type { ApiDeps } from "../http/types.ts";
@@ -48,6 +48,24 @@ const getRouteDef = createRoute({
   responses: { 200: jsonResponse(eventSchema, "The event"), ...operationErrors(404) },
 });
 
+const erasePayloadRouteDef = createRoute({
+  method: "delete",
+  path: "/v1/events/{event_id}/payload",
+  operationId: "deleteEventPayload",
+  tags,
+  summary: "Erase an event's payload",
+  description:
+    "Erases the event's `data` for good; the event, its deliveries and their attempts keep their metadata until " +
+    "RETENTION. Deliveries of it still to be sent end `failed` with `failure_reason` `payload_deleted`, and " +
+    "resending one is a 409 payload_deleted. Erasing again changes nothing and answers the event as it is. " +
+    "A tenant-scoped credential erases only its tenant's events.",
+  request: { query: noQueryParameters, params: eventIdParam },
+  responses: {
+    200: jsonResponse(eventSchema, "The event, with `data` null and `payload_deleted_at` set"),
+    ...operationErrors(404),
+  },
+});
+
 export function eventRoutes(deps: ApiDeps) {
   const { publisher } = deps;
   return newRouter()
@@ -72,6 +90,14 @@ export function eventRoutes(deps: ApiDeps) {
         { db: deps.prisma, scope: c.var.principal.scope },
         c.req.valid("param").event_id,
       );
+      return c.json(toEventJson(event), 200);
+    })
+    .openapi(erasePayloadRouteDef, async (c) => {
+      const { event, endedDeliveries } = await eraseEventPayload(
+        { sql: deps.pool, scope: c.var.principal.scope },
+        c.req.valid("param").event_id,
+      );
+      if (endedDeliveries > 0) c.var.logger.info({ eventId: event.id, endedDeliveries }, "payload erased");
       return c.json(toEventJson(event), 200);
     });
 }

@@ -53,9 +53,17 @@ export const eventSchema = z
     id: z.string().openapi({ example: "evt_01JD5V6Y7Z8X9W0V1U2T3S4R5Q" }),
     object: z.literal("event"),
     type: z.string(),
-    data: z.record(z.string(), z.unknown()),
+    data: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .openapi({ description: "The event's payload; null once erased (see payload_deleted_at)." }),
     tenant_id: tenantIdResponseField,
     created_at: z.string().openapi({ format: "date-time" }),
+    payload_deleted_at: z.string().nullable().openapi({
+      format: "date-time",
+      description:
+        "When the payload was erased, by DELETE /v1/events/{event_id}/payload or PAYLOAD_RETENTION; null while it is kept.",
+    }),
   })
   .openapi("Event");
 
@@ -71,6 +79,7 @@ export function toEventJson(event: EventRecord) {
     data: event.data,
     ...tenantIdJson(event.tenantId),
     created_at: isoTimestamp(event.createdAt),
+    payload_deleted_at: event.payloadDeletedAt ? isoTimestamp(event.payloadDeletedAt) : null,
   };
 }
 

@@ -4,6 +4,7 @@ import {
   type DomainError,
   IdempotencyConflictError,
   NotFoundError,
+  PayloadDeletedError,
   PayloadInvalidError,
   PermissionError,
   ValidationError,
@@ -50,6 +51,8 @@ export function apiErrorFromDomain(error: DomainError): ApiError {
   if (error instanceof IdempotencyConflictError)
     return new ApiError(409, "idempotency_error", error.code, error.message, error.param);
   if (error instanceof ConflictError)
+    return new ApiError(409, "invalid_request_error", error.code, error.message, error.param);
+  if (error instanceof PayloadDeletedError)
     return new ApiError(409, "invalid_request_error", error.code, error.message, error.param);
   if (error instanceof PayloadInvalidError)
     return new ApiError(422, "invalid_request_error", error.code, error.message, error.param);

@@ -78,6 +78,12 @@ export function DeliveryView({ id }: { id: string }) {
           <dd>
             <Badge tone={status.tone}>{status.label}</Badge>
           </dd>
+          {data.failure_reason === "payload_deleted" && (
+            <>
+              <dt>Why</dt>
+              <dd>Ended without being sent: the event's payload was erased.</dd>
+            </>
+          )}
           <dt>Last response</dt>
           <dd>{data.response_code ?? "None"}</dd>
           <dt>Attempts</dt>
@@ -133,9 +139,11 @@ function Payload({ eventId }: { eventId: string }) {
     () => unwrap(client.GET("/v1/events/{event_id}", { params: { path: { event_id: eventId } } })),
     eventId,
   );
-  const body = event.data
-    ? JSON.stringify({ type: event.data.type, timestamp: event.data.created_at, data: event.data.data }, null, 2)
-    : undefined;
+  const erasedAt = event.data?.payload_deleted_at;
+  const body =
+    event.data && !erasedAt
+      ? JSON.stringify({ type: event.data.type, timestamp: event.data.created_at, data: event.data.data }, null, 2)
+      : undefined;
   return (
     <section aria-labelledby="payload-title" class="panel">
       <h2 id="payload-title">Payload</h2>
@@ -144,7 +152,13 @@ function Payload({ eventId }: { eventId: string }) {
         <code>data</code>. Shown formatted; your endpoint received it on one line.
       </p>
       <ErrorAlert error={event.error} />
-      {event.loading && !body && <p>Loading…</p>}
+      {event.loading && !event.data && <p>Loading…</p>}
+      {erasedAt && (
+        <p class="empty">
+          Erased on <Time iso={erasedAt} />: the payload is no longer kept, so this delivery cannot be sent again. Its
+          state and attempts stay in the log.
+        </p>
+      )}
       {body && (
         <>
           <pre class="body payload mono">{body}</pre>

@@ -202,6 +202,10 @@ function explainStatus(error: ApiError): string {
       return "Too many requests at once. Wait a moment and try again.";
     case 503:
       return "The service is unavailable for a moment. Try again shortly.";
+    case 409:
+      if (error.code === "payload_deleted")
+        return "This delivery cannot be sent again: the event's payload was erased, and nothing is left to send.";
+      return error.message;
     default:
       if (error.status >= 500)
         return "Something went wrong on our side. Try again in a moment; if it keeps happening, contact support and give them the reference below.";

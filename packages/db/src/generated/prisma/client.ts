@@ -106,6 +106,13 @@ export type DeliveryAttempt = Prisma.DeliveryAttemptModel
  */
 export type EventType = Prisma.EventTypeModel
 /**
+ * Model PrunerCursor
+ * Where the pruner's walks stopped, so that the next pass, in this process or another, goes on from
+ * there rather than from the oldest row (packages/db/src/payload-erasure.ts). Losing a row costs
+ * one walk from the start, nothing more.
+ */
+export type PrunerCursor = Prisma.PrunerCursorModel
+/**
  * Model ApiKey
  * 
  */

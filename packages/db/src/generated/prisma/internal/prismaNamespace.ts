@@ -404,6 +404,7 @@ export const ModelName = {
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
   EventType: 'EventType',
+  PrunerCursor: 'PrunerCursor',
   ApiKey: 'ApiKey',
   PortalSession: 'PortalSession'
 } as const
@@ -421,7 +422,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "signingSecret" | "endpointCredentials" | "subscription" | "event" | "delivery" | "deliveryAttempt" | "eventType" | "apiKey" | "portalSession"
+    modelProps: "signingSecret" | "endpointCredentials" | "subscription" | "event" | "delivery" | "deliveryAttempt" | "eventType" | "prunerCursor" | "apiKey" | "portalSession"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -943,6 +944,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    PrunerCursor: {
+      payload: Prisma.$PrunerCursorPayload<ExtArgs>
+      fields: Prisma.PrunerCursorFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.PrunerCursorFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.PrunerCursorFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>
+        }
+        findFirst: {
+          args: Prisma.PrunerCursorFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.PrunerCursorFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>
+        }
+        findMany: {
+          args: Prisma.PrunerCursorFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>[]
+        }
+        create: {
+          args: Prisma.PrunerCursorCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>
+        }
+        createMany: {
+          args: Prisma.PrunerCursorCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.PrunerCursorCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>[]
+        }
+        delete: {
+          args: Prisma.PrunerCursorDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>
+        }
+        update: {
+          args: Prisma.PrunerCursorUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>
+        }
+        deleteMany: {
+          args: Prisma.PrunerCursorDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.PrunerCursorUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.PrunerCursorUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>[]
+        }
+        upsert: {
+          args: Prisma.PrunerCursorUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PrunerCursorPayload>
+        }
+        aggregate: {
+          args: Prisma.PrunerCursorAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregatePrunerCursor>
+        }
+        groupBy: {
+          args: Prisma.PrunerCursorGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.PrunerCursorGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.PrunerCursorCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.PrunerCursorCountAggregateOutputType> | number
+        }
+      }
+    }
     ApiKey: {
       payload: Prisma.$ApiKeyPayload<ExtArgs>
       fields: Prisma.ApiKeyFieldRefs
@@ -1193,7 +1268,8 @@ export const EventScalarFieldEnum = {
   requestHash: 'requestHash',
   tenantId: 'tenantId',
   traceparent: 'traceparent',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  payloadDeletedAt: 'payloadDeletedAt'
 } as const
 
 export type EventScalarFieldEnum = (typeof EventScalarFieldEnum)[keyof typeof EventScalarFieldEnum]
@@ -1219,6 +1295,7 @@ export const DeliveryScalarFieldEnum = {
   tenantId: 'tenantId',
   test: 'test',
   ordered: 'ordered',
+  failureReason: 'failureReason',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const
@@ -1256,6 +1333,14 @@ export const EventTypeScalarFieldEnum = {
 } as const
 
 export type EventTypeScalarFieldEnum = (typeof EventTypeScalarFieldEnum)[keyof typeof EventTypeScalarFieldEnum]
+
+
+export const PrunerCursorScalarFieldEnum = {
+  name: 'name',
+  after: 'after'
+} as const
+
+export type PrunerCursorScalarFieldEnum = (typeof PrunerCursorScalarFieldEnum)[keyof typeof PrunerCursorScalarFieldEnum]
 
 
 export const ApiKeyScalarFieldEnum = {
@@ -1599,6 +1684,7 @@ export type GlobalOmitConfig = {
   delivery?: Prisma.DeliveryOmit
   deliveryAttempt?: Prisma.DeliveryAttemptOmit
   eventType?: Prisma.EventTypeOmit
+  prunerCursor?: Prisma.PrunerCursorOmit
   apiKey?: Prisma.ApiKeyOmit
   portalSession?: Prisma.PortalSessionOmit
 }

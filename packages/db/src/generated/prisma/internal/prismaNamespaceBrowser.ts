@@ -58,6 +58,7 @@ export const ModelName = {
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
   EventType: 'EventType',
+  PrunerCursor: 'PrunerCursor',
   ApiKey: 'ApiKey',
   PortalSession: 'PortalSession'
 } as const
@@ -141,7 +142,8 @@ export const EventScalarFieldEnum = {
   requestHash: 'requestHash',
   tenantId: 'tenantId',
   traceparent: 'traceparent',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  payloadDeletedAt: 'payloadDeletedAt'
 } as const
 
 export type EventScalarFieldEnum = (typeof EventScalarFieldEnum)[keyof typeof EventScalarFieldEnum]
@@ -167,6 +169,7 @@ export const DeliveryScalarFieldEnum = {
   tenantId: 'tenantId',
   test: 'test',
   ordered: 'ordered',
+  failureReason: 'failureReason',
   createdAt: 'createdAt',
   updatedAt: 'updatedAt'
 } as const
@@ -204,6 +207,14 @@ export const EventTypeScalarFieldEnum = {
 } as const
 
 export type EventTypeScalarFieldEnum = (typeof EventTypeScalarFieldEnum)[keyof typeof EventTypeScalarFieldEnum]
+
+
+export const PrunerCursorScalarFieldEnum = {
+  name: 'name',
+  after: 'after'
+} as const
+
+export type PrunerCursorScalarFieldEnum = (typeof PrunerCursorScalarFieldEnum)[keyof typeof PrunerCursorScalarFieldEnum]
 
 
 export const ApiKeyScalarFieldEnum = {

@@ -66,6 +66,7 @@ export type DeliveryMinAggregateOutputType = {
   tenantId: string | null
   test: boolean | null
   ordered: boolean | null
+  failureReason: string | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -89,6 +90,7 @@ export type DeliveryMaxAggregateOutputType = {
   tenantId: string | null
   test: boolean | null
   ordered: boolean | null
+  failureReason: string | null
   createdAt: Date | null
   updatedAt: Date | null
 }
@@ -113,6 +115,7 @@ export type DeliveryCountAggregateOutputType = {
   tenantId: number
   test: number
   ordered: number
+  failureReason: number
   createdAt: number
   updatedAt: number
   _all: number
@@ -148,6 +151,7 @@ export type DeliveryMinAggregateInputType = {
   tenantId?: true
   test?: true
   ordered?: true
+  failureReason?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -171,6 +175,7 @@ export type DeliveryMaxAggregateInputType = {
   tenantId?: true
   test?: true
   ordered?: true
+  failureReason?: true
   createdAt?: true
   updatedAt?: true
 }
@@ -195,6 +200,7 @@ export type DeliveryCountAggregateInputType = {
   tenantId?: true
   test?: true
   ordered?: true
+  failureReason?: true
   createdAt?: true
   updatedAt?: true
   _all?: true
@@ -306,6 +312,7 @@ export type DeliveryGroupByOutputType = {
   tenantId: string | null
   test: boolean
   ordered: boolean
+  failureReason: string | null
   createdAt: Date
   updatedAt: Date
   _count: DeliveryCountAggregateOutputType | null
@@ -353,6 +360,7 @@ export type DeliveryWhereInput = {
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   test?: Prisma.BoolFilter<"Delivery"> | boolean
   ordered?: Prisma.BoolFilter<"Delivery"> | boolean
+  failureReason?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }
@@ -377,6 +385,7 @@ export type DeliveryOrderByWithRelationInput = {
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   test?: Prisma.SortOrder
   ordered?: Prisma.SortOrder
+  failureReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -404,6 +413,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   tenantId?: Prisma.StringNullableFilter<"Delivery"> | string | null
   test?: Prisma.BoolFilter<"Delivery"> | boolean
   ordered?: Prisma.BoolFilter<"Delivery"> | boolean
+  failureReason?: Prisma.StringNullableFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
 }, "id">
@@ -428,6 +438,7 @@ export type DeliveryOrderByWithAggregationInput = {
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   test?: Prisma.SortOrder
   ordered?: Prisma.SortOrder
+  failureReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
   _count?: Prisma.DeliveryCountOrderByAggregateInput
@@ -460,6 +471,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   test?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
   ordered?: Prisma.BoolWithAggregatesFilter<"Delivery"> | boolean
+  failureReason?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
 }
@@ -484,6 +496,7 @@ export type DeliveryCreateInput = {
   tenantId?: string | null
   test?: boolean
   ordered?: boolean
+  failureReason?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -508,6 +521,7 @@ export type DeliveryUncheckedCreateInput = {
   tenantId?: string | null
   test?: boolean
   ordered?: boolean
+  failureReason?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -532,6 +546,7 @@ export type DeliveryUpdateInput = {
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  failureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -556,6 +571,7 @@ export type DeliveryUncheckedUpdateInput = {
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  failureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -580,6 +596,7 @@ export type DeliveryCreateManyInput = {
   tenantId?: string | null
   test?: boolean
   ordered?: boolean
+  failureReason?: string | null
   createdAt?: Date | string
   updatedAt?: Date | string
 }
@@ -604,6 +621,7 @@ export type DeliveryUpdateManyMutationInput = {
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  failureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -628,6 +646,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   test?: Prisma.BoolFieldUpdateOperationsInput | boolean
   ordered?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  failureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -652,6 +671,7 @@ export type DeliveryCountOrderByAggregateInput = {
   tenantId?: Prisma.SortOrder
   test?: Prisma.SortOrder
   ordered?: Prisma.SortOrder
+  failureReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -680,6 +700,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   tenantId?: Prisma.SortOrder
   test?: Prisma.SortOrder
   ordered?: Prisma.SortOrder
+  failureReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -703,6 +724,7 @@ export type DeliveryMinOrderByAggregateInput = {
   tenantId?: Prisma.SortOrder
   test?: Prisma.SortOrder
   ordered?: Prisma.SortOrder
+  failureReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
 }
@@ -738,6 +760,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   tenantId?: boolean
   test?: boolean
   ordered?: boolean
+  failureReason?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -762,6 +785,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   tenantId?: boolean
   test?: boolean
   ordered?: boolean
+  failureReason?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -786,6 +810,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   tenantId?: boolean
   test?: boolean
   ordered?: boolean
+  failureReason?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }, ExtArgs["result"]["delivery"]>
@@ -810,11 +835,12 @@ export type DeliverySelectScalar = {
   tenantId?: boolean
   test?: boolean
   ordered?: boolean
+  failureReason?: boolean
   createdAt?: boolean
   updatedAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "credentialsId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "test" | "ordered" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "subscriptionId" | "eventId" | "eventType" | "url" | "secretId" | "headers" | "credentialsId" | "status" | "attempts" | "responseCode" | "nextAttemptAt" | "leaseToken" | "leasedUntil" | "openAttemptId" | "openAttemptStartedAt" | "tenantId" | "test" | "ordered" | "failureReason" | "createdAt" | "updatedAt", ExtArgs["result"]["delivery"]>
 
 export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Delivery"
@@ -874,6 +900,11 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      * once every earlier delivery of the line (created_at, then event_id) is finished.
      */
     ordered: boolean
+    /**
+     * Why the delivery was ended without an attempt: "payload_deleted" when its event's payload was
+     * erased while it was still to be sent (docs/api.md#erase-an-events-payload); null otherwise.
+     */
+    failureReason: string | null
     createdAt: Date
     updatedAt: Date
   }, ExtArgs["result"]["delivery"]>
@@ -1318,6 +1349,7 @@ export interface DeliveryFieldRefs {
   readonly tenantId: Prisma.FieldRef<"Delivery", 'String'>
   readonly test: Prisma.FieldRef<"Delivery", 'Boolean'>
   readonly ordered: Prisma.FieldRef<"Delivery", 'Boolean'>
+  readonly failureReason: Prisma.FieldRef<"Delivery", 'String'>
   readonly createdAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
 }

@@ -32,6 +32,7 @@ export type EventMinAggregateOutputType = {
   tenantId: string | null
   traceparent: string | null
   createdAt: Date | null
+  payloadDeletedAt: Date | null
 }
 
 export type EventMaxAggregateOutputType = {
@@ -42,6 +43,7 @@ export type EventMaxAggregateOutputType = {
   tenantId: string | null
   traceparent: string | null
   createdAt: Date | null
+  payloadDeletedAt: Date | null
 }
 
 export type EventCountAggregateOutputType = {
@@ -53,6 +55,7 @@ export type EventCountAggregateOutputType = {
   tenantId: number
   traceparent: number
   createdAt: number
+  payloadDeletedAt: number
   _all: number
 }
 
@@ -65,6 +68,7 @@ export type EventMinAggregateInputType = {
   tenantId?: true
   traceparent?: true
   createdAt?: true
+  payloadDeletedAt?: true
 }
 
 export type EventMaxAggregateInputType = {
@@ -75,6 +79,7 @@ export type EventMaxAggregateInputType = {
   tenantId?: true
   traceparent?: true
   createdAt?: true
+  payloadDeletedAt?: true
 }
 
 export type EventCountAggregateInputType = {
@@ -86,6 +91,7 @@ export type EventCountAggregateInputType = {
   tenantId?: true
   traceparent?: true
   createdAt?: true
+  payloadDeletedAt?: true
   _all?: true
 }
 
@@ -164,12 +170,13 @@ export type EventGroupByArgs<ExtArgs extends runtime.Types.Extensions.InternalAr
 export type EventGroupByOutputType = {
   id: string
   type: string
-  data: runtime.JsonValue
+  data: runtime.JsonValue | null
   idempotencyKey: string | null
   requestHash: string | null
   tenantId: string | null
   traceparent: string | null
   createdAt: Date
+  payloadDeletedAt: Date | null
   _count: EventCountAggregateOutputType | null
   _min: EventMinAggregateOutputType | null
   _max: EventMaxAggregateOutputType | null
@@ -196,23 +203,25 @@ export type EventWhereInput = {
   NOT?: Prisma.EventWhereInput | Prisma.EventWhereInput[]
   id?: Prisma.StringFilter<"Event"> | string
   type?: Prisma.StringFilter<"Event"> | string
-  data?: Prisma.JsonFilter<"Event">
+  data?: Prisma.JsonNullableFilter<"Event">
   idempotencyKey?: Prisma.StringNullableFilter<"Event"> | string | null
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
   traceparent?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
+  payloadDeletedAt?: Prisma.DateTimeNullableFilter<"Event"> | Date | string | null
 }
 
 export type EventOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   type?: Prisma.SortOrder
-  data?: Prisma.SortOrder
+  data?: Prisma.SortOrderInput | Prisma.SortOrder
   idempotencyKey?: Prisma.SortOrderInput | Prisma.SortOrder
   requestHash?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   traceparent?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  payloadDeletedAt?: Prisma.SortOrderInput | Prisma.SortOrder
 }
 
 export type EventWhereUniqueInput = Prisma.AtLeast<{
@@ -222,22 +231,24 @@ export type EventWhereUniqueInput = Prisma.AtLeast<{
   OR?: Prisma.EventWhereInput[]
   NOT?: Prisma.EventWhereInput | Prisma.EventWhereInput[]
   type?: Prisma.StringFilter<"Event"> | string
-  data?: Prisma.JsonFilter<"Event">
+  data?: Prisma.JsonNullableFilter<"Event">
   requestHash?: Prisma.StringNullableFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableFilter<"Event"> | string | null
   traceparent?: Prisma.StringNullableFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Event"> | Date | string
+  payloadDeletedAt?: Prisma.DateTimeNullableFilter<"Event"> | Date | string | null
 }, "id" | "idempotencyKey">
 
 export type EventOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   type?: Prisma.SortOrder
-  data?: Prisma.SortOrder
+  data?: Prisma.SortOrderInput | Prisma.SortOrder
   idempotencyKey?: Prisma.SortOrderInput | Prisma.SortOrder
   requestHash?: Prisma.SortOrderInput | Prisma.SortOrder
   tenantId?: Prisma.SortOrderInput | Prisma.SortOrder
   traceparent?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  payloadDeletedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.EventCountOrderByAggregateInput
   _max?: Prisma.EventMaxOrderByAggregateInput
   _min?: Prisma.EventMinOrderByAggregateInput
@@ -249,89 +260,97 @@ export type EventScalarWhereWithAggregatesInput = {
   NOT?: Prisma.EventScalarWhereWithAggregatesInput | Prisma.EventScalarWhereWithAggregatesInput[]
   id?: Prisma.StringWithAggregatesFilter<"Event"> | string
   type?: Prisma.StringWithAggregatesFilter<"Event"> | string
-  data?: Prisma.JsonWithAggregatesFilter<"Event">
+  data?: Prisma.JsonNullableWithAggregatesFilter<"Event">
   idempotencyKey?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   requestHash?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   tenantId?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   traceparent?: Prisma.StringNullableWithAggregatesFilter<"Event"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Event"> | Date | string
+  payloadDeletedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Event"> | Date | string | null
 }
 
 export type EventCreateInput = {
   id: string
   type: string
-  data: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  data?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
   tenantId?: string | null
   traceparent?: string | null
   createdAt?: Date | string
+  payloadDeletedAt?: Date | string | null
 }
 
 export type EventUncheckedCreateInput = {
   id: string
   type: string
-  data: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  data?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
   tenantId?: string | null
   traceparent?: string | null
   createdAt?: Date | string
+  payloadDeletedAt?: Date | string | null
 }
 
 export type EventUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   type?: Prisma.StringFieldUpdateOperationsInput | string
-  data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  data?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  payloadDeletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EventUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   type?: Prisma.StringFieldUpdateOperationsInput | string
-  data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  data?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  payloadDeletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EventCreateManyInput = {
   id: string
   type: string
-  data: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  data?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: string | null
   requestHash?: string | null
   tenantId?: string | null
   traceparent?: string | null
   createdAt?: Date | string
+  payloadDeletedAt?: Date | string | null
 }
 
 export type EventUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   type?: Prisma.StringFieldUpdateOperationsInput | string
-  data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  data?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  payloadDeletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EventUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   type?: Prisma.StringFieldUpdateOperationsInput | string
-  data?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  data?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   idempotencyKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   requestHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   tenantId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   traceparent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  payloadDeletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type EventCountOrderByAggregateInput = {
@@ -343,6 +362,7 @@ export type EventCountOrderByAggregateInput = {
   tenantId?: Prisma.SortOrder
   traceparent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  payloadDeletedAt?: Prisma.SortOrder
 }
 
 export type EventMaxOrderByAggregateInput = {
@@ -353,6 +373,7 @@ export type EventMaxOrderByAggregateInput = {
   tenantId?: Prisma.SortOrder
   traceparent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  payloadDeletedAt?: Prisma.SortOrder
 }
 
 export type EventMinOrderByAggregateInput = {
@@ -363,6 +384,7 @@ export type EventMinOrderByAggregateInput = {
   tenantId?: Prisma.SortOrder
   traceparent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  payloadDeletedAt?: Prisma.SortOrder
 }
 
 
@@ -376,6 +398,7 @@ export type EventSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = 
   tenantId?: boolean
   traceparent?: boolean
   createdAt?: boolean
+  payloadDeletedAt?: boolean
 }, ExtArgs["result"]["event"]>
 
 export type EventSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -387,6 +410,7 @@ export type EventSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   tenantId?: boolean
   traceparent?: boolean
   createdAt?: boolean
+  payloadDeletedAt?: boolean
 }, ExtArgs["result"]["event"]>
 
 export type EventSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -398,6 +422,7 @@ export type EventSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   tenantId?: boolean
   traceparent?: boolean
   createdAt?: boolean
+  payloadDeletedAt?: boolean
 }, ExtArgs["result"]["event"]>
 
 export type EventSelectScalar = {
@@ -409,9 +434,10 @@ export type EventSelectScalar = {
   tenantId?: boolean
   traceparent?: boolean
   createdAt?: boolean
+  payloadDeletedAt?: boolean
 }
 
-export type EventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "type" | "data" | "idempotencyKey" | "requestHash" | "tenantId" | "traceparent" | "createdAt", ExtArgs["result"]["event"]>
+export type EventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "type" | "data" | "idempotencyKey" | "requestHash" | "tenantId" | "traceparent" | "createdAt" | "payloadDeletedAt", ExtArgs["result"]["event"]>
 
 export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Event"
@@ -419,7 +445,10 @@ export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     type: string
-    data: runtime.JsonValue
+    /**
+     * The payload; null once erased (docs/api.md#erase-an-events-payload).
+     */
+    data: runtime.JsonValue | null
     /**
      * Set when the request carried an Idempotency-Key; unique, so a retried request finds its event.
      */
@@ -440,6 +469,11 @@ export type $EventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
      */
     traceparent: string | null
     createdAt: Date
+    /**
+     * When the payload was erased, by DELETE /v1/events/{id}/payload or PAYLOAD_RETENTION; null
+     * while it is kept. The event and its deliveries' metadata stay until RETENTION.
+     */
+    payloadDeletedAt: Date | null
   }, ExtArgs["result"]["event"]>
   composites: {}
 }
@@ -871,6 +905,7 @@ export interface EventFieldRefs {
   readonly tenantId: Prisma.FieldRef<"Event", 'String'>
   readonly traceparent: Prisma.FieldRef<"Event", 'String'>
   readonly createdAt: Prisma.FieldRef<"Event", 'DateTime'>
+  readonly payloadDeletedAt: Prisma.FieldRef<"Event", 'DateTime'>
 }
     
 

@@ -18,11 +18,13 @@ const BATCH_SIZE = 50;
  */
 const REST_RATIO = 9;
 
-const TABLES = ["deliveries", "delivery_attempts", "events", "endpoint_credentials"] as const;
+/** The series of webhook_pruned_rows_total: rows deleted by table, and payloads erased. */
+const SERIES = ["deliveries", "delivery_attempts", "events", "endpoint_credentials", "event_payloads"] as const;
 
 /**
- * Retention (docs/api.md#retention): every PRUNE_INTERVAL, deletes finished deliveries older than
- * RETENTION with their attempts, then the events left without deliveries, then the endpoint
+ * Retention (docs/api.md#retention): every PRUNE_INTERVAL, erases the payloads older than
+ * PAYLOAD_RETENTION (docs/api.md#payload-retention), then deletes finished deliveries older than
+ * RETENTION with their attempts, the events left without deliveries, and the endpoint
  * credentials no subscription uses and no delivery refers to any more. Every worker runs one;
  * a session advisory lock lets one of them prune at a time, and the batches themselves skip rows
  * another pruner holds, so two pruners never fail on or count the same row. Stopping the worker
@@ -38,7 +40,10 @@ export class Pruner {
   constructor(
     private readonly deps: { sql: SqlClient; logger: Logger; metrics: WorkerMetrics },
     private readonly options: {
-      retentionMs: number;
+      /** Undefined: RETENTION=off, nothing is deleted. */
+      retentionMs: number | undefined;
+      /** Undefined: no payload is erased. */
+      payloadRetentionMs?: number | undefined;
       intervalMs: number;
       batchSize?: number;
       /** Tests shorten it; RETIRED_CREDENTIALS_GRACE_MS otherwise. */
@@ -46,7 +51,7 @@ export class Pruner {
     },
   ) {
     // Export the series at 0 from the start, so a rate over them is defined before the first prune.
-    for (const table of TABLES) deps.metrics.prunedRows.inc({ table }, 0);
+    for (const table of SERIES) deps.metrics.prunedRows.inc({ table }, 0);
   }
 
   start(): void {
@@ -69,6 +74,7 @@ export class Pruner {
         { sql },
         {
           retentionMs: this.options.retentionMs,
+          payloadRetentionMs: this.options.payloadRetentionMs,
           batchSize: this.options.batchSize ?? BATCH_SIZE,
           credentialsGraceMs: this.options.credentialsGraceMs,
           shouldStop: () => this.#stopped,
@@ -79,12 +85,13 @@ export class Pruner {
       ),
     );
     if (!pass) return undefined;
-    if (pass.deliveries + pass.attempts + pass.events + pass.credentials > 0 || !pass.complete) {
+    if (pass.deliveries + pass.attempts + pass.events + pass.payloads + pass.credentials > 0 || !pass.complete) {
       this.deps.logger.info(
         {
           deliveries: pass.deliveries,
           attempts: pass.attempts,
           events: pass.events,
+          payloads: pass.payloads,
           credentials: pass.credentials,
           batches: pass.batches,
           complete: pass.complete,
@@ -103,6 +110,7 @@ export class Pruner {
     this.deps.metrics.prunedRows.inc({ table: "delivery_attempts" }, deleted.attempts);
     this.deps.metrics.prunedRows.inc({ table: "events" }, deleted.events);
     this.deps.metrics.prunedRows.inc({ table: "endpoint_credentials" }, deleted.credentials);
+    this.deps.metrics.prunedRows.inc({ table: "event_payloads" }, deleted.payloads);
   }
 
   #rest(ms: number): Promise<void> {

@@ -159,12 +159,15 @@ export async function startWorker(
     { sql: passes.sql, queue, gate, logger, metrics },
     config.worker.reconcileIntervalMs,
   );
-  // RETENTION=off keeps everything: no pruner at all.
-  const retentionMs = config.retention.maxAgeMs;
+  // RETENTION=off (and PAYLOAD_RETENTION unset or off) keeps everything: no pruner at all.
+  const { maxAgeMs: retentionMs, payloadMaxAgeMs: payloadRetentionMs } = config.retention;
   const pruner =
-    retentionMs === undefined
+    retentionMs === undefined && payloadRetentionMs === undefined
       ? undefined
-      : new Pruner({ sql: passes.sql, logger, metrics }, { retentionMs, intervalMs: config.retention.pruneIntervalMs });
+      : new Pruner(
+          { sql: passes.sql, logger, metrics },
+          { retentionMs, payloadRetentionMs, intervalMs: config.retention.pruneIntervalMs },
+        );
 
   for (const worker of workers) void worker.run();
   reconciler.start();

@@ -112,3 +112,54 @@ it("keeps everything with RETENTION=off: no pruner runs", async () => {
   expect((await sql<{ id: string }>(testDb.url, "SELECT id FROM events")).map((r) => r.id)).toEqual([kept]);
   expect(await metric(worker.metricsPort, "deliveries")).toBeUndefined();
 });
+
+it("erases payloads past PAYLOAD_RETENTION on its interval, keeps the rows until RETENTION, and counts them", async () => {
+  await worker?.close();
+  worker = undefined;
+  await sql(testDb.url, "DELETE FROM delivery_attempts; DELETE FROM deliveries; DELETE FROM events");
+  const results = await publishEvents({ sql: database.sql }, [
+    { type: "order.paid", data: { n: 4 } },
+    { type: "order.paid", data: { n: 5 } },
+  ]);
+  const [old, recent] = results.map((r) => {
+    if (r instanceof Error) throw r;
+    return { event: r.event.id, delivery: r.deliveryIds[0]! };
+  });
+  // The old one is still queued (its receiver never reached): erasing its payload ends it.
+  await sql(testDb.url, "UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL WHERE id = $1", [
+    recent!.delivery,
+  ]);
+  await sql(
+    testDb.url,
+    "UPDATE deliveries SET created_at = now() - interval '2 hours', next_attempt_at = now() + interval '1 day' WHERE id = $1",
+    [old!.delivery],
+  );
+  await sql(testDb.url, "UPDATE events SET created_at = now() - interval '2 hours' WHERE id = $1", [old!.event]);
+
+  worker = await startWorker(
+    loadConfig(testEnv(testDb.url, { RETENTION: "30d", PAYLOAD_RETENTION: "1h", PRUNE_INTERVAL: "200ms" })),
+    createLogger({ level: "silent", name: "worker" }),
+  );
+  await waitFor(async () => (await metric(worker!.metricsPort, "event_payloads")) === 1, {
+    timeoutMs: 10_000,
+    what: "the old payload to be erased",
+  });
+  const events = await sql<{ id: string; data: unknown; erased: boolean }>(
+    testDb.url,
+    "SELECT id, data, payload_deleted_at IS NOT NULL AS erased FROM events ORDER BY id",
+  );
+  expect(events).toEqual([
+    { id: old!.event, data: null, erased: true },
+    { id: recent!.event, data: { n: 5 }, erased: false },
+  ]);
+  const deliveries = await sql<{ id: string; status: string; failure_reason: string | null }>(
+    testDb.url,
+    "SELECT id, status::text, failure_reason FROM deliveries ORDER BY id",
+  );
+  expect(deliveries).toEqual([
+    { id: old!.delivery, status: "failed", failure_reason: "payload_deleted" },
+    { id: recent!.delivery, status: "delivered", failure_reason: null },
+  ]);
+  expect(await metric(worker.metricsPort, "deliveries")).toBe(0);
+  expect(await metric(worker.metricsPort, "events")).toBe(0);
+});

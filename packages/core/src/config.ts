@@ -108,6 +108,24 @@ function isPortalLogoUrl(text: string): boolean {
   }
 }
 
+/**
+ * A retention period (docs/api.md#retention): a duration more than 0 and at most ten years (compared
+ * with created_at, never handed to a timer), or `off` (undefined). 0 is refused rather than read as
+ * "delete at once".
+ */
+function parseRetention(text: string, ctx: z.RefinementCtx): number | undefined {
+  if (text === "off") return undefined;
+  const ms = parseDuration(text);
+  if (ms === undefined || ms === 0 || ms > 3660 * 24 * 3_600_000) {
+    ctx.addIssue({
+      code: "custom",
+      message: "must be a duration such as 12h, 30d or 365d, more than 0 and at most 3660d, or off",
+    });
+    return z.NEVER;
+  }
+  return ms;
+}
+
 const envSchema = z.object({
   NODE_ENV: oneOf(["development", "test", "production"]).default("development"),
   HOST: z.string().min(1).default("0.0.0.0"),
@@ -219,24 +237,10 @@ const envSchema = z.object({
   CIRCUIT_PROBE_INTERVAL: duration.refine((ms) => ms > 0, "must be more than 0").default(30_000),
   // Compared with timestamps, never handed to a timer: up to a year.
   AUTO_DISABLE_AFTER: durationUpTo(366 * 24 * 3_600_000, "366d").default(5 * 24 * 3_600_000),
-  // docs/api.md#retention. Compared with created_at, never handed to a timer: up to ten years.
-  // `off` keeps everything; 0 is refused rather than read as "delete every finished delivery at
-  // once".
-  RETENTION: z
-    .string()
-    .default("30d")
-    .transform((text, ctx) => {
-      if (text === "off") return undefined;
-      const ms = parseDuration(text);
-      if (ms === undefined || ms === 0 || ms > 3660 * 24 * 3_600_000) {
-        ctx.addIssue({
-          code: "custom",
-          message: "must be a duration such as 12h, 30d or 365d, more than 0 and at most 3660d, or off",
-        });
-        return z.NEVER;
-      }
-      return ms;
-    }),
+  // docs/api.md#retention. `off` keeps everything.
+  RETENTION: z.string().default("30d").transform(parseRetention),
+  // docs/api.md#payload-retention: unset means equal to RETENTION; never longer (checked below).
+  PAYLOAD_RETENTION: z.string().transform(parseRetention).optional(),
   PRUNE_INTERVAL: duration.refine((ms) => ms > 0, "must be more than 0").default(60_000),
   JOB_LOCK_DURATION: duration.default(30_000),
   SHUTDOWN_TIMEOUT: duration.default(30_000),
@@ -334,6 +338,8 @@ export interface Config {
   retention: {
     /** Finished deliveries older than this are deleted; undefined (RETENTION=off) keeps them all. */
     maxAgeMs: number | undefined;
+    /** Payloads older than this are erased (at most maxAgeMs); undefined (off) keeps them. */
+    payloadMaxAgeMs: number | undefined;
     pruneIntervalMs: number;
   };
   /** How the customer portal presents itself (docs/portal.md#branding). */
@@ -402,6 +408,14 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       "Invalid configuration: REDIS_URL must not name a database other than 0 when REDIS_CLUSTER_NODES is set (a cluster has only database 0)",
     );
   }
+  // Unset, payloads go with their events; set, never kept longer than the events (a payload kept
+  // past RETENTION would be deleted with its event anyway).
+  const payloadRetention = "PAYLOAD_RETENTION" in env ? e.PAYLOAD_RETENTION : e.RETENTION;
+  if (e.RETENTION !== undefined && (payloadRetention === undefined || payloadRetention > e.RETENTION)) {
+    throw new ConfigError(
+      `Invalid configuration: PAYLOAD_RETENTION (${env.PAYLOAD_RETENTION}) must not be longer than RETENTION (${env.RETENTION ?? "30d"}): an event's payload cannot outlive the event`,
+    );
+  }
   return {
     env: e.NODE_ENV,
     host: e.HOST,
@@ -453,6 +467,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     eventTypesStrict: e.EVENT_TYPES_STRICT,
     retention: {
       maxAgeMs: e.RETENTION,
+      payloadMaxAgeMs: payloadRetention,
       pruneIntervalMs: e.PRUNE_INTERVAL,
     },
     portal: {

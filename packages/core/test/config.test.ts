@@ -73,7 +73,11 @@ describe("loadConfig defaults", () => {
   });
 
   it("keeps finished deliveries 30 days and prunes every minute", () => {
-    expect(config.retention).toEqual({ maxAgeMs: 30 * 24 * HOUR, pruneIntervalMs: MINUTE });
+    expect(config.retention).toEqual({
+      maxAgeMs: 30 * 24 * HOUR,
+      payloadMaxAgeMs: 30 * 24 * HOUR,
+      pruneIntervalMs: MINUTE,
+    });
   });
 
   it("reads RETENTION beyond the timer limit, or off; refuses 0 and out-of-range values", () => {
@@ -87,6 +91,24 @@ describe("loadConfig defaults", () => {
     expect(() => loadConfig({ RETENTION: "3661d" })).toThrow(/RETENTION must be a duration .*at most 3660d/);
     expect(() => loadConfig({ RETENTION: "OFF" })).toThrow(/RETENTION must be a duration/);
     expect(() => loadConfig({ PRUNE_INTERVAL: "0s" })).toThrow(/PRUNE_INTERVAL must be more than 0/);
+    // PAYLOAD_RETENTION follows RETENTION unless set, and never exceeds it.
+    expect(loadConfig({ RETENTION: "90d" }).retention.payloadMaxAgeMs).toBe(90 * 24 * HOUR);
+    expect(loadConfig({ RETENTION: "off" }).retention.payloadMaxAgeMs).toBeUndefined();
+    expect(loadConfig({ PAYLOAD_RETENTION: "7d" }).retention).toMatchObject({
+      maxAgeMs: 30 * 24 * HOUR,
+      payloadMaxAgeMs: 7 * 24 * HOUR,
+    });
+    expect(loadConfig({ RETENTION: "off", PAYLOAD_RETENTION: "1d" }).retention).toMatchObject({
+      maxAgeMs: undefined,
+      payloadMaxAgeMs: 24 * HOUR,
+    });
+    expect(loadConfig({ RETENTION: "7d", PAYLOAD_RETENTION: "7d" }).retention.payloadMaxAgeMs).toBe(7 * 24 * HOUR);
+    expect(() => loadConfig({ RETENTION: "7d", PAYLOAD_RETENTION: "8d" })).toThrow(
+      /PAYLOAD_RETENTION \(8d\) must not be longer than RETENTION \(7d\)/,
+    );
+    expect(() => loadConfig({ PAYLOAD_RETENTION: "31d" })).toThrow(/must not be longer than RETENTION \(30d\)/);
+    expect(() => loadConfig({ PAYLOAD_RETENTION: "off" })).toThrow(/PAYLOAD_RETENTION \(off\) must not be longer/);
+    expect(() => loadConfig({ PAYLOAD_RETENTION: "0" })).toThrow(/PAYLOAD_RETENTION must be a duration/);
     // The gate keeps an open circuit's probe as a key expiring after this: Redis refuses PX 0.
     expect(() => loadConfig({ CIRCUIT_PROBE_INTERVAL: "0s" })).toThrow(/CIRCUIT_PROBE_INTERVAL must be more than 0/);
     expect(() => loadConfig({ PRUNE_INTERVAL: "30d" })).toThrow(/PRUNE_INTERVAL must be a duration .* at most 24d/);
@@ -147,6 +169,7 @@ describe("loadConfig values", () => {
       CIRCUIT_PROBE_INTERVAL: "500ms",
       AUTO_DISABLE_AFTER: "30d",
       RETENTION: "90d",
+      PAYLOAD_RETENTION: "14d",
       PRUNE_INTERVAL: "5m",
       PUBLIC_URL: "https://hooks.example.com/base/",
       EVENT_TYPES_STRICT: "true",
@@ -169,7 +192,7 @@ describe("loadConfig values", () => {
         circuitProbeIntervalMs: 500,
         autoDisableAfterMs: 30 * 24 * HOUR,
       },
-      retention: { maxAgeMs: 90 * 24 * HOUR, pruneIntervalMs: 5 * MINUTE },
+      retention: { maxAgeMs: 90 * 24 * HOUR, payloadMaxAgeMs: 14 * 24 * HOUR, pruneIntervalMs: 5 * MINUTE },
       eventTypesStrict: true,
       env: "test",
       host: "127.0.0.1",

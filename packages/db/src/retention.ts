@@ -1,11 +1,12 @@
+import { erasePayloadsBefore } from "./payload-erasure.ts";
 import type { SqlClient } from "./sql.ts";
 
 /**
  * Retention (docs/api.md#retention): finished deliveries (delivered, or failed with no retry
- * planned) created before a cutoff are deleted with their attempts, and then events older than the
- * cutoff that have no delivery left, and endpoint credentials retired a while ago that no
- * delivery refers to any more. Queued deliveries and those with a retry planned are never
- * touched.
+ * planned) created before a cutoff are deleted with their attempts, and events older than the
+ * cutoff that have no delivery left. Queued deliveries and those with a retry planned are never
+ * touched. Before that, payloads older than PAYLOAD_RETENTION are erased (payload-erasure.ts);
+ * after it, endpoint credentials retired a while ago that no delivery refers to any more go.
  *
  * Every statement here deletes a bounded batch and is its own short transaction (autocommit), so
  * a pass never holds locks or a snapshot for long, and can stop between any two batches.
@@ -18,6 +19,8 @@ export interface PrunedRows {
   deliveries: number;
   attempts: number;
   events: number;
+  /** Events whose payload was erased (PAYLOAD_RETENTION); they stay, without it. */
+  payloads: number;
   /** endpoint_credentials rows: retired ones no delivery refers to any more. */
   credentials: number;
 }
@@ -108,22 +111,27 @@ export interface EventBatch {
   events: number;
   /** Events this batch looked at: fewer than the limit means the end of the table. */
   scanned: number;
-  /** The last event looked at, to start the next batch after. */
+  /** The last event passed (looked at and older than `before`), to start the next batch after. */
   last: string | undefined;
-  /** True when it looked at an event created at or after `before`: the walk is done. */
-  reachedCutoff: boolean;
+  /**
+   * The created_at of the first event looked at that is not older than `before`, where the walk
+   * stopped; undefined when it met none. A later batch can go further only with a later `before`.
+   */
+  stoppedAt: Date | undefined;
 }
 
 /**
  * Looks at the next `limit` events after `after` in id order and deletes those created before
  * `before` that have no delivery left (their deliveries were pruned, or nothing matched them).
  *
- * Event ids are ULIDs, so id order is creation order: the walk reads the primary
- * key from the oldest event and stops at the first one newer than the cutoff, without an index on
- * events.created_at (which every publish would pay for). The deliveries check uses
- * deliveries_event_id_idx. It is final: deliveries.event_id has no foreign key, but no delivery is
- * ever added to an event after the statement that inserted it (events.ts), so an event found
- * without deliveries here keeps none.
+ * Event ids are ULIDs, so id order is creation order: the walk reads the primary key from the
+ * oldest event and stops at the first one newer than the cutoff, without an index on
+ * events.created_at (which every publish would pay for). `last` is the event before that one, not
+ * the end of the page, so that a walk whose cutoff moves on (pruneExpired's frontier) looks at it,
+ * and those after it, again; an older one after it in the page (ids and created_at come from two
+ * clocks) is deleted now all the same. The deliveries check uses deliveries_event_id_idx. It is final: deliveries.event_id has
+ * no foreign key, but no delivery is ever added to an event after the statement that inserted it
+ * (events.ts), so an event found without deliveries here keeps none.
  */
 export async function pruneEventsWithoutDeliveries(
   ctx: { sql: SqlClient },
@@ -133,10 +141,14 @@ export async function pruneEventsWithoutDeliveries(
     scanned: number;
     events: number;
     last: string | null;
-    reachedCutoff: boolean | null;
+    stoppedAt: Date | null;
   }>(
     `WITH page AS (
        SELECT id, created_at FROM events WHERE id > $1::text ORDER BY id LIMIT $2
+     ), stop AS (
+       SELECT id, created_at FROM page WHERE created_at >= $3::timestamptz ORDER BY id LIMIT 1
+     ), passed AS (
+       SELECT id FROM page WHERE NOT EXISTS (SELECT 1 FROM stop WHERE stop.id <= page.id)
      ), doomed AS (
        SELECT e.id FROM events e
        WHERE e.id IN (SELECT id FROM page WHERE created_at < $3::timestamptz)
@@ -148,15 +160,15 @@ export async function pruneEventsWithoutDeliveries(
      SELECT set_config('synchronous_commit', 'off', true) AS "asyncCommit",
             (SELECT count(*) FROM page)::int AS scanned,
             (SELECT count(*) FROM deleted)::int AS events,
-            (SELECT max(id) FROM page) AS last,
-            (SELECT bool_or(created_at >= $3::timestamptz) FROM page) AS "reachedCutoff"`,
+            (SELECT max(id) FROM passed) AS last,
+            (SELECT created_at FROM stop) AS "stoppedAt"`,
     [input.after ?? "", input.limit, input.before.toISOString()],
   );
   return {
     events: row!.events,
     scanned: row!.scanned,
-    last: row!.last ?? undefined,
-    reachedCutoff: row!.reachedCutoff ?? false,
+    last: row!.last ?? input.after,
+    stoppedAt: row!.stoppedAt ?? undefined,
   };
 }
 
@@ -217,20 +229,30 @@ export interface PrunePass extends PrunedRows {
 }
 
 /**
- * One pruning pass: finished deliveries created more than `retentionMs` ago (measured on the
- * database's clock, which created_at is), delivered ones then failed ones, batch by batch; then
- * the events left without deliveries; then the endpoint credentials retired more than
- * `credentialsGraceMs` ago that no delivery refers to. `rest`, when given, is awaited before every batch but the
- * first, with how long the previous batch took: the caller's pause, which spreads a long pass out
- * so that it does not keep a backend busy without a break. `shouldStop` is asked after it, before
- * every batch, so a worker that is shutting down stops between two short statements. `onBatch` is
- * told what each batch deleted, once it has committed: a pass that fails later (a pass over a big
- * backlog of expired rows runs for minutes) has still deleted those.
+ * One pruning pass, with the cutoffs measured on the database's clock, which created_at is:
+ * 1. payloads of events created more than `payloadRetentionMs` ago are erased, batch by batch
+ *    (none when it is undefined), ending their deliveries still to be sent;
+ * 2. finished deliveries created more than `retentionMs` ago (none when it is undefined) are
+ *    deleted, and the events left without deliveries. The two walks over deliveries (delivered,
+ *    failed) take turns, a batch each, and the events walk follows behind them: after each turn
+ *    it deletes the events created before the point both walks have passed. So a pass deletes
+ *    events as it goes, not only once it has walked every expired delivery (which on a large log
+ *    takes hours, and a worker that stops before the end would never have reached them);
+ * 3. endpoint credentials retired more than `credentialsGraceMs` ago that no delivery refers to
+ *    are deleted.
+ *
+ * `rest`, when given, is awaited before every batch but the first, with how long the previous
+ * batch took: the caller's pause, which spreads a long pass out so that it does not keep a backend
+ * busy without a break. `shouldStop` is asked after it, before every batch, so a worker that is
+ * shutting down stops between two short statements. `onBatch` is told what each batch deleted,
+ * once it has committed: a pass that fails later (a pass over a big backlog of expired rows runs
+ * for minutes) has still deleted those.
  */
 export async function pruneExpired(
   ctx: { sql: SqlClient },
   input: {
-    retentionMs: number;
+    retentionMs: number | undefined;
+    payloadRetentionMs?: number | undefined;
     batchSize: number;
     /** How long a retired credentials row is kept at least; RETIRED_CREDENTIALS_GRACE_MS by default. */
     credentialsGraceMs?: number | undefined;
@@ -240,60 +262,114 @@ export async function pruneExpired(
   },
 ): Promise<PrunePass> {
   const shouldStop = input.shouldStop ?? (() => false);
-  const [cutoff] = await ctx.sql.query<{ before: Date; retiredBefore: Date }>(
+  const limit = input.batchSize;
+  const [cutoffs] = await ctx.sql.query<{ before: Date | null; payloadsBefore: Date | null; retiredBefore: Date }>(
     `SELECT now() - $1::bigint * interval '1 millisecond' AS before,
-            now() - $2::bigint * interval '1 millisecond' AS "retiredBefore"`,
-    [input.retentionMs, input.credentialsGraceMs ?? RETIRED_CREDENTIALS_GRACE_MS],
+            now() - $2::bigint * interval '1 millisecond' AS "payloadsBefore",
+            now() - $3::bigint * interval '1 millisecond' AS "retiredBefore"`,
+    [
+      input.retentionMs ?? null,
+      input.payloadRetentionMs ?? null,
+      input.credentialsGraceMs ?? RETIRED_CREDENTIALS_GRACE_MS,
+    ],
   );
-  const { before, retiredBefore } = cutoff!;
-  const pass: PrunePass = { deliveries: 0, attempts: 0, events: 0, credentials: 0, batches: 0, complete: false };
+  const pass: PrunePass = {
+    deliveries: 0,
+    attempts: 0,
+    events: 0,
+    payloads: 0,
+    credentials: 0,
+    batches: 0,
+    complete: false,
+  };
   let lastBatchMs = 0;
   /** Rests (after a batch), then tells whether to go on. */
   const goOn = async (): Promise<boolean> => {
     if (pass.batches > 0 && input.rest) await input.rest(lastBatchMs);
     return !shouldStop();
   };
-  const timed = async <T>(batch: () => Promise<T>): Promise<T> => {
+  /** Runs one batch, timed, and counts and reports what it deleted. */
+  const run = async <T>(batch: () => Promise<T>, deleted: (result: T) => Partial<PrunedRows>): Promise<T> => {
     const started = performance.now();
     const result = await batch();
     lastBatchMs = performance.now() - started;
     pass.batches++;
+    const rows = { deliveries: 0, attempts: 0, events: 0, payloads: 0, credentials: 0, ...deleted(result) };
+    for (const key of ["deliveries", "attempts", "events", "payloads", "credentials"] as const) pass[key] += rows[key];
+    input.onBatch?.(rows);
     return result;
   };
 
-  for (const status of ["delivered", "failed"] as const) {
-    let after: DeliveryCursor | undefined;
+  /** Step 2 below; false when the pass was told to stop. */
+  const pruneDeliveriesAndEvents = async (before: Date): Promise<boolean> => {
+    const walks = (["delivered", "failed"] as const).map((status) => ({
+      status,
+      after: undefined as DeliveryCursor | undefined,
+      done: false,
+    }));
+    let eventsAfter: string | undefined;
+    /** Where the events walk stopped: it can go on once the deliveries walks are past it. */
+    let eventsStoppedAt: Date | undefined;
     for (;;) {
-      if (!(await goOn())) return pass;
-      const batch = await timed(() => pruneFinishedDeliveries(ctx, { status, before, limit: input.batchSize, after }));
-      pass.deliveries += batch.deliveries;
-      pass.attempts += batch.attempts;
-      input.onBatch?.({ deliveries: batch.deliveries, attempts: batch.attempts, events: 0, credentials: 0 });
-      if (batch.taken < input.batchSize || !batch.last) break;
-      after = batch.last;
+      for (const walk of walks.filter((w) => !w.done)) {
+        if (!(await goOn())) return false;
+        const batch = await run(
+          () => pruneFinishedDeliveries(ctx, { status: walk.status, before, limit, after: walk.after }),
+          (b) => ({ deliveries: b.deliveries, attempts: b.attempts }),
+        );
+        walk.done = batch.taken < limit || !batch.last;
+        walk.after = batch.last;
+      }
+      // Every delivery of an event shares its created_at, so an event created before the point
+      // both walks go on from has had each of its finished deliveries looked at.
+      const finished = walks.every((w) => w.done);
+      const frontier = walks.reduce(
+        (min, w) => (!w.done && w.after && w.after.createdAt < min ? w.after.createdAt : min),
+        before,
+      );
+      while (eventsStoppedAt === undefined || eventsStoppedAt < frontier) {
+        if (!(await goOn())) return false;
+        const batch = await run(
+          () => pruneEventsWithoutDeliveries(ctx, { before: frontier, limit, after: eventsAfter }),
+          (b) => ({ events: b.events }),
+        );
+        eventsAfter = batch.last;
+        eventsStoppedAt = batch.stoppedAt;
+        // The end of the table: nothing more until the walks move on (or, finished, ever).
+        if (batch.stoppedAt === undefined && batch.scanned < limit) {
+          eventsStoppedAt = frontier;
+          break;
+        }
+      }
+      if (finished) break;
     }
-  }
+    return true;
+  };
 
-  let after: string | undefined;
-  for (;;) {
+  // 1. Payloads (payload-erasure.ts), from where the last pass stopped.
+  const payloadsBefore = cutoffs!.payloadsBefore;
+  for (let done = payloadsBefore === null; !done; ) {
     if (!(await goOn())) return pass;
-    const batch = await timed(() => pruneEventsWithoutDeliveries(ctx, { before, limit: input.batchSize, after }));
-    pass.events += batch.events;
-    input.onBatch?.({ deliveries: 0, attempts: 0, events: batch.events, credentials: 0 });
-    if (batch.reachedCutoff || batch.scanned < input.batchSize || !batch.last) break;
-    after = batch.last;
-  }
-
-  // Last: the deliveries deleted above may have been the last to refer to some credentials.
-  let afterCredentials: string | undefined;
-  for (;;) {
-    if (!(await goOn())) return pass;
-    const batch = await timed(() =>
-      pruneRetiredCredentials(ctx, { retiredBefore, limit: input.batchSize, after: afterCredentials }),
+    const batch = await run(
+      () => erasePayloadsBefore(ctx, { before: payloadsBefore!, limit }),
+      (b) => ({ payloads: b.events }),
     );
-    pass.credentials += batch.credentials;
-    input.onBatch?.({ deliveries: 0, attempts: 0, events: 0, credentials: batch.credentials });
-    if (batch.scanned < input.batchSize || !batch.last) break;
+    done = batch.done;
+  }
+
+  // 2. Deliveries, and the events behind them (none when RETENTION is off).
+  const before = cutoffs!.before;
+  if (before !== null && !(await pruneDeliveriesAndEvents(before))) return pass;
+
+  // 3. Last: the deliveries deleted above may have been the last to refer to some credentials.
+  let afterCredentials: string | undefined;
+  for (let done = false; !done; ) {
+    if (!(await goOn())) return pass;
+    const batch = await run(
+      () => pruneRetiredCredentials(ctx, { retiredBefore: cutoffs!.retiredBefore, limit, after: afterCredentials }),
+      (b) => ({ credentials: b.credentials }),
+    );
+    done = batch.scanned < limit || !batch.last;
     afterCredentials = batch.last;
   }
   pass.complete = true;

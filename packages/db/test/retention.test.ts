@@ -179,18 +179,21 @@ describe("a pruning pass", () => {
       ),
     ).toMatchObject({ deliveries: 0, taken: 0 });
 
-    // A whole pass with batches of 2: one empty batch of delivered ones (gone already), two for
-    // the 3 failed ones, and 12 events looked at 2 by 2 (6 full pages, then an empty one), of
-    // which 11 are deleted: all but the one whose retry is planned.
+    // A whole pass with batches of 2, the walks taking turns: an empty batch of delivered ones
+    // (gone already) and 2 of the 3 failed ones; the events behind them, 2 by 2 (the 4 of the
+    // delivered ones, then the 2 failed ones just deleted, then a page that stops at the third);
+    // the last failed one; then the events from there on (the third failed one's and the kept
+    // one, the 4 that matched nothing, an empty page). 11 events deleted: all but the kept one.
     for (let i = 0; i < 4; i++) await seed("nothing.matched", "old", []);
     const pass = await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 });
     expect(pass).toEqual({
       deliveries: 3,
       attempts: 3,
       events: 4 + 3 + 4,
+      payloads: 0,
       credentials: 0,
       // Then one batch of retired credentials: none.
-      batches: 1 + 2 + 7 + 1,
+      batches: 2 + 4 + 1 + 4 + 1,
       complete: true,
     });
     expect(await ids("deliveries")).toEqual(kept.deliveries);
@@ -204,10 +207,19 @@ describe("a pruning pass", () => {
       { sql: database.sql },
       { retentionMs: DAY, batchSize: 2, rest: async (lastBatchMs) => void rests.push(lastBatchMs) },
     );
-    // Delivered 2 + 2 + 1, failed 0, then the 5 events 2 by 2, then the credentials: 3 + 1 + 3 + 1
-    // batches, a rest before each but the first.
-    expect(pass).toEqual({ deliveries: 5, attempts: 5, events: 5, credentials: 0, batches: 8, complete: true });
-    expect(rests).toHaveLength(7);
+    // Turns: delivered 2 and failed 0, then the 2 events behind them and a page that stops at the
+    // third; delivered 2, the next 2 events and a page that stops at the fifth; delivered 1, the
+    // fifth event; then one batch of credentials. A rest before each batch but the first.
+    expect(pass).toEqual({
+      deliveries: 5,
+      attempts: 5,
+      events: 5,
+      payloads: 0,
+      credentials: 0,
+      batches: 4 + 3 + 2 + 1,
+      complete: true,
+    });
+    expect(rests).toHaveLength(9);
     // Each rest is told how long the batch before it took.
     for (const ms of rests) expect(ms).toBeGreaterThan(0);
 
@@ -225,7 +237,15 @@ describe("a pruning pass", () => {
         },
       },
     );
-    expect(stopped).toEqual({ deliveries: 2, attempts: 2, events: 0, credentials: 0, batches: 1, complete: false });
+    expect(stopped).toEqual({
+      deliveries: 2,
+      attempts: 2,
+      events: 0,
+      payloads: 0,
+      credentials: 0,
+      batches: 1,
+      complete: false,
+    });
   });
 
   it("tells what each batch deleted once it committed, so a pass that fails midway still counts it", async () => {
@@ -239,17 +259,19 @@ describe("a pruning pass", () => {
         batchSize: 2,
         onBatch: (deleted) => void told.push(deleted),
         rest: async () => {
-          if (++rests === 2) throw new Error("the connection dropped");
+          if (++rests === 3) throw new Error("the connection dropped");
         },
       },
     );
     await expect(failing).rejects.toThrow("the connection dropped");
-    // Two batches of 2 delivered deliveries committed before the failure.
+    // 2 delivered deliveries, no failed one, and the 2 events behind them committed before the failure.
     expect(told).toEqual([
-      { deliveries: 2, attempts: 2, events: 0, credentials: 0 },
-      { deliveries: 2, attempts: 2, events: 0, credentials: 0 },
+      { deliveries: 2, attempts: 2, events: 0, payloads: 0, credentials: 0 },
+      { deliveries: 0, attempts: 0, events: 0, payloads: 0, credentials: 0 },
+      { deliveries: 0, attempts: 0, events: 2, payloads: 0, credentials: 0 },
     ]);
-    expect(await ids("deliveries")).toHaveLength(1);
+    expect(await ids("deliveries")).toHaveLength(3);
+    expect(await ids("events")).toHaveLength(3);
   });
 
   it("stops between two batches when asked to", async () => {
@@ -259,14 +281,44 @@ describe("a pruning pass", () => {
       { sql: database.sql },
       { retentionMs: DAY, batchSize: 2, shouldStop: () => ++asked > 2 },
     );
-    expect(pass).toEqual({ deliveries: 4, attempts: 4, events: 0, credentials: 0, batches: 2, complete: false });
-    expect(await ids("deliveries")).toHaveLength(3);
+    expect(pass).toEqual({
+      deliveries: 2,
+      attempts: 2,
+      events: 0,
+      payloads: 0,
+      credentials: 0,
+      batches: 2,
+      complete: false,
+    });
+    expect(await ids("deliveries")).toHaveLength(5);
     // The next pass goes on.
     expect(await pruneExpired({ sql: database.sql }, { retentionMs: DAY, batchSize: 2 })).toMatchObject({
-      deliveries: 3,
+      deliveries: 5,
       events: 7,
       complete: true,
     });
+  });
+
+  it("deletes events as it goes, not only once every expired delivery is gone", async () => {
+    // A pass over a log bigger than one run of the pruner (a worker that stops, a window of the
+    // benchmark): the events behind the deliveries already deleted go in the same run.
+    for (let i = 0; i < 6; i++) await seed("order.paid", "old", ["delivered"]);
+    let asked = 0;
+    const pass = await pruneExpired(
+      { sql: database.sql },
+      { retentionMs: DAY, batchSize: 2, shouldStop: () => ++asked > 3 },
+    );
+    // Delivered 2, failed 0, then the 2 events whose deliveries those were.
+    expect(pass).toEqual({
+      deliveries: 2,
+      attempts: 2,
+      events: 2,
+      payloads: 0,
+      credentials: 0,
+      batches: 3,
+      complete: false,
+    });
+    expect(await ids("events")).toHaveLength(4);
   });
 });
 

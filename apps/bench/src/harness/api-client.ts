@@ -16,11 +16,13 @@ export class ApiClient {
     this.#pool = new Pool(baseUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
   }
 
-  async request<T>(method: "GET" | "POST", path: string, json?: unknown): Promise<{ status: number; body: T }> {
+  /** The answer's status and body; with `expected`, an answer of another status throws, saying what it was. */
+  async request<T>(method: "GET" | "POST", path: string, json?: unknown, expected?: number) {
     const body = json === undefined ? undefined : JSON.stringify(json);
     const response = await this.#pool.request({ method, path, headers: this.#headers, body });
-    const text = await response.body.text();
-    return { status: response.statusCode, body: (text ? JSON.parse(text) : undefined) as T };
+    const [status, text] = [response.statusCode, await response.body.text()];
+    if (expected !== undefined && status !== expected) throw new Error(`${method} ${path} answered ${status}: ${text}`);
+    return { status, body: (text ? JSON.parse(text) : undefined) as T };
   }
 
   async createSubscription(url: string, events: string[], settings = {}): Promise<{ id: string; secret: string }> {
@@ -32,12 +34,14 @@ export class ApiClient {
   }
 
   /** Publishes an event; resolves with the HTTP status (202 when accepted), or 0 if the request failed. */
-  async publish(type: string, data: Record<string, unknown>): Promise<number> {
+  async publish(type: string, data: Record<string, unknown>, expected?: 202): Promise<number> {
     const body = JSON.stringify({ type, data });
     const response = await this.#pool
       .request({ method: "POST", path: "/v1/events", headers: this.#headers, body })
       .catch(() => undefined);
     await response?.body.dump();
-    return response?.statusCode ?? 0;
+    const status = response?.statusCode ?? 0;
+    if (expected !== undefined && status !== expected) throw new Error(`POST /v1/events answered ${status}`);
+    return status;
   }
 }

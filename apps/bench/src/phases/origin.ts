@@ -33,31 +33,21 @@ async function oneEvent(
   const receiver = await startCountingReceiver(input.receiver);
   const stack = await startStack(context, "origin", { workers, workerEnv });
   try {
-    await subscribeMany(
-      stack,
-      "origin",
-      Array.from({ length: input.count }, (_, i) => urlOf(i, receiver.port)),
-    );
+    const urls = Array.from({ length: input.count }, (_, i) => urlOf(i, receiver.port));
+    await subscribeMany(stack, "origin", urls);
     const started = performance.now();
-    const status = await stack.client.publish("origin", {});
-    if (status !== 202) throw new Error(`POST /v1/events answered ${status}`);
+    await stack.client.publish("origin", {}, 202);
     const all = await waitUntil(() => receiver.answered.length >= input.count, input.deadlineMs);
     const lastS = ((all ? receiver.answered.at(-1)!.answeredAt : performance.now()) - started) / 1000;
     const arrivals = receiver.answered.map((request) => (request.arrivedAt - started) / 1000);
     console.log(`  ${receiver.paths.size} of ${input.count} delivered in ${seconds(lastS)}`);
-    return {
-      subscriptions: input.count,
-      delivered: receiver.paths.size,
-      duplicates: receiver.duplicates,
-      medianS: percentile(arrivals, 50),
-      lastS,
-      perTenSeconds: Array.from(
-        { length: Math.ceil(lastS / 10) },
-        (_, i) => arrivals.filter((at) => Math.floor(at / 10) === i).length,
-      ),
-      peakRequests: receiver.peakOpenRequests,
-      peakConnections: receiver.peakOpenConnections,
-    };
+    const [peakRequests, peakConnections] = [receiver.peakOpenRequests, receiver.peakOpenConnections];
+    const perTenSeconds = Array.from(
+      { length: Math.ceil(lastS / 10) },
+      (_, i) => arrivals.filter((at) => Math.floor(at / 10) === i).length,
+    );
+    const counts = { delivered: receiver.paths.size, duplicates: receiver.duplicates, peakRequests, peakConnections };
+    return { subscriptions: input.count, ...counts, medianS: percentile(arrivals, 50), lastS, perTenSeconds };
   } finally {
     await stack.stop();
     await receiver.close();

@@ -44,7 +44,7 @@ export type ThroughputRun = Awaited<ReturnType<typeof measureThroughput>>;
  * production), events published by closed-loop clients, from the first publish until the receiver
  * has verified the last delivery; then until PostgreSQL has recorded them all as delivered.
  */
-export async function measureThroughput(context: Context, setup: WorkerSetup, workload: Workload) {
+export async function measureThroughput(context: Context, setup: WorkerSetup, workload: Workload, schemas = false) {
   const { deliveries, history } = atScale(context.scale, THROUGHPUT);
   const [run, publishers] = [++runs, DELIVERIES_IN_FLIGHT / (workload === "W10" ? SUBSCRIPTIONS : 1)];
   const typeOf = (i: number) => (workload === "W10" ? "invoice.paid" : `invoice.paid.s${i % SUBSCRIPTIONS}`);
@@ -54,6 +54,8 @@ export async function measureThroughput(context: Context, setup: WorkerSetup, wo
   try {
     for (let i = 0; i < SUBSCRIPTIONS; i++) {
       await stack.subscribe(`/t${run}/s${i}`, [typeOf(i)], pipelineSubscription(setup));
+      // With `schemas`, each type in the catalog with a JSON Schema that every publish is checked against.
+      if (schemas) await stack.client.request("POST", "/v1/event-types", eventType(typeOf(i)), 201);
     }
     const seededBefore = await withClient(stack.database.url, async (db) => {
       await seedLog(db, { deliveries: history, queued: 0, retrying: 0 });
@@ -86,6 +88,13 @@ export async function measureThroughput(context: Context, setup: WorkerSetup, wo
     await stack.stop();
   }
 }
+
+/** A catalog entry whose schema the publishes' data (`{ invoice: "in_<run>_<seq>" }`) meets. */
+const invoice = { type: "string", pattern: "^in_[0-9]+_[0-9]+$", maxLength: 64 };
+const eventType = (name: string) => ({
+  name,
+  schema: { type: "object", required: ["invoice"], properties: { invoice } },
+});
 
 /**
  * Why a setup cannot run on this server, if it cannot: the API and each worker hold up to 10

@@ -6,11 +6,14 @@ import { measureThroughput, THROUGHPUT, type ThroughputRun } from "./throughput.
 
 const ROUNDS = { full: 3, quick: 1 };
 const TARGETS = { perSecond: 3_000, shareOfCeiling: 0.6 };
+/** The API's ms of CPU per publish (one delivery each, in W1). */
+const apiMs = (run: ThroughputRun) => cpuMsPer(run.cpu, run.delivered, ["api"]);
 
 /**
  * W1 against the bare ceiling, in rounds of W1 followed at once by the ceiling: a shared host's
  * speed changes within minutes, so a pair back to back shares its moment, and the median of
- * several pairs is not decided by one slow minute.
+ * several pairs is not decided by one slow minute. Each round also runs W1 with a JSON Schema on
+ * every event type, next to the one without: the API's CPU per publish tells what validation costs.
  */
 export const w1SharePhase = definePhase({
   name: "w1",
@@ -18,11 +21,12 @@ export const w1SharePhase = definePhase({
   summary: "W1 (each event to one subscription) and the bare ceiling in rounds; the median round's share",
   async run(context) {
     const setup = context.best.W1;
-    const rounds: { w1: ThroughputRun; ceiling: CeilingRun; share: number }[] = [];
+    const rounds: { w1: ThroughputRun; schemas: ThroughputRun; ceiling: CeilingRun; share: number }[] = [];
     for (let i = 0; i < atScale(context.scale, ROUNDS); i++) {
       const w1 = await measureThroughput(context, setup, "W1");
+      const schemas = await measureThroughput(context, setup, "W1", true);
       const ceiling = await measureCeiling(context, setup, atScale(context.scale, THROUGHPUT).ceilingJobs);
-      rounds.push({ w1, ceiling, share: w1.perSecond / ceiling.perSecond });
+      rounds.push({ w1, schemas, ceiling, share: w1.perSecond / ceiling.perSecond });
     }
     const sorted = [...rounds].sort((a, b) => a.share - b.share);
     return { ...setup, rounds, median: sorted[Math.floor(sorted.length / 2)]! };
@@ -38,6 +42,7 @@ export const w1SharePhase = definePhase({
             "W1 deliveries/s": `${round(r.w1.perSecond)}${r.w1.timedOut ? " (timed out)" : ""}`,
             "bare ceiling jobs/s": `${round(r.ceiling.perSecond)}${r.ceiling.timedOut ? " (timed out)" : ""}`,
             share: pct(r.share),
+            "with schemas: deliveries/s, API ms of CPU per publish (without)": `${round(r.schemas.perSecond)}, ${apiMs(r.schemas).toFixed(3)} (${apiMs(r.w1).toFixed(3)})`,
             "ms of CPU per delivery / per job, all but the bench": `${cpuMsPer(r.w1.cpu, r.w1.delivered).toFixed(2)} / ${cpuMsPer(r.ceiling.cpu, r.ceiling.jobs).toFixed(2)}`,
           })),
         ),

@@ -190,7 +190,7 @@ describe("an endpoint's authentication in the page", () => {
 
     // OAuth2: a bad token URL by its field, then saved.
     await page.goto(`${stack.baseUrl}/portal#/endpoints/${id}`);
-    await section.getByLabel("OAuth 2.0 client credentials (a token from your token endpoint)").check();
+    await section.getByLabel("OAuth 2.0 client credentials (a token your token endpoint issues)").check();
     await page.getByLabel("Token URL", { exact: true }).fill("auth.example.com/token");
     await page.getByLabel("Client ID", { exact: true }).fill("acme-client");
     await page.getByLabel("Client secret", { exact: true }).fill(CLIENT_SECRET);

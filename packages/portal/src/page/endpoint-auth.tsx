@@ -16,7 +16,7 @@ type Method = "none" | "basic" | "oauth2_client_credentials";
 const methodLabels: Record<Method, string> = {
   none: "None",
   basic: "HTTP Basic (user name and password)",
-  oauth2_client_credentials: "OAuth 2.0 client credentials (a token from your token endpoint)",
+  oauth2_client_credentials: "OAuth 2.0 client credentials (a token your token endpoint issues)",
 };
 
 const INPUTS = {

@@ -30,7 +30,10 @@ export function resultTable(results: FaultResult[]): string {
     seconds(result.recoveredInMs),
     result.passed ? "pass" : "**FAIL**",
   ]);
-  return [header, header.map(() => "---"), ...rows].map((cells) => `| ${cells.join(" | ")} |`).join("\n");
+  // Padded as the formatter (Biome) lays Markdown tables out, so that CHAOS.md is written formatted.
+  const widths = header.map((_, i) => Math.max(...[header, ...rows].map((cells) => cells[i]!.length)));
+  const line = (cells: string[]) => `| ${cells.map((cell, i) => cell.padEnd(widths[i]!)).join(" | ")} |`;
+  return [line(header), line(widths.map((width) => "-".repeat(width))), ...rows.map(line)].join("\n");
 }
 
 /** What each failure or duplicate was, from the delivery log. */

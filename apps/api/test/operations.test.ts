@@ -48,11 +48,13 @@ describe("operations", () => {
         "/v1/event-types/{name}",
         "/v1/events",
         "/v1/events/{event_id}",
+        "/v1/events/{event_id}/payload",
         "/v1/portal_sessions",
         "/v1/subscriptions",
         "/v1/subscriptions/{subscription_id}",
         "/v1/subscriptions/{subscription_id}/recover",
         "/v1/subscriptions/{subscription_id}/rotate_secret",
+        "/v1/subscriptions/{subscription_id}/stats",
         "/v1/subscriptions/{subscription_id}/test",
       ].sort(),
     );

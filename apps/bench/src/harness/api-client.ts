@@ -27,10 +27,7 @@ export class ApiClient {
 
   async createSubscription(url: string, events: string[], settings = {}): Promise<{ id: string; secret: string }> {
     const body = { url, events, ...settings };
-    const reply = await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", body);
-    if (reply.status !== 201)
-      throw new Error(`POST /v1/subscriptions answered ${reply.status}: ${JSON.stringify(reply.body)}`);
-    return reply.body;
+    return (await this.request<{ id: string; secret: string }>("POST", "/v1/subscriptions", body, 201)).body;
   }
 
   /** Publishes an event; resolves with the HTTP status (202 when accepted), or 0 if the request failed. */

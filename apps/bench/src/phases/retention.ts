@@ -57,9 +57,7 @@ async function runLoad(client: ApiClient, listPaths: string[], durationMs: numbe
  * measured load; and the rows deleted while the worker ran, per second of its run, by table.
  */
 async function runWindow(stack: Stack, listPaths: string[], label: string, pruning: boolean, s: typeof SETTINGS.full) {
-  const env = pruning
-    ? { RETENTION: `${RETENTION_DAYS}d`, PRUNE_INTERVAL: "1s" }
-    : { RETENTION: "off", PRUNE_INTERVAL: "1s" };
+  const env = { RETENTION: pruning ? `${RETENTION_DAYS}d` : "off", PRUNE_INTERVAL: "1s" };
   const [before, started] = [await deletedRows(stack.database.url), performance.now()];
   const worker = await stack.addWorker("worker", env);
   let measured: Awaited<ReturnType<typeof runLoad>> & { cpu: CpuUsage };

@@ -59,6 +59,8 @@ export interface ReceiverOptions {
    * by that CA (mutual TLS): a connection without one fails its TLS handshake.
    */
   tls?: { certificate: string; privateKey: string; clientCa?: string };
+  /** Answer 401, unverified and uncounted, to a request whose Authorization header this refuses. */
+  authorize?: (authorization: string | undefined) => boolean;
 }
 
 export interface TestReceiver {
@@ -259,6 +261,10 @@ export async function startReceiver(
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
+      if (options.authorize?.(req.headers.authorization) === false) {
+        res.writeHead(401, { "content-type": "text/plain" }).end("unauthorized");
+        return;
+      }
       const arrivedAt = performance.now();
       const body = Buffer.concat(chunks).toString("utf8");
       const path = req.url ?? "/";

@@ -18,9 +18,18 @@ import { type RenderedPhase, renderChecks, renderPhase, renderReport } from "./r
 async function run(options: Options): Promise<boolean> {
   const unreachable = (await checkPostgres(ADMIN_DATABASE_URL)) ?? (await checkRedis(REDIS_URL));
   if (unreachable) throw new Error(unreachable);
-  const scale = options.quick ? "quick" : "full";
-  const tracing = options.tracing ? ", tracing on" : "";
-  const heading = `${new Date().toISOString()}, ${scale} scale${tracing}, run ${RUN_PREFIX}: ${await describeMachine()}.`;
+  const { quick, profile, tracing, endpointAuth, egressProxy } = options;
+  const scale = quick ? "quick" : "full";
+  const variant = [
+    tracing && "tracing on",
+    endpointAuth && `endpoint auth ${endpointAuth}`,
+    egressProxy && "egress proxy",
+  ];
+  const on = variant
+    .filter(Boolean)
+    .map((text) => `, ${text}`)
+    .join("");
+  const heading = `${new Date().toISOString()}, ${scale} scale${on}, run ${RUN_PREFIX}: ${await describeMachine()}.`;
   console.log(heading);
   // Registered first, so that it runs last: after every process that could add keys has stopped.
   onCleanup("delete this run's Redis keys", async () => void (await deleteRunKeys()));
@@ -29,13 +38,8 @@ async function run(options: Options): Promise<boolean> {
   // worker's idle gaps, as a real receiver behind a load balancer would.
   const receiver = await startReceiver(undefined, { verifyWith: "core", record: false, keepAliveTimeoutMs: 60_000 });
   onCleanup("close the receiver", () => receiver.close());
-  const context: Context = {
-    scale,
-    profile: options.profile,
-    tracing: options.tracing,
-    receiver,
-    best: { W10: { workers: 1, concurrency: 100 }, W1: { workers: 1, concurrency: 100 } },
-  };
+  const best = { W10: { workers: 1, concurrency: 100 }, W1: { workers: 1, concurrency: 100 } };
+  const context: Context = { scale, profile, tracing, endpointAuth, egressProxy, receiver, best };
 
   const reports: RenderedPhase[] = [];
   for (const phase of PHASES.filter((p) => options.only?.includes(p.name) ?? true)) {

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { ROOT } from "./harness/config.ts";
+import { ENDPOINT_AUTHS } from "./harness/endpoint.ts";
 
 /** The run's options: `only` lists the phases to run, in the registry's order (all when not given); `out` the report's file, if any. */
 export type Options = ReturnType<typeof parseOptions>;
@@ -10,41 +11,37 @@ export class UsageError extends Error {}
 /** The report file of a full run, at the repository's root (ignored by git). */
 export const DEFAULT_OUT = `${ROOT}BENCHMARKS.tmp.md`;
 
-export function parseOptions(argv: string[], phases: readonly { name: string }[]) {
-  const phaseNames = phases.map((phase) => phase.name);
-  let values: { help?: boolean; only?: string; quick?: boolean; profile?: boolean; tracing?: boolean; out?: string };
+function parse(argv: string[]) {
+  const flag = { type: "boolean", default: false } as const;
+  const options = { help: { ...flag, short: "h" }, quick: flag, profile: flag, tracing: flag, "egress-proxy": flag };
+  const text = { type: "string" } as const;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        help: { type: "boolean", short: "h" },
-        only: { type: "string" },
-        quick: { type: "boolean" },
-        profile: { type: "boolean" },
-        tracing: { type: "boolean" },
-        out: { type: "string" },
-      },
-    }));
+    return parseArgs({ args: argv, options: { ...options, only: text, "endpoint-auth": text, out: text } }).values;
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const only = values.only?.split(",").map((name) => name.trim());
+}
+
+export function parseOptions(argv: string[], phases: readonly { name: string }[]) {
+  const phaseNames = phases.map((phase) => phase.name);
+  const { only: onlyList, out, "endpoint-auth": auth, "egress-proxy": egressProxy, ...flags } = parse(argv);
+  const only = onlyList?.split(",").map((name) => name.trim());
   const unknown = only?.filter((name) => !phaseNames.includes(name)) ?? [];
   if (only?.length === 0 || unknown.length > 0) {
     throw new UsageError(
-      `--only ${values.only ?? ""}: no phase named ${unknown.join(", ") || "''"}; the phases are ${phaseNames.join(", ")}`,
+      `--only ${onlyList ?? ""}: no phase named ${unknown.join(", ") || "''"}; the phases are ${phaseNames.join(", ")}`,
     );
   }
-  if (values.out === "") throw new UsageError("--out needs a file name");
+  if (out === "") throw new UsageError("--out needs a file name");
+  const endpointAuth = ENDPOINT_AUTHS.find((kind) => kind === auth);
+  if (auth !== undefined && !endpointAuth)
+    throw new UsageError(`--endpoint-auth ${auth}: expected one of ${ENDPOINT_AUTHS.join(", ")}`);
   return {
-    help: values.help ?? false,
+    ...flags,
     only: only && phaseNames.filter((name) => only.includes(name)),
-    quick: values.quick ?? false,
-    profile: values.profile ?? false,
-    tracing: values.tracing ?? false,
-    out: values.out ?? (only ? undefined : DEFAULT_OUT),
+    endpointAuth,
+    egressProxy,
+    out: out ?? (only ? undefined : DEFAULT_OUT),
   };
 }
 
@@ -66,6 +63,10 @@ Options:
   --profile           run the API and the workers under node --cpu-prof; their profiles go to
                       artifacts/profiles/ (open them in Chrome DevTools or speedscope)
   --tracing           the services export traces to a loopback OTLP sink (alternate with runs without)
+  --endpoint-auth <basic|oauth2|mtls>
+                      the lone phase's endpoint demands HTTP Basic, an OAuth2 token (from a token
+                      server on loopback) or a client certificate (HTTPS, mutual TLS)
+  --egress-proxy      the lone phase's workers send through an egress proxy on loopback
   --out <file>        also write the report to <file> (a full run writes
                       BENCHMARKS.tmp.md at the repository root)
   -h, --help          print this and exit

@@ -1,4 +1,5 @@
 import type { TestReceiver } from "@webhooks/testing";
+import type { EndpointAuth } from "./harness/endpoint.ts";
 
 /** `full` is the published run; `quick` the same measurements at a small size, to check a phase works. */
 export type Scale = "full" | "quick";
@@ -13,6 +14,9 @@ export interface Context {
   profile: boolean;
   /** The services export traces to a collector stand-in (harness/stack.ts). */
   tracing: boolean;
+  /** What the lone phase's endpoint demands, and whether its workers send through a proxy (harness/endpoint.ts). */
+  endpointAuth: EndpointAuth | undefined;
+  egressProxy: boolean;
   /** Verifies every signature with core's signing and counts; shared by the phases. */
   receiver: TestReceiver;
   /** The best setup of each workload, as the throughput phase found it (1 x 100 until it has run). */

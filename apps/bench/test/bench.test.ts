@@ -1,9 +1,15 @@
 // The bench's own logic, without running a phase: the report's rendering, one phase's checks
-// against its targets, and the command line (a bad option is refused, --help exits 0).
+// against its targets, the command line (a bad option is refused, --help exits 0), and the
+// endpoints of --endpoint-auth, which must refuse a request without the credential.
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { Agent, request } from "undici";
+import { afterAll, describe, expect, it } from "vitest";
+import { runCleanup } from "../src/harness/cleanup.ts";
+import { type EndpointAuth, startEndpoint } from "../src/harness/endpoint.ts";
 import { DEFAULT_OUT, helpText, parseOptions, UsageError } from "../src/options.ts";
+import type { Context } from "../src/phase.ts";
 import { table } from "../src/phase.ts";
 import { originPhase } from "../src/phases/origin.ts";
 import { PHASES } from "../src/phases.ts";
@@ -74,19 +80,32 @@ describe("the command line", () => {
       quick: false,
       profile: false,
       tracing: false,
+      endpointAuth: undefined,
+      egressProxy: false,
       out: DEFAULT_OUT,
     });
     expect(DEFAULT_OUT).toMatch(/\/BENCHMARKS\.tmp\.md$/);
   });
 
   it("runs the phases --only names, in the order of a full run, printing the report only", () => {
-    const options = parseOptions(["--only", "origin,lone", "--quick", "--profile", "--tracing"], PHASES);
-    expect(options).toEqual({
+    const argv = [
+      "--only",
+      "origin,lone",
+      "--quick",
+      "--profile",
+      "--tracing",
+      "--endpoint-auth",
+      "mtls",
+      "--egress-proxy",
+    ];
+    expect(parseOptions(argv, PHASES)).toEqual({
       help: false,
       only: ["lone", "origin"],
       quick: true,
       profile: true,
       tracing: true,
+      endpointAuth: "mtls",
+      egressProxy: true,
       out: undefined,
     });
     expect(parseOptions(["--only", "lone", "--out", "lone.md"], PHASES).out).toBe("lone.md");
@@ -100,12 +119,13 @@ describe("the command line", () => {
     expect(() => parseOptions(["--fast"], PHASES)).toThrow(/Unknown option '--fast'/);
     expect(() => parseOptions(["lone"], PHASES)).toThrow(UsageError);
     expect(() => parseOptions(["--only"], PHASES)).toThrow(/argument missing/);
+    expect(() => parseOptions(["--endpoint-auth", "digest"], PHASES)).toThrow(/expected one of basic, oauth2, mtls/);
   });
 
   it("lists every phase and option in the help", () => {
     const help = helpText(PHASES);
     for (const phase of PHASES) expect(help).toContain(`  ${phase.name} `);
-    for (const option of ["--only", "--quick", "--profile", "--tracing", "--out", "--help"])
+    for (const option of ["--only", "--quick", "--profile", "--tracing", "--endpoint-auth", "--egress-proxy", "--out"])
       expect(help).toContain(option);
   });
 
@@ -123,5 +143,52 @@ describe("the command line", () => {
     expect(bad.status).toBe(1);
     expect(bad.stderr).toContain("bench: --only speed: no phase named speed");
     expect(bad.stderr).toContain("npm run bench -- --help");
+  });
+});
+
+describe("the endpoints of --endpoint-auth", () => {
+  afterAll(() => runCleanup());
+  const context = (endpointAuth: EndpointAuth) => ({ endpointAuth, egressProxy: true }) as Context;
+  const post = (url: string, options: { authorization?: string; dispatcher?: Agent } = {}) => {
+    const headers = options.authorization ? { authorization: options.authorization } : {};
+    return request(url, { method: "POST", body: "{}", headers, dispatcher: options.dispatcher }).then(
+      async (response) => {
+        await response.body.dump();
+        return response.statusCode;
+      },
+      (error: Error) => error.message,
+    );
+  };
+
+  it("refuses a request without the credential, and takes one with it", async () => {
+    const basic = await startEndpoint(context("basic"));
+    const { username, password } = basic.subscription.auth as { username: string; password: string };
+    const credential = `Basic ${Buffer.from(`${username}:${password}`).toString("base64")}`;
+    expect(await post(`${basic.receiver.url}/lone`)).toBe(401);
+    expect(await post(`${basic.receiver.url}/lone`, { authorization: `${credential}x` })).toBe(401);
+    expect(await post(`${basic.receiver.url}/lone`, { authorization: credential })).toBe(200);
+    expect(basic.workerEnv.EGRESS_PROXY_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+
+    const oauth2 = await startEndpoint(context("oauth2"));
+    const auth = oauth2.subscription.auth as { token_url: string; client_id: string; client_secret: string };
+    const client = `Basic ${Buffer.from(`${auth.client_id}:${auth.client_secret}`).toString("base64")}`;
+    const token = await request(auth.token_url, {
+      method: "POST",
+      headers: { authorization: client, "content-type": "application/x-www-form-urlencoded" },
+      body: "grant_type=client_credentials",
+    }).then((response) => response.body.json() as Promise<{ access_token: string }>);
+    expect(await post(`${oauth2.receiver.url}/lone`, { authorization: "Bearer tok_0" })).toBe(401);
+    expect(await post(`${oauth2.receiver.url}/lone`, { authorization: `Bearer ${token.access_token}` })).toBe(200);
+
+    const mtls = await startEndpoint(context("mtls"));
+    const ca = readFileSync(mtls.workerEnv.NODE_EXTRA_CA_CERTS!, "utf8");
+    const { certificate, private_key } = mtls.subscription.client_certificate as Record<string, string>;
+    expect(mtls.receiver.url).toMatch(/^https:/);
+    // Without a certificate the handshake fails: an error, no status.
+    expect(await post(`${mtls.receiver.url}/lone`, { dispatcher: new Agent({ connect: { ca } }) })).toEqual(
+      expect.any(String),
+    );
+    const withCertificate = new Agent({ connect: { ca, cert: certificate, key: private_key } });
+    expect(await post(`${mtls.receiver.url}/lone`, { dispatcher: withCertificate })).toBe(200);
   });
 });

@@ -1,4 +1,3 @@
-import type { Context } from "../phase.ts";
 import type { ApiClient } from "./api-client.ts";
 import type { Stack } from "./stack.ts";
 import { summarize } from "./stats.ts";
@@ -34,20 +33,19 @@ let runs = 0;
 
 /**
  * Publishes `durationMs` of events of `type` open loop at `ratePerSecond` to a subscription at the
- * shared receiver (with `beside` running alongside), then waits up to `drainMs` for their webhooks.
+ * stack's receiver (with `beside` running alongside), then waits up to `drainMs` for their webhooks.
  * The due time travels in the event; the receiver shares this process's clock. Latencies: from the
  * due time to verified receipt (one never delivered counts as Infinity), to the 202, and from the
  * 202 to receipt (the queue, the worker, the request); CPU over the sending and the wait.
  */
 export async function measureLatency(
-  context: Context,
   stack: Stack,
   input: { type: string; ratePerSecond: number; durationMs: number; drainMs: number },
   beside?: () => Promise<unknown>,
 ) {
   const run = ++runs;
   const arrived = new Map<number, number>();
-  context.receiver.onVerified = (webhook) => {
+  stack.receiver.onVerified = (webhook) => {
     const { data } = JSON.parse(webhook.body) as { data: { run: number; seq: number; due: number } };
     if (data.run === run) arrived.set(data.seq, webhook.arrivedAt - data.due);
   };
@@ -75,6 +73,6 @@ export async function measureLatency(
       cpu: endCpu(),
     };
   } finally {
-    context.receiver.onVerified = undefined;
+    stack.receiver.onVerified = undefined;
   }
 }

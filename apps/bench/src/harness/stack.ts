@@ -5,6 +5,7 @@ import { ApiClient } from "./api-client.ts";
 import { ROOT, RUN_PREFIX } from "./config.ts";
 import { groupTarget, sharedTargets, startCpuWindow } from "./cpu.ts";
 import { freshDatabase } from "./databases.ts";
+import type { Endpoint } from "./endpoint.ts";
 import { type Service, startService } from "./processes.ts";
 
 export type Stack = Awaited<ReturnType<typeof startStack>>;
@@ -12,13 +13,14 @@ let stacks = 0;
 
 /**
  * The service as a phase measures it: the API and `workers` workers on a fresh database named
- * after `label`, with a client that keeps at most `connections` requests in flight. With
- * `--profile`, each process runs under `node --cpu-prof`, its profile in artifacts/profiles/.
+ * after `label`, with a client that keeps at most `connections` requests in flight, delivering
+ * to `endpoint` (by default the shared receiver). With `--profile`, each process runs under
+ * `node --cpu-prof`, its profile in artifacts/profiles/.
  */
 export async function startStack(
   context: Context,
   label: string,
-  options: { workers?: number; workerEnv?: Record<string, string>; connections?: number } = {},
+  options: { workers?: number; workerEnv?: Record<string, string>; connections?: number; endpoint?: Endpoint } = {},
 ) {
   const database = await freshDatabase(label);
   const prefix = `${RUN_PREFIX}-${label}-${++stacks}`;
@@ -34,20 +36,25 @@ export async function startStack(
   const api = await startService("api", "api", database.url, prefix, { env: otel, nodeArgs: nodeArgs("api") });
   const workers: Service[] = [];
   const client = new ApiClient(api.baseUrl, options.connections ?? 16);
+  const receiver = options.endpoint?.receiver ?? context.receiver;
   const stack = {
     database,
     /** Every Redis key of the stack starts with it. */
     prefix,
     client,
-    /** Subscribes `${receiver.url}${path}` and gives the shared receiver its secret. */
+    receiver,
+    /** Subscribes `${receiver.url}${path}`, with the endpoint's credentials, and gives the receiver its secret. */
     async subscribe(path: string, types: string[], settings = {}): Promise<void> {
-      const created = await client.createSubscription(`${context.receiver.url}${path}`, types, settings);
-      context.receiver.useSecret(path, created.secret);
+      const created = await client.createSubscription(`${receiver.url}${path}`, types, {
+        ...options.endpoint?.subscription,
+        ...settings,
+      });
+      receiver.useSecret(path, created.secret);
     },
     /** One more worker, stopped with the stack. */
     async addWorker(name: string, env: Record<string, string> = {}): Promise<Service> {
-      const options = { env: { ...otel, ...env }, nodeArgs: nodeArgs(name) };
-      const worker = await startService("worker", name, database.url, prefix, options);
+      const service = { env: { ...otel, ...options.endpoint?.workerEnv, ...env }, nodeArgs: nodeArgs(name) };
+      const worker = await startService("worker", name, database.url, prefix, service);
       workers.push(worker);
       const stop = async () => {
         await worker.stop();

@@ -1,4 +1,5 @@
 import { cpuMsPer, describeCores } from "../harness/cpu.ts";
+import { startEndpoint } from "../harness/endpoint.ts";
 import { type LatencyRun, measureLatency } from "../harness/open-loop.ts";
 import { pipelineSubscription, pipelineWorkerEnv, startStack } from "../harness/stack.ts";
 import { latencies, ms, round } from "../harness/stats.ts";
@@ -19,35 +20,36 @@ type LoneRun = LatencyRun & { ratePerSecond: number };
  * Publish -> receive at a steady rate, open loop, each event its own request to one subscription:
  * the shape of production traffic. After a warm-up at the same rate, every event's latency runs
  * from its due time to its verified receipt, and the CPU of every process over the run is divided
- * by the events sent in it.
+ * by the events sent in it. With --endpoint-auth or --egress-proxy, its endpoint demands that
+ * credential, or its workers send through the proxy (harness/endpoint.ts).
  */
-export const lonePhase = definePhase<LoneRun[]>({
+export const lonePhase = definePhase<{ runs: LoneRun[]; endpoint: string }>({
   name: "lone",
   title: "Lone events: publish -> receive and CPU per event, open loop",
   summary: "500 events/s (and 100/s for reference), each its own request to one subscription: latency, CPU per event",
   async run(context) {
     const { warmupMs, durationMs, drainMs } = atScale(context.scale, SETTINGS);
     const setup = context.best.W10;
-    const workerEnv = pipelineWorkerEnv(setup);
-    const stack = await startStack(context, "lone", { workers: setup.workers, workerEnv, connections: 64 });
+    const [workerEnv, endpoint] = [pipelineWorkerEnv(setup), await startEndpoint(context)];
+    const stack = await startStack(context, "lone", { workers: setup.workers, workerEnv, connections: 64, endpoint });
     try {
       const runs: LoneRun[] = [];
       for (const ratePerSecond of RATES) {
         const type = `lone.r${ratePerSecond}`;
         await stack.subscribe(`/lone/${ratePerSecond}`, [type], pipelineSubscription(setup));
-        await measureLatency(context, stack, { type, ratePerSecond, durationMs: warmupMs, drainMs });
-        const run = await measureLatency(context, stack, { type, ratePerSecond, durationMs, drainMs });
+        await measureLatency(stack, { type, ratePerSecond, durationMs: warmupMs, drainMs });
+        const run = await measureLatency(stack, { type, ratePerSecond, durationMs, drainMs });
         console.log(
           `  ${ratePerSecond}/s: p50 ${ms(run.endToEnd.p50)}, ${cpuMsPer(run.cpu, run.sent).toFixed(2)} ms of CPU per event`,
         );
         runs.push({ ...run, ratePerSecond });
       }
-      return runs;
+      return { runs, endpoint: endpoint.describe() };
     } finally {
       await stack.stop();
     }
   },
-  report(runs) {
+  report({ runs, endpoint }) {
     const target = runs[0]!;
     const complete = target.delivered === target.sent;
     const cpuPerEvent = cpuMsPer(target.cpu, target.sent);
@@ -55,7 +57,7 @@ export const lonePhase = definePhase<LoneRun[]>({
     return {
       tables: [
         table(
-          "Latency from the due time (p50 / p99 / max); CPU over the run, per event sent",
+          `Latency from the due time (p50 / p99 / max); CPU over the run, per event sent; ${endpoint}`,
           runs.map((r) => ({
             rate: `${r.ratePerSecond}/s`,
             delivered: `${round(r.delivered)} of ${round(r.sent)}${r.rejected ? ` (${r.rejected} rejected)` : ""}`,

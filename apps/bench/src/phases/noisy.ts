@@ -33,7 +33,7 @@ export const noisyPhase = definePhase({
       for (const endpoint of bad) await stack.client.createSubscription(`${endpoint.url}/webhook`, ["noisy.noise"]);
       const healthy = (durationMs: number, beside?: () => Promise<unknown>) => {
         const input = { type: "noisy.healthy", ratePerSecond: RATES.healthy, durationMs, drainMs: 5_000 };
-        return measureLatency(context, stack, input, beside);
+        return measureLatency(stack, input, beside);
       };
       await healthy(s.warmupMs);
       const alone = await healthy(s.partMs);

@@ -2,8 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 
 /**
  * Where the machine's CPU went over a window, read from /proc (Linux): per target (the children we
- * started, PostgreSQL, Redis, this process) and for the whole machine. On a 2-core machine
- * everything competes for the same cores, so this says who they were busy for.
+ * started, PostgreSQL, Redis, this process) and for the whole machine.
  */
 type ProcessInfo = { pid: number; pgrp: number; comm: string; cmdline: string; ticks: number };
 
@@ -32,16 +31,12 @@ function readProcesses(): Map<number, ProcessInfo> {
   return processes;
 }
 
-/** Busy and total ticks of the machine, and its core count. */
+/** Busy and total ticks of the machine (user nice system idle iowait irq softirq steal), and its core count. */
 function readMachine() {
   const stat = readFileSync("/proc/stat", "utf8");
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = stat
-    .split("\n")[0]!
-    .split(/\s+/)
-    .slice(1)
-    .map(Number);
-  const busy = user! + nice! + system! + irq! + softirq! + steal!;
-  return { busy, total: busy + idle! + iowait!, cores: stat.match(/^cpu\d+ /gm)?.length ?? 1 };
+  const ticks = stat.split("\n")[0]!.split(/\s+/).slice(1, 9).map(Number);
+  const busy = ticks.reduce((sum, n) => sum + n, 0) - ticks[3]! - ticks[4]!;
+  return { busy, total: busy + ticks[3]! + ticks[4]!, cores: stat.match(/^cpu\d+ /gm)?.length ?? 1 };
 }
 
 /** Opens a window; the function it returns closes it. `targets` are read when it closes, so a process started in between counts. */
@@ -61,10 +56,7 @@ export function startCpuWindow(targets: () => CpuTarget[]): () => CpuUsage {
 }
 
 /** A child we started, with everything it runs (its process group). */
-export const groupTarget = (label: string, processGroup: number): CpuTarget => ({
-  label,
-  owns: (p) => p.pgrp === processGroup,
-});
+export const groupTarget = (label: string, owner: number): CpuTarget => ({ label, owns: (p) => p.pgrp === owner });
 const REDIS_TARGET: CpuTarget = { label: "redis", owns: (p) => p.comm === "redis-server" };
 const BENCH_TARGET: CpuTarget = { label: "bench", owns: (p) => p.pid === process.pid };
 
@@ -82,6 +74,9 @@ function postgresTarget(database: string): CpuTarget {
     owns: (p) => p.comm === "postgres" && (!clientBackend.test(p.cmdline) || p.cmdline.includes(` ${database} `)),
   };
 }
+
+/** The processes of a CPU-per-item breakdown, as coresOf matches labels. */
+export const PROCESSES = ["api", "worker", "postgres", "redis", "bench"];
 
 /** Cores used by the targets whose label starts with one of `labels` (by default all but the bench). */
 export function coresOf(cpu: CpuUsage, labels?: string[]): number {

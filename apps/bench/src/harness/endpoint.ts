@@ -8,7 +8,6 @@ import {
   startEgressProxy,
   startReceiver,
   startTokenServer,
-  type TestReceiver,
 } from "@webhooks/testing";
 import type { Context } from "../phase.ts";
 import { onCleanup } from "./cleanup.ts";
@@ -18,14 +17,8 @@ import { round } from "./stats.ts";
 export const ENDPOINT_AUTHS = ["basic", "oauth2", "mtls"] as const;
 export type EndpointAuth = (typeof ENDPOINT_AUTHS)[number];
 
-/** A receiver, what a subscription to it needs, and what the workers need to reach it. */
-export interface Endpoint {
-  receiver: TestReceiver;
-  subscription: Record<string, unknown>;
-  workerEnv: Record<string, string>;
-  /** What the endpoint demanded and how it was reached, for the report. */
-  describe(): string;
-}
+/** A receiver, what a subscription to it needs, what the workers need to reach it, and a line for the report. */
+export type Endpoint = Awaited<ReturnType<typeof startEndpoint>>;
 
 /**
  * With --endpoint-auth or --egress-proxy, a verifying receiver of the phase's own that refuses
@@ -33,14 +26,14 @@ export interface Endpoint {
  * without the client certificate), so a broken setup shows as webhooks not delivered; and the
  * egress proxy the workers send through. Otherwise the shared receiver, reached directly.
  */
-export async function startEndpoint(context: Context): Promise<Endpoint> {
+export async function startEndpoint(context: Context) {
   const { endpointAuth: auth, egressProxy: viaProxy } = context;
+  const [subscription, workerEnv]: [Record<string, unknown>, Record<string, string>] = [{}, {}];
   if (auth === undefined && !viaProxy) {
-    return { receiver: context.receiver, subscription: {}, workerEnv: {}, describe: () => "direct, no endpoint auth" };
+    return { receiver: context.receiver, subscription, workerEnv, describe: () => "direct, no endpoint auth" };
   }
   const secret = randomBytes(16).toString("hex");
   const options: ReceiverOptions = { verifyWith: "core", record: false, keepAliveTimeoutMs: 60_000 };
-  const [subscription, workerEnv]: [Record<string, unknown>, Record<string, string>] = [{}, {}];
   if (auth === "basic") {
     subscription.auth = { type: "basic", username: "bench", password: secret };
     const expected = `Basic ${Buffer.from(`bench:${secret}`).toString("base64")}`;

@@ -1,30 +1,24 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { dirname } from "node:path";
 import { freePort } from "@webhooks/testing";
 import { onCleanup } from "./cleanup.ts";
 import { BENCH_API_KEY, REDIS_URL, ROOT } from "./config.ts";
 import { waitUntil } from "./time.ts";
 
-/**
- * A child process started the way production starts it (`node --import tsx src/main.ts` from its
- * app's directory), in a process group of its own, so that stop() reaches everything it runs and
- * a Ctrl-C in the terminal reaches only us. Readiness is polled over HTTP: the services run with
- * LOG_LEVEL=warn, so that per-request log lines do not cost CPU the bench measures.
- */
-export interface Service {
-  name: string;
-  /** Its pid, which is also its process group's id. */
-  processGroup: number;
-  /** The API's base URL; the worker's metrics server's. */
-  baseUrl: string;
-  stop(): Promise<void>;
-}
+/** A child process; `processGroup` is its pid, `baseUrl` the API's or the worker's metrics server's. */
+export type Service = { name: string; processGroup: number; baseUrl: string; stop(): Promise<void> };
 
 export function serviceEnv(databaseUrl: string, queuePrefix: string, extra: Record<string, string>) {
   const env = { NODE_ENV: "development", LOG_LEVEL: "warn", HOST: "127.0.0.1", REDIS_URL, API_KEYS: BENCH_API_KEY };
   return { ...env, DATABASE_URL: databaseUrl, QUEUE_PREFIX: queuePrefix, ...extra };
 }
 
+/**
+ * Starts `script` the way production starts it (`node --import tsx src/main.ts` from its app's
+ * directory), in a process group of its own, so that stop() reaches everything it runs and a
+ * Ctrl-C in the terminal reaches only us; ready once `${baseUrl}/healthz` answers. The services
+ * run with LOG_LEVEL=warn, so that per-request log lines do not cost CPU the bench measures.
+ */
 export async function startProcess(
   name: string,
   script: string,
@@ -32,22 +26,16 @@ export async function startProcess(
   baseUrl: string,
   nodeArgs: string[] = [],
 ): Promise<Service> {
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, "--import", "tsx", script], {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", script], {
     cwd: dirname(dirname(script)),
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
-  let output = "";
-  const keep = (chunk: Buffer) => {
-    output = (output + chunk.toString()).slice(-20_000);
-  };
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
-  let exited = false;
-  child.once("exit", () => {
-    exited = true;
-  });
+  let [output, exited] = ["", false];
+  for (const stream of [child.stdout, child.stderr])
+    stream.on("data", (chunk) => (output = (output + chunk).slice(-20_000)));
+  child.once("exit", () => (exited = true));
   const pid = child.pid;
   if (pid === undefined) throw new Error(`${name}: could not spawn ${script}`);
   const signal = (signal: NodeJS.Signals) => {
@@ -90,6 +78,5 @@ export async function startService(
     ...options.env,
     [kind === "api" ? "PORT" : "WORKER_METRICS_PORT"]: port,
   });
-  const script = `${ROOT}apps/${kind}/src/main.ts`;
-  return startProcess(name, script, env, `http://127.0.0.1:${port}`, options.nodeArgs);
+  return startProcess(name, `${ROOT}apps/${kind}/src/main.ts`, env, `http://127.0.0.1:${port}`, options.nodeArgs);
 }

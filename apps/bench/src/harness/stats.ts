@@ -6,14 +6,9 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
 }
 
-export interface Summary {
-  count: number;
-  p50: number;
-  p99: number;
-  max: number;
-}
+export type Summary = ReturnType<typeof summarize>;
 
-export function summarize(values: readonly number[]): Summary {
+export function summarize(values: readonly number[]) {
   return {
     count: values.length,
     p50: percentile(values, 50),
@@ -44,6 +39,9 @@ export function seconds(value: number): string {
 }
 
 /** "4.62 ms / 18.3 ms / 25.0 ms": p50 / p99 / max. */
-export function latencies(summary: Summary): string {
-  return `${ms(summary.p50)} / ${ms(summary.p99)} / ${ms(summary.max)}`;
+export const latencies = (summary: Summary) => `${ms(summary.p50)} / ${ms(summary.p99)} / ${ms(summary.max)}`;
+
+/** "1,498 of 1,500 (2 rejected)": webhooks delivered of the events sent. */
+export function deliveredOf(run: { delivered: number; sent: number; rejected: number }): string {
+  return `${round(run.delivered)} of ${round(run.sent)}${run.rejected ? ` (${run.rejected} rejected)` : ""}`;
 }

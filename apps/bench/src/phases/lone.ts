@@ -1,8 +1,8 @@
-import { cpuMsPer, describeCores } from "../harness/cpu.ts";
+import { cpuMsPer, describeCores, PROCESSES } from "../harness/cpu.ts";
 import { startEndpoint } from "../harness/endpoint.ts";
 import { type LatencyRun, measureLatency } from "../harness/open-loop.ts";
 import { pipelineSubscription, pipelineWorkerEnv, startStack } from "../harness/stack.ts";
-import { latencies, ms, round } from "../harness/stats.ts";
+import { deliveredOf, latencies, ms } from "../harness/stats.ts";
 import { atScale, check, definePhase, table } from "../phase.ts";
 
 const SETTINGS = {
@@ -12,7 +12,6 @@ const SETTINGS = {
 /** The checked rate, then one well below capacity for reference. */
 const RATES = [500, 100];
 const TARGETS = { p50Ms: 10, p99Ms: 50, cpuMsPerEvent: 1.5 };
-const PROCESSES = ["api", "worker", "postgres", "redis", "bench"];
 
 type LoneRun = LatencyRun & { ratePerSecond: number };
 
@@ -60,7 +59,7 @@ export const lonePhase = definePhase<{ runs: LoneRun[]; endpoint: string }>({
           `Latency from the due time (p50 / p99 / max); CPU over the run, per event sent; ${endpoint}`,
           runs.map((r) => ({
             rate: `${r.ratePerSecond}/s`,
-            delivered: `${round(r.delivered)} of ${round(r.sent)}${r.rejected ? ` (${r.rejected} rejected)` : ""}`,
+            delivered: deliveredOf(r),
             "publish -> receive": latencies(r.endToEnd),
             "until the 202": latencies(r.accepted),
             "from the 202 to receipt": latencies(r.afterAccepted),

@@ -2,7 +2,7 @@ import { describeCores } from "../harness/cpu.ts";
 import { type LatencyRun, measureLatency, publishOpenLoop } from "../harness/open-loop.ts";
 import { type CountingReceiver, startCountingReceiver } from "../harness/receivers.ts";
 import { startStack } from "../harness/stack.ts";
-import { latencies, ms, round } from "../harness/stats.ts";
+import { deliveredOf, latencies, ms, round } from "../harness/stats.ts";
 import { atScale, check, definePhase, table } from "../phase.ts";
 
 const SETTINGS = { full: { warmupMs: 2_000, partMs: 20_000 }, quick: { warmupMs: 1_000, partMs: 5_000 } };
@@ -54,7 +54,7 @@ export const noisyPhase = definePhase({
     const row = (part: string, run: LatencyRun, endpoints = "-") => ({
       part,
       "p50 / p99 / max": latencies(run.endToEnd),
-      delivered: `${round(run.delivered)} of ${round(run.sent)}${run.rejected ? ` (${run.rejected} rejected)` : ""}`,
+      delivered: deliveredOf(run),
       [`${BAD_ENDPOINTS} endpoints that never answer (most open at once); ${BAD_ENDPOINTS} that answer 500`]: endpoints,
       "CPU (cores)": describeCores(run.cpu),
     });

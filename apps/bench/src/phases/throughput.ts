@@ -1,6 +1,6 @@
 import { withClient } from "@webhooks/testing";
 import { ADMIN_DATABASE_URL } from "../harness/config.ts";
-import { type CpuUsage, cpuMsPer, describeCores } from "../harness/cpu.ts";
+import { type CpuUsage, cpuMsPer, describeCores, PROCESSES } from "../harness/cpu.ts";
 import { pipelineSubscription, pipelineWorkerEnv, startStack } from "../harness/stack.ts";
 import { pct, round, seconds } from "../harness/stats.ts";
 import { waitUntil, within } from "../harness/time.ts";
@@ -32,7 +32,6 @@ const SUBSCRIPTIONS = 10;
  */
 const DELIVERIES_IN_FLIGHT = 160;
 const TARGETS = { perSecond: 3_000, shareOfCeiling: 0.5 };
-const PROCESSES = ["api", "worker", "postgres", "redis", "bench"];
 const setupText = (s: WorkerSetup) => `${s.workers} x ${s.concurrency}`;
 let runs = 0;
 

@@ -10,11 +10,9 @@ export type WorkerSetup = { workers: number; concurrency: number };
 /** What every phase gets. A phase may leave findings for later ones (`best`). */
 export interface Context {
   scale: Scale;
-  /** Run the services under `node --cpu-prof` (harness/stack.ts). */
+  /** --profile and --tracing (harness/stack.ts); --endpoint-auth and --egress-proxy (harness/endpoint.ts). */
   profile: boolean;
-  /** The services export traces to a collector stand-in (harness/stack.ts). */
   tracing: boolean;
-  /** What the lone phase's endpoint demands, and whether its workers send through a proxy (harness/endpoint.ts). */
   endpointAuth: EndpointAuth | undefined;
   egressProxy: boolean;
   /** Verifies every signature with core's signing and counts; shared by the phases. */
@@ -37,10 +35,9 @@ export function check(figure: string, measured: string, target: string, met: boo
  * against the phase's targets, which report.ts renders. Registered in phases.ts.
  */
 export interface Phase<Result = unknown> {
-  /** For `--only`. */
+  /** `name` for --only; `summary`, one line for --help. */
   name: string;
   title: string;
-  /** One line for `--help`: what it measures. */
   summary: string;
   run(context: Context): Promise<Result>;
   report(result: Result): { tables: Table[]; checks: Check[] };

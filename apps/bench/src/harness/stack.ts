@@ -30,7 +30,7 @@ export async function startStack(
     mkdirSync(dir, { recursive: true });
     return ["--cpu-prof", `--cpu-prof-dir=${dir}`];
   };
-  // --tracing: every process exports its spans (http/protobuf) to a collector stand-in that only counts.
+  // --tracing: every process exports its spans to a collector stand-in that only counts.
   const sink = context.tracing ? await startOtlpSink({ record: false }) : undefined;
   const otel: Record<string, string> = sink ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint } : {};
   const api = await startService("api", "api", database.url, prefix, { env: otel, nodeArgs: nodeArgs("api") });
@@ -39,8 +39,7 @@ export async function startStack(
   const receiver = options.endpoint?.receiver ?? context.receiver;
   const stack = {
     database,
-    /** Every Redis key of the stack starts with it. */
-    prefix,
+    prefix, // of every Redis key of the stack
     client,
     receiver,
     /** Subscribes `${receiver.url}${path}`, with the endpoint's credentials, and gives the receiver its secret. */
@@ -88,16 +87,13 @@ export async function startStack(
 }
 
 /**
- * A worker's settings for the phases that measure the pipeline's speed. Their subscriptions all
- * point at one loopback receiver, which stands in for many customers' hosts: as one origin it
- * would be held to ORIGIN_MAX_IN_FLIGHT, which the origin phase measures, so its cap is put out of reach.
+ * A worker's settings for the pipeline phases. Their one loopback receiver stands in for many
+ * customers' hosts, so ORIGIN_MAX_IN_FLIGHT (the origin phase's subject) is put out of reach.
  */
-export function pipelineWorkerEnv(setup: WorkerSetup): Record<string, string> {
-  return {
-    WORKER_CONCURRENCY: String(setup.concurrency),
-    ORIGIN_MAX_IN_FLIGHT: String(2 * setup.concurrency * setup.workers),
-  };
-}
+export const pipelineWorkerEnv = ({ workers, concurrency }: WorkerSetup): Record<string, string> => ({
+  WORKER_CONCURRENCY: String(concurrency),
+  ORIGIN_MAX_IN_FLIGHT: String(2 * concurrency * workers),
+});
 
 /** As a customer sending hundreds of webhooks a second to one endpoint would set max_in_flight. */
 export const pipelineSubscription = (setup: WorkerSetup) => ({

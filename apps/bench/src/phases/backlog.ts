@@ -20,10 +20,7 @@ const TARGETS = { reconcilerCoreShare: 0.05, drainShare: 0.9 };
 
 type Backlog = Awaited<ReturnType<typeof sitAndDrain>>;
 
-/**
- * Queued deliveries as a publish writes them: `deliveries / subscriptions` events spread evenly
- * from `fromMsAgo` to 10 minutes ago, each with one delivery per subscription, due since its creation.
- */
+/** Queued deliveries as a publish writes them, events spread from `fromMsAgo` to 10 minutes ago, one per subscription. */
 async function seedQueued(db: pg.Client, deliveries: number, fromMsAgo: number): Promise<void> {
   await createUlidFunction(db);
   const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM events"); // ids apart from an earlier seed's
@@ -128,9 +125,8 @@ async function sitAndDrain(context: Context, stack: Stack, redis: RedisConnectio
 }
 
 /**
- * A backlog of queued deliveries, seeded with SQL as a publish writes them (over the last two
- * hours) and enqueued with the product's DeliveryQueue into a paused queue: the state of workers
- * that are stopped or far behind. First the same for a small backlog, drained in full: the normal throughput.
+ * A backlog of queued deliveries over the last two hours, enqueued into a paused queue: workers
+ * stopped or far behind. First a small backlog, drained in full: the normal throughput.
  */
 export const backlogPhase = definePhase({
   name: "backlog",
@@ -165,7 +161,8 @@ export const backlogPhase = definePhase({
   report({ backlog, reference }) {
     const rate = (x: Backlog) => x.drain.deliveries / x.drain.seconds;
     const share = (cpu: CpuUsage | undefined, label: string) => (cpu ? coresOf(cpu, [label]) : 0);
-    const [reconciler, workerAndPostgres] = [share(backlog.idle?.cpu, "worker"), ["worker", "postgres"]];
+    const reconciler = share(backlog.idle?.cpu, "worker");
+    const perDelivery = (x: Backlog) => cpuMsPer(x.drain.cpu, x.drain.deliveries, ["worker", "postgres"]).toFixed(2);
     const row = (name: string, x: Backlog) => ({
       backlog: name,
       "enqueued in": `${seconds(x.enqueueSeconds)}, ${round(x.redisBytesPerJob)} bytes of Redis per job`,
@@ -175,9 +172,7 @@ export const backlogPhase = definePhase({
         : "-",
       "drained per second": round(rate(x)),
       "invalid / duplicates": `${x.drain.invalid} / ${x.drain.duplicates}`,
-      "worker + postgres, ms of CPU per delivery": cpuMsPer(x.drain.cpu, x.drain.deliveries, workerAndPostgres).toFixed(
-        2,
-      ),
+      "worker + postgres, ms of CPU per delivery": perDelivery(x),
     });
     return {
       tables: [

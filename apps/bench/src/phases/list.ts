@@ -85,12 +85,7 @@ async function buildCases(db: pg.Client, deepOffset: number): Promise<LogCase[]>
   ];
 }
 
-interface PlanNode {
-  "Node Type": string;
-  "Index Name"?: string;
-  "Scan Direction"?: string;
-  Plans?: PlanNode[];
-}
+type PlanNode = { "Node Type": string; "Index Name"?: string; "Scan Direction"?: string; Plans?: PlanNode[] };
 
 /**
  * EXPLAIN ANALYZE of a statement with its values (a custom plan), and as a generic plan: packages/db
@@ -99,16 +94,13 @@ interface PlanNode {
  */
 async function explain(db: pg.Client, sql: { text: string; values: unknown[] }) {
   const planOf = async (statement: string, params: unknown[]) => {
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode; "Execution Time": number }] }>(
-      statement,
-      params,
-    );
-    const [nodes, root] = [[] as string[], rows[0]!["QUERY PLAN"][0]];
+    type Explained = { "QUERY PLAN": [{ Plan: PlanNode; "Execution Time": number }] };
+    const root = (await db.query<Explained>(statement, params)).rows[0]!["QUERY PLAN"][0];
+    const nodes: string[] = [];
     const walk = (node: PlanNode): void => {
       const backward = node["Scan Direction"] === "Backward" ? "Backward " : "";
-      nodes.push(
-        node["Index Name"] ? `${node["Node Type"]} ${backward}using ${node["Index Name"]}` : node["Node Type"],
-      );
+      const index = node["Index Name"] ? ` ${backward}using ${node["Index Name"]}` : "";
+      nodes.push(`${node["Node Type"]}${index}`);
       for (const child of node.Plans ?? []) walk(child);
     };
     walk(root.Plan);

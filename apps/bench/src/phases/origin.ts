@@ -17,10 +17,8 @@ const TARGETS = { sameOverDistinct: 1.5, cappedOverIdeal: 2 };
 type OriginRun = Awaited<ReturnType<typeof oneEvent>>;
 
 /**
- * One event to `count` subscriptions at a receiver of their own (at the URLs `urlOf` gives), on a
- * stack of its own, watched until all came or the deadline: how many came (and came twice), when
- * (from the send: the median, the last answer or the deadline, per 10 s), and the most requests
- * and connections open at once at the receiver.
+ * One event to `count` subscriptions at a counting receiver (at the URLs `urlOf` gives), until all
+ * came or the deadline: how many (and twice), when (median, last, per 10 s), the most open at once.
  */
 async function oneEvent(
   context: Context,

@@ -84,11 +84,10 @@ function shift(windows: Window[], pick: (w: Window) => number) {
 }
 
 /**
- * Does a pruning pass disturb the service? On a long-lived log, windows with RETENTION=off and
- * windows pruning at a short RETENTION (PRUNE_INTERVAL=1s, so the pruner deletes throughout) take
- * turns, quiet first and last: the quiet ones' spread is the noise, and taking turns keeps a drift
- * of the host's speed from being charged to the pruner. Each window begins after a CHECKPOINT, so
- * none pays for the writes of the one before.
+ * Does a pruning pass disturb the service? Windows with RETENTION=off and pruning ones
+ * (PRUNE_INTERVAL=1s: it deletes throughout) take turns, quiet first and last: the quiet ones'
+ * spread is the noise, and a drift of the host's speed is not charged to the pruner. Each window
+ * begins after a CHECKPOINT, so none pays for the writes of the one before.
  */
 export const retentionPhase = definePhase({
   name: "retention",
@@ -97,23 +96,19 @@ export const retentionPhase = definePhase({
   async run(context) {
     const s = atScale(context.scale, SETTINGS);
     const stack = await startStack(context, "retention", { workers: 0, connections: 32 });
+    const { url } = stack.database;
     try {
-      const seeded = await withClient(stack.database.url, (db) =>
-        seedLog(db, { deliveries: s.deliveries, queued: 0, retrying: 2 }),
-      );
+      const seeded = await withClient(url, (db) => seedLog(db, { deliveries: s.deliveries, queued: 0, retrying: 2 }));
       console.log(`  seeded ${round(seeded.deliveries)} deliveries in ${seconds(seeded.seconds)}`);
       await stack.subscribe("/retention", ["retention.load"]);
       // The seeded subscriptions' ids are older than the one just created.
-      const { rows } = await withClient(stack.database.url, (db) =>
-        db.query("SELECT min(id) AS id FROM subscriptions"),
-      );
+      const { rows } = await withClient(url, (db) => db.query("SELECT min(id) AS id FROM subscriptions"));
       const subscription = `subscription_id=${rows[0].id}`;
-      const listPaths = ["", `?${subscription}`, "?status=failed", `?${subscription}&status=failed`].map(
-        (q) => `/v1/deliveries${q}`,
-      );
+      const queries = ["", `?${subscription}`, "?status=failed", `?${subscription}&status=failed`];
+      const listPaths = queries.map((q) => `/v1/deliveries${q}`);
       const windows: Window[] = [];
       for (const [i, pruning] of [false, true, false, true, false].entries()) {
-        await withClient(stack.database.url, (db) => db.query("CHECKPOINT"));
+        await withClient(url, (db) => db.query("CHECKPOINT"));
         const label = `${i + 1}: ${pruning ? `pruning, RETENTION=${RETENTION_DAYS}d` : "without pruning"}`;
         windows.push(await runWindow(stack, listPaths, label, pruning, s));
       }

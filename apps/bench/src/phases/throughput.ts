@@ -8,10 +8,7 @@ import { atScale, type Context, definePhase, table, type WorkerSetup } from "../
 import { ceilingRecord, measureCeiling } from "./ceiling.ts";
 import { seedLog } from "./log-seed.ts";
 
-/**
- * W10: every event matches all 10 subscriptions (a fan-out of 10 per publish). W1: every event
- * matches one of them (each has a type of its own), so the API publishes an event per delivery.
- */
+/** W10: every event to all 10 subscriptions. W1: each to one of them, an event per delivery. */
 type Workload = "W10" | "W1";
 
 const SETUPS = [
@@ -26,10 +23,7 @@ export const THROUGHPUT = {
   quick: { deliveries: 2_000, history: 5_000, setups: [{ workers: 1, concurrency: 100 }], ceilingJobs: 2_000 },
 };
 const SUBSCRIPTIONS = 10;
-/**
- * Closed-loop publishers keep this many deliveries on their way in both workloads: 16 requests of
- * 10 deliveries in W10, 160 of one in W1, so the two differ only in how deliveries are packed.
- */
+/** Kept in flight by closed-loop publishers: 16 requests of 10 deliveries in W10, 160 of one in W1. */
 const DELIVERIES_IN_FLIGHT = 160;
 const TARGETS = { perSecond: 3_000, shareOfCeiling: 0.5 };
 const setupText = (s: WorkerSetup) => `${s.workers} x ${s.concurrency}`;
@@ -38,10 +32,9 @@ let runs = 0;
 export type ThroughputRun = Awaited<ReturnType<typeof measureThroughput>>;
 
 /**
- * End-to-end deliveries per second: the API and workers on a fresh database with the history of
- * one in service (analyzed, so that the services' cached plans look rows up by key, as in
- * production), events published by closed-loop clients, from the first publish until the receiver
- * has verified the last delivery; then until PostgreSQL has recorded them all as delivered.
+ * End-to-end deliveries per second on a fresh database with a seeded, analyzed history, published
+ * by closed-loop clients: from the first publish until the receiver has verified the last delivery,
+ * then until PostgreSQL has recorded them all as delivered.
  */
 export async function measureThroughput(context: Context, setup: WorkerSetup, workload: Workload, schemas = false) {
   const { deliveries, history } = atScale(context.scale, THROUGHPUT);
@@ -95,11 +88,7 @@ const eventType = (name: string) => ({
   schema: { type: "object", required: ["invoice"], properties: { invoice } },
 });
 
-/**
- * Why a setup cannot run on this server, if it cannot: the API and each worker hold up to 10
- * connections. A setup that could exhaust max_connections would fail, and take connections from
- * anyone else using the server, so it is skipped and reported instead.
- */
+/** Why a setup cannot run here, if it cannot: at 10 connections a process, it could exhaust max_connections. */
 async function connectionShortfall(setup: WorkerSetup): Promise<string | undefined> {
   const needed = setup.workers * 10 + 10 + 5;
   const sql = `SELECT current_setting('max_connections')::int AS max,
@@ -142,8 +131,7 @@ export const throughputPhase = definePhase({
       workload: run.workload,
       setup: `${setupText(run)}${run === best[run.workload] ? " (best)" : ""}`,
       "deliveries/s": `${round(run.perSecond)}${run.timedOut ? " (timed out)" : ""} (${run.publishers} publishers)`,
-      "all recorded in PostgreSQL":
-        run.recordedSeconds === undefined ? "**no**" : `after ${seconds(run.recordedSeconds)}`,
+      "all recorded in PostgreSQL": run.recordedSeconds ? `after ${seconds(run.recordedSeconds)}` : "**no**",
       "rejected / invalid signatures / duplicates": `${run.rejected} / ${run.invalid} / ${run.duplicates}`,
       "CPU (cores)": describeCores(run.cpu),
     }));

@@ -1,6 +1,5 @@
-// `npm run bench`: the phases of phases.ts against local PostgreSQL and Redis; `--help` for the
-// options. Everything it starts or creates is stopped or deleted at the end, also on error or
-// Ctrl-C (harness/cleanup.ts).
+// `npm run bench`: the phases of phases.ts against local PostgreSQL and Redis (`--help`). What it
+// starts or creates is stopped or deleted at the end, also on error or Ctrl-C (harness/cleanup.ts).
 import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { checkPostgres } from "@webhooks/db";
@@ -34,8 +33,7 @@ async function run(options: Options): Promise<boolean> {
   // Registered first, so that it runs last: after every process that could add keys has stopped.
   onCleanup("delete this run's Redis keys", async () => void (await deleteRunKeys()));
   await dropLeftoverDatabases();
-  // Verifies every signature with core's signing and only counts; keep-alive well past the
-  // worker's idle gaps, as a real receiver behind a load balancer would.
+  // Verifies every signature and counts; keep-alive past the worker's idle gaps, as behind a load balancer.
   const receiver = await startReceiver(undefined, { verifyWith: "core", record: false, keepAliveTimeoutMs: 60_000 });
   onCleanup("close the receiver", () => receiver.close());
   const best = { W10: { workers: 1, concurrency: 100 }, W1: { workers: 1, concurrency: 100 } };

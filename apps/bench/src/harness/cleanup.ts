@@ -1,7 +1,6 @@
 /**
- * Everything the bench creates registers how to undo it here: child processes, servers,
- * connections, databases, Redis keys. `runCleanup` undoes them newest first, once, whether the run
- * ends normally, throws, or is interrupted.
+ * Everything the bench creates registers its undo here; `runCleanup` undoes them newest first,
+ * once, whether the run ends normally, throws, or is interrupted.
  */
 const stack: { what: string; undo: () => Promise<void> }[] = [];
 let running: Promise<void> | undefined;
@@ -27,9 +26,8 @@ export function runCleanup(): Promise<void> {
 }
 
 /**
- * On a signal or a stray error, clean up and exit. `npm run` forwards the terminal's Ctrl-C to us
- * although we got it already, so a repeated signal is ignored while the cleanup runs; one more
- * than 5 s after the first (a cleanup that hangs) exits at once.
+ * On a signal or a stray error, clean up and exit. A repeated signal (npm run forwards Ctrl-C) is
+ * ignored while the cleanup runs; one more than 5 s after the first exits at once.
  */
 export function cleanUpOnSignals(): void {
   const exit = (code: number) => void runCleanup().finally(() => process.exit(code));

@@ -12,10 +12,7 @@ const admin = (sql: string, params: unknown[] = []) => withClient(ADMIN_DATABASE
 // FORCE: a child we killed may leave a connection behind for a moment.
 export const dropDatabase = (name: string) => admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 
-/**
- * Drops the bench databases nobody is connected to: those a killed run left behind. Another run's,
- * in use right now, is left alone (every run names its databases after its own id).
- */
+/** Drops the bench databases nobody is connected to, left by a killed run; another run's in use stays. */
 export async function dropLeftoverDatabases(): Promise<void> {
   const { rows } = await admin(
     `SELECT datname FROM pg_database d WHERE starts_with(datname, $1)
@@ -26,10 +23,7 @@ export async function dropLeftoverDatabases(): Promise<void> {
   for (const { datname } of rows) await admin(`DROP DATABASE IF EXISTS "${datname}"`).catch(() => {});
 }
 
-/**
- * A fresh database of this run with the service's migrations applied, so every measurement starts
- * from the same state (no bloat or cached plans from an earlier one). Dropped at the end of the run.
- */
+/** A fresh, migrated database of this run (no bloat or plans of an earlier measurement), dropped at its end. */
 export async function freshDatabase(label: string): Promise<{ name: string; url: string }> {
   const name = `${PREFIX}${RUN_ID}_${label}`;
   await dropDatabase(name);

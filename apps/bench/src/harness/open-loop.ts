@@ -4,11 +4,10 @@ import { summarize } from "./stats.ts";
 import { sleep, waitUntil } from "./time.ts";
 
 /**
- * Publishes `count` events open loop: event i is due at `start + i * 1000 / rate` and is sent then,
- * whatever happened to the earlier ones, so a slow answer cannot slow the sender down and hide the
- * delay (coordinated omission). Latency counts from the due time, so any lateness of the sender
- * counts against the service, never for it. Resolves, once all are answered, with each event's
- * time from its due time to its 202 (undefined if it was not accepted) and the last due time.
+ * Publishes `count` events open loop: event i is sent at its due time, `start + i * 1000 / rate`,
+ * whatever happened to the earlier ones, so a slow answer cannot hide its delay (coordinated
+ * omission). Resolves with each event's time from its due time to its 202 (undefined if not
+ * accepted) and the last due time.
  */
 export async function publishOpenLoop(
   client: ApiClient,
@@ -32,11 +31,10 @@ export type LatencyRun = Awaited<ReturnType<typeof measureLatency>>;
 let runs = 0;
 
 /**
- * Publishes `durationMs` of events of `type` open loop at `ratePerSecond` to a subscription at the
- * stack's receiver (with `beside` running alongside), then waits up to `drainMs` for their webhooks.
- * The due time travels in the event; the receiver shares this process's clock. Latencies: from the
- * due time to verified receipt (one never delivered counts as Infinity), to the 202, and from the
- * 202 to receipt (the queue, the worker, the request); CPU over the sending and the wait.
+ * Publishes `durationMs` of events open loop (with `beside` alongside), then waits up to `drainMs`
+ * for their webhooks at the stack's receiver, which shares this process's clock. Latencies from the
+ * due time (in the event) to verified receipt (Infinity if never), to the 202, and from the 202 to
+ * receipt; CPU over the sending and the wait.
  */
 export async function measureLatency(
   stack: Stack,

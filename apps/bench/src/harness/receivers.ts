@@ -2,16 +2,11 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { onCleanup } from "./cleanup.ts";
 
-export interface CountingReceiverOptions {
-  /** The status it answers with, after `delayMs`; "hang" reads the request and holds it until the sender gives up. */
-  status?: number | "hang";
-  delayMs?: number;
-  /**
-   * Listen on every address of 127.0.0.0/8, so that http://127.x.y.z:<port> are as many origins on
-   * one server: it binds the wildcard address and drops any connection that is not to loopback.
-   */
-  everyLoopbackAddress?: boolean;
-}
+/**
+ * `status` after `delayMs` ("hang": held until the sender gives up); `everyLoopbackAddress` binds
+ * the wildcard address, dropping connections not to 127.0.0.0/8: each 127.x.y.z is an origin.
+ */
+export type CountingReceiverOptions = { status?: number | "hang"; delayMs?: number; everyLoopbackAddress?: boolean };
 
 /**
  * A loopback endpoint that counts what it gets, for the phases that watch timing and concurrency at
@@ -20,13 +15,10 @@ export interface CountingReceiverOptions {
 export class CountingReceiver {
   port = 0;
   requests = 0;
-  /** Distinct paths requested, and requests for a path already seen. */
-  paths = new Set<string>();
+  paths = new Set<string>(); // distinct paths requested; `duplicates` repeat one
   duplicates = 0;
-  /** One entry per answered request, in order of answer. */
-  answered: { arrivedAt: number; answeredAt: number }[] = [];
-  /** The most requests in progress at once, and the most connections open at once. */
-  peakOpenRequests = 0;
+  answered: { arrivedAt: number; answeredAt: number }[] = []; // in order of answer
+  peakOpenRequests = 0; // the most at once
   peakOpenConnections = 0;
   close: () => Promise<void> = async () => {};
   #openRequests = 0;

@@ -6,14 +6,9 @@ const CROCKFORD_TERMS = Array.from(
   (_, i) => `substr(${CROCKFORD}, ((value >> ${5 * (9 - i)}) & 31)::int + 1, 1)`,
 ).join(" || ");
 
-/**
- * Creates `pg_temp.ulid(at timestamptz, n bigint)` on this connection: a valid ULID (10 characters
- * of the millisecond, then 16 whose last 10 encode n), so seeded ids are unique for distinct n and
- * sort by creation time like the product's.
- */
+/** Creates `pg_temp.ulid(at, n)`: a valid ULID of the millisecond `at` whose last 10 characters encode n. */
 export async function createUlidFunction(db: pg.Client): Promise<void> {
-  // Crockford base32 of the low 50 bits of a bigint. One expression, with no FROM and no loop, so
-  // that PostgreSQL inlines it: a function call per row would dominate a seed of millions of rows.
+  // Crockford base32 of the low 50 bits, as one expression that PostgreSQL inlines (a call per row would dominate).
   await db.query(
     `CREATE FUNCTION pg_temp.crockford10(value bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT ${CROCKFORD_TERMS} $$`,
   );
@@ -25,10 +20,8 @@ export async function createUlidFunction(db: pg.Client): Promise<void> {
 }
 
 /**
- * Runs a bulk load with the tables' secondary indexes dropped, then rebuilds them from their own
- * definitions (much faster than maintaining them row by row), and runs VACUUM ANALYZE: statistics
- * and a visibility map, as autovacuum would have left an old table. Foreign keys are not checked
- * during the load (session_replication_role): the seeded rows are consistent by construction.
+ * Runs a bulk load without the tables' secondary indexes (rebuilt after, much faster) or foreign-key
+ * checks (the rows are consistent by construction), then VACUUM ANALYZE, as autovacuum would leave them.
  */
 export async function loadWithoutIndexes(db: pg.Client, tables: string[], load: () => Promise<void>): Promise<void> {
   await db.query("SET maintenance_work_mem = '512MB'");

@@ -1,8 +1,6 @@
-// A child process of the bare ceiling (ceiling.ts): the least a delivery worker can do, with the
-// same building blocks as apps/worker (BullMQ Worker, undici keep-alive pool, node-postgres).
-// Per job: sign the body, POST it to the receiver, UPDATE one row by primary key. No Prisma, no
-// lease, no attempt log, no validation, no batching of the UPDATEs. Its queue is paused until the
-// clock starts, so that its start-up (tsx compiling, connecting) is not timed.
+// A child process of the bare ceiling (ceiling.ts): the least a delivery worker can do, with
+// apps/worker's building blocks (BullMQ, undici, node-postgres). Per job: sign the body, POST it,
+// UPDATE one row by primary key; no Prisma, lease, attempt log, validation or batching.
 import { createServer } from "node:http";
 import { decodeSigningSecret, loadConfig, signWebhook } from "@webhooks/core";
 import { Worker } from "bullmq";
@@ -12,9 +10,8 @@ import { Agent, request } from "undici";
 
 const env = (name: string): string => process.env[name] ?? "";
 const key = decodeSigningSecret(env("CEILING_SECRET"));
-// As many PostgreSQL connections as the product's worker (DATABASE_POOL_SIZE, read by the same
-// parser), whatever the concurrency: more would measure the ceiling with a resource the product
-// does not get. Jobs beyond the pool's size wait for a connection, as the product's writes do.
+// As many PostgreSQL connections as the product's worker (DATABASE_POOL_SIZE), whatever the
+// concurrency: more would give the ceiling a resource the product does not get.
 const db = new pg.Pool({ connectionString: env("DATABASE_URL"), max: loadConfig(process.env).databasePoolSize });
 db.on("error", (error) => console.error(`ceiling worker: idle connection lost: ${error.message}`));
 const agent = new Agent({ keepAliveTimeout: 30_000 });

@@ -16,10 +16,9 @@ let runs = 0;
 export type CeilingRun = Awaited<ReturnType<typeof measureCeiling>>;
 
 /**
- * The bare ceiling: the same machine, receiver, queue library, HTTP client and database driver as
- * the product, with nothing else (ceiling-worker.ts), as many processes with the same concurrency
- * as `setup`. The jobs wait in a paused queue; the clock runs from its resumption until the
- * receiver has verified the last job's webhook.
+ * The bare ceiling: ceiling-worker.ts at `setup`, on the product's machine, receiver, queue, HTTP
+ * client and driver. The clock runs from the paused queue's resumption (so start-up is not timed)
+ * until the receiver has verified the last job's webhook.
  */
 export async function measureCeiling(context: Context, setup: WorkerSetup, jobs: number) {
   const { receiver } = context;
@@ -31,8 +30,7 @@ export async function measureCeiling(context: Context, setup: WorkerSetup, jobs:
     await db.query("VACUUM ANALYZE ceiling_rows");
   });
   const prefix = `${RUN_PREFIX}-ceiling-${++runs}`;
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
-  redis.on("error", () => {}); // failures surface through the commands' own errors
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null }).on("error", () => {}); // commands report failures
   // The product's job options: removed from Redis when done, like a delivery job.
   const queue = new Queue("deliveries", { connection: redis, prefix, defaultJobOptions: { removeOnComplete: true } });
   const workers: Service[] = [];

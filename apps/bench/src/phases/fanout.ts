@@ -33,23 +33,23 @@ export async function subscribeMany(stack: Stack, type: string, urls: string[], 
 /** A filter each subscription matches every event of the phase with, evaluated in the publish's SQL. */
 const FILTER = { data: { run: { $gte: 1 } }, $not: { data: { test: true } } };
 
-export interface FanOutResult {
+/**
+ * Per run: whether every subscription had FILTER, the time from the POST to its 202 and until every
+ * delivery was verified (undefined if not all came). `allOnce`: each arrived once, signed, and
+ * recorded delivered after one attempt.
+ */
+type FanOutResult = {
   subscriptions: number;
-  /** Per run, whether every subscription had FILTER: the runs without one, then those with one. */
   filtered: boolean[];
-  /** Per run: from sending POST /v1/events to its 202 (the event and its deliveries are committed by then). */
   acceptMs: number[];
-  /** Per run: from sending the POST until the receiver had verified every delivery; undefined if not all came. */
   deliveredMs: (number | undefined)[];
-  /** Every delivery arrived once, signed correctly, and PostgreSQL recorded each delivered after one attempt. */
   allOnce: boolean;
-}
+};
 
 /**
- * One event matched by many subscriptions, all at the verifying receiver, each at a path of its
- * own (so it can tell the deliveries of one event from duplicates). Each run waits until all its
- * deliveries arrived and were recorded before the next, so every POST is timed on an idle service.
- * The runs go again with a payload filter on every subscription, which the publish evaluates.
+ * One event matched by many subscriptions, each at a path of its own at the verifying receiver (so
+ * that duplicates show). Each run waits for all its deliveries to be recorded, so every POST is
+ * timed on an idle service; the runs go again with a payload filter on every subscription.
  */
 export const fanOutPhase = definePhase<FanOutResult>({
   name: "fanout",

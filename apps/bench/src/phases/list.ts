@@ -88,9 +88,8 @@ async function buildCases(db: pg.Client, deepOffset: number): Promise<LogCase[]>
 type PlanNode = { "Node Type": string; "Index Name"?: string; "Scan Direction"?: string; Plans?: PlanNode[] };
 
 /**
- * EXPLAIN ANALYZE of a statement with its values (a custom plan), and as a generic plan: packages/db
- * names its statements, and PostgreSQL may switch a named statement to its generic plan after five
- * executions, so both must read by an index in list order.
+ * EXPLAIN ANALYZE with the values (a custom plan) and as a generic plan, which PostgreSQL may switch
+ * packages/db's named statements to: both must read by an index in list order.
  */
 async function explain(db: pg.Client, sql: { text: string; values: unknown[] }) {
   const planOf = async (statement: string, params: unknown[]) => {
@@ -120,9 +119,8 @@ async function explain(db: pg.Client, sql: { text: string; values: unknown[] }) 
 export type LogCase = { name: string; path: string; sql: { text: string; values: unknown[] }[] };
 
 /**
- * A phase of GET requests on a log seeded with seedLog, one request at a time (the latency of a
- * request, not a throughput test), the cases taking turns so that whatever else the machine does
- * falls on all of them alike; then each case's plans. The first case of `cases` is the target's.
+ * GET requests on a seeded log, one at a time, the cases taking turns so that whatever else the
+ * machine does falls on all alike; then each case's plans. The first case is the target's.
  */
 export function logPhase(
   spec: Pick<Phase, "name" | "title" | "summary"> & {

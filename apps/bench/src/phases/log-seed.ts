@@ -34,8 +34,7 @@ export async function seedLog(
        FROM generate_series(0, 100) AS s`,
       [LOG_TYPES],
     );
-    // Event k at 30 days ago + k steps, so that the last is an hour ago. `start` is a value, not
-    // now(): each statement has its own now(), and the deliveries' event ids must match the events'.
+    // Event k at 30 days ago + k steps. `start` is a value: each statement has its own now().
     const start = new Date(Date.now() - 30 * 86_400_000).toISOString();
     const at = `date_trunc('milliseconds', '${start}'::timestamptz + k * ((interval '30 days' - interval '1 hour') / $1::int))`;
     await db.query(
@@ -44,10 +43,8 @@ export async function seedLog(
        FROM generate_series(0, $1::int - 1) AS k, LATERAL (SELECT ${at} AS at) AS t`,
       [input.deliveries / 10, LOG_TYPES],
     );
-    // Delivery n = k * 10 + j goes to subscription (k % 5) + 5 * ((k / 5 + j) % 20): ten distinct
-    // subscriptions of the event's type. What is the same for every delivery of an event (its time,
-    // the ULID's time part, the event id) is computed once per event: OFFSET 0 keeps PostgreSQL
-    // from folding that subquery into the join. The subscriptions' columns come from arrays, by slot.
+    // Delivery n = k * 10 + j goes to subscription (k % 5) + 5 * ((k / 5 + j) % 20), of the event's
+    // type. The event's values are computed once (OFFSET 0 keeps the subquery from being folded).
     await db.query(
       `INSERT INTO deliveries (id, subscription_id, event_id, event_type, url, secret_id, tenant_id, status, attempts,
                                response_code, next_attempt_at, created_at, updated_at)
@@ -70,8 +67,7 @@ export async function seedLog(
             LATERAL (SELECT ((d.n + d.n / 100) % 100)::int AS m) AS fate`,
       [input.deliveries / 10, LOG_TYPES, input.queued, input.retrying, input.busy ?? false],
     );
-    // Attempt i of a delivery: its id is the delivery's ULID with i in place of a padding zero, so
-    // it is unique and valid; only the last attempt has the delivery's outcome.
+    // Attempt i's id is the delivery's ULID with i for a padding zero; only the last has the outcome.
     await db.query(
       `INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code, response_body)
        SELECT 'att_' || substr(d.id, 5, 10) || '00000' || i || substr(d.id, 21, 10), d.id, d.subscription_id, i, d.url,

@@ -10,10 +10,9 @@ const TARGETS = { perSecond: 3_000, shareOfCeiling: 0.6 };
 const apiMs = (run: ThroughputRun) => cpuMsPer(run.cpu, run.delivered, ["api"]);
 
 /**
- * W1 against the bare ceiling, in rounds of W1 followed at once by the ceiling: a shared host's
- * speed changes within minutes, so a pair back to back shares its moment, and the median of
- * several pairs is not decided by one slow minute. Each round also runs W1 with a JSON Schema on
- * every event type, next to the one without: the API's CPU per publish tells what validation costs.
+ * W1 and the bare ceiling back to back, in rounds: a pair shares the shared host's moment, and the
+ * median is not one slow minute's. Each round also runs W1 with a JSON Schema on every event type:
+ * the API's CPU per publish tells what validation costs.
  */
 export const w1SharePhase = definePhase({
   name: "w1",

@@ -63,17 +63,12 @@ const BENCH_TARGET: CpuTarget = { label: "bench", owns: (p) => p.pid === process
 /** What every window counts besides the children: PostgreSQL on behalf of `database`, Redis and the bench. */
 export const sharedTargets = (database: string) => [postgresTarget(database), REDIS_TARGET, BENCH_TARGET];
 
-/**
- * PostgreSQL's CPU on our behalf: backends connected to our database, plus the shared background
- * processes (WAL writer, checkpointer, ...). Backends of other databases are not ours.
- */
-function postgresTarget(database: string): CpuTarget {
-  const clientBackend = /\d+\.\d+\.\d+\.\d+\(\d+\)|\[local\]/;
-  return {
-    label: "postgres",
-    owns: (p) => p.comm === "postgres" && (!clientBackend.test(p.cmdline) || p.cmdline.includes(` ${database} `)),
-  };
-}
+/** PostgreSQL's CPU on our behalf: our database's backends and the shared background processes. */
+const clientBackend = /\d+\.\d+\.\d+\.\d+\(\d+\)|\[local\]/;
+const postgresTarget = (database: string): CpuTarget => ({
+  label: "postgres",
+  owns: (p) => p.comm === "postgres" && (!clientBackend.test(p.cmdline) || p.cmdline.includes(` ${database} `)),
+});
 
 /** The processes of a CPU-per-item breakdown, as coresOf matches labels. */
 export const PROCESSES = ["api", "worker", "postgres", "redis", "bench"];

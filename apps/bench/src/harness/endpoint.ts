@@ -17,7 +17,7 @@ import { round } from "./stats.ts";
 export const ENDPOINT_AUTHS = ["basic", "oauth2", "mtls"] as const;
 export type EndpointAuth = (typeof ENDPOINT_AUTHS)[number];
 
-/** A receiver, what a subscription to it needs, what the workers need to reach it, and a line for the report. */
+/** A receiver, what a subscription to it needs, what the workers need to reach it, and what to add to the report. */
 export type Endpoint = Awaited<ReturnType<typeof startEndpoint>>;
 
 /**
@@ -30,7 +30,7 @@ export async function startEndpoint(context: Context) {
   const { endpointAuth: auth, egressProxy: viaProxy } = context;
   const [subscription, workerEnv]: [Record<string, unknown>, Record<string, string>] = [{}, {}];
   if (auth === undefined && !viaProxy) {
-    return { receiver: context.receiver, subscription, workerEnv, describe: () => "direct, no endpoint auth" };
+    return { receiver: context.receiver, subscription, workerEnv, describe: () => [] };
   }
   const secret = randomBytes(16).toString("hex");
   const options: ReceiverOptions = { verifyWith: "core", record: false, keepAliveTimeoutMs: 60_000 };
@@ -41,12 +41,8 @@ export async function startEndpoint(context: Context) {
   } else if (auth === "oauth2") {
     const tokens = await startTokenServer({ id: "bench", secret });
     onCleanup("close the token server", () => tokens.close());
-    subscription.auth = {
-      type: "oauth2_client_credentials",
-      token_url: tokens.url,
-      client_id: "bench",
-      client_secret: secret,
-    };
+    const client = { client_id: "bench", client_secret: secret };
+    subscription.auth = { type: "oauth2_client_credentials", token_url: tokens.url, ...client };
     options.authorize = (authorization) => tokens.isValid(authorization);
   } else if (auth === "mtls") {
     const ca = await createTestCa("Bench CA");
@@ -68,5 +64,5 @@ export async function startEndpoint(context: Context) {
   }
   // The proxy's count shows that the traffic went through it: a CONNECT per connection for https.
   const through = () => (egress ? `through the egress proxy (${round(egress.requests.length)} requests)` : "direct");
-  return { receiver, subscription, workerEnv, describe: () => `${through()}, endpoint auth ${auth ?? "none"}` };
+  return { receiver, subscription, workerEnv, describe: () => [`${through()}, endpoint auth ${auth ?? "none"}`] };
 }

@@ -36,7 +36,8 @@ export async function startStack(
   const api = await startService("api", "api", database.url, prefix, { env: otel, nodeArgs: nodeArgs("api") });
   const workers: Service[] = [];
   const client = new ApiClient(api.baseUrl, options.connections ?? 16);
-  const receiver = options.endpoint?.receiver ?? context.receiver;
+  const endpoint = options.endpoint ?? { receiver: context.receiver, subscription: {}, workerEnv: {} };
+  const { receiver, subscription: credentials } = endpoint;
   const stack = {
     database,
     prefix, // of every Redis key of the stack
@@ -44,15 +45,12 @@ export async function startStack(
     receiver,
     /** Subscribes `${receiver.url}${path}`, with the endpoint's credentials, and gives the receiver its secret. */
     async subscribe(path: string, types: string[], settings = {}): Promise<void> {
-      const created = await client.createSubscription(`${receiver.url}${path}`, types, {
-        ...options.endpoint?.subscription,
-        ...settings,
-      });
+      const created = await client.createSubscription(`${receiver.url}${path}`, types, { ...credentials, ...settings });
       receiver.useSecret(path, created.secret);
     },
     /** One more worker, stopped with the stack. */
     async addWorker(name: string, env: Record<string, string> = {}): Promise<Service> {
-      const service = { env: { ...otel, ...options.endpoint?.workerEnv, ...env }, nodeArgs: nodeArgs(name) };
+      const service = { env: { ...otel, ...endpoint.workerEnv, ...env }, nodeArgs: nodeArgs(name) };
       const worker = await startService("worker", name, database.url, prefix, service);
       workers.push(worker);
       const stop = async () => {
@@ -96,6 +94,6 @@ export const pipelineWorkerEnv = ({ workers, concurrency }: WorkerSetup): Record
 });
 
 /** As a customer sending hundreds of webhooks a second to one endpoint would set max_in_flight. */
-export const pipelineSubscription = (setup: WorkerSetup) => ({
-  max_in_flight: Math.min(1_000, setup.concurrency * setup.workers),
+export const pipelineSubscription = ({ workers, concurrency }: WorkerSetup) => ({
+  max_in_flight: Math.min(1_000, concurrency * workers),
 });

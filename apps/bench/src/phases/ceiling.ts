@@ -42,15 +42,15 @@ export async function measureCeiling(context: Context, setup: WorkerSetup, jobs:
     }
     receiver.useSecret("/ceiling", SECRET);
     receiver.resetCounts();
+    const [script, url] = [`${ROOT}apps/bench/src/phases/ceiling-worker.ts`, `${receiver.url}/ceiling`];
+    const ceilingEnv = {
+      CEILING_CONCURRENCY: String(setup.concurrency),
+      CEILING_SECRET: SECRET,
+      CEILING_RECEIVER_URL: url,
+    };
     for (let i = 1; i <= setup.workers; i++) {
       const port = String(await freePort());
-      const env = serviceEnv(database.url, prefix, {
-        PORT: port,
-        CEILING_CONCURRENCY: String(setup.concurrency),
-        CEILING_SECRET: SECRET,
-        CEILING_RECEIVER_URL: `${receiver.url}/ceiling`,
-      });
-      const script = `${ROOT}apps/bench/src/phases/ceiling-worker.ts`;
+      const env = serviceEnv(database.url, prefix, { ...ceilingEnv, PORT: port });
       workers.push(await startProcess(`worker-${i}`, script, env, `http://127.0.0.1:${port}`));
     }
     const endCpu = startCpuWindow(() => [

@@ -6,15 +6,12 @@ export const LOG_TYPES = ["order.created", "order.paid", "customer.updated", "ch
 
 /**
  * A long-lived delivery log, written with set-based SQL alone:
- * - 100 subscriptions (dummy secrets and a closed port: no worker can send these), subscription s
- *   to type s % 5; every even one belongs to one of 5 tenants, so each tenant has 10% of the rows;
- *   a 101st gets the first delivery of every event instead with `busy` (10% of the rows), else none;
- * - events spread evenly over the last 30 days (up to an hour ago), 10 deliveries each, to ten
- *   subscriptions of the event's type, sharing its created_at (the (created_at, id) tie-break);
- * - delivery n's fate by m = (n + n / 100) % 100: `queued`% queued (due), 10% failed for good
- *   after 3 attempts (500 or 503), `retrying`% failed with a retry planned a day or more ahead
- *   (which a pruner must keep whatever their age), 4% delivered at the second attempt, the rest
- *   at the first (204 for 5% of all, else 200); an attempt row per attempt.
+ * - 100 subscriptions at a closed port, s to type s % 5, every even one in one of 5 tenants (10% of
+ *   the rows each); with `busy`, a 101st gets the first delivery of every event (10% of the rows);
+ * - events over the last 30 days, 10 deliveries each (sharing its created_at) to its type's;
+ * - delivery n's fate by m = (n + n / 100) % 100: `queued`% queued, 10% failed for good after 3
+ *   attempts (500 or 503), `retrying`% failed with a retry a day or more ahead (a pruner keeps
+ *   them), 4% delivered at the second attempt, the rest at the first (5% 204, else 200).
  */
 export async function seedLog(
   db: pg.Client,

@@ -22,7 +22,7 @@ type LoneRun = LatencyRun & { ratePerSecond: number };
  * by the events sent in it. With --endpoint-auth or --egress-proxy, its endpoint demands that
  * credential, or its workers send through the proxy (harness/endpoint.ts).
  */
-export const lonePhase = definePhase<{ runs: LoneRun[]; endpoint: string }>({
+export const lonePhase = definePhase<{ runs: LoneRun[]; endpoint: string[] }>({
   name: "lone",
   title: "Lone events: publish -> receive and CPU per event, open loop",
   summary: "500 events/s (and 100/s for reference), each its own request to one subscription: latency, CPU per event",
@@ -38,9 +38,8 @@ export const lonePhase = definePhase<{ runs: LoneRun[]; endpoint: string }>({
         await stack.subscribe(`/lone/${ratePerSecond}`, [type], pipelineSubscription(setup));
         await measureLatency(stack, { type, ratePerSecond, durationMs: warmupMs, drainMs });
         const run = await measureLatency(stack, { type, ratePerSecond, durationMs, drainMs });
-        console.log(
-          `  ${ratePerSecond}/s: p50 ${ms(run.endToEnd.p50)}, ${cpuMsPer(run.cpu, run.sent).toFixed(2)} ms of CPU per event`,
-        );
+        const cpu = cpuMsPer(run.cpu, run.sent).toFixed(2);
+        console.log(`  ${ratePerSecond}/s: p50 ${ms(run.endToEnd.p50)}, ${cpu} ms of CPU per event`);
         runs.push({ ...run, ratePerSecond });
       }
       return { runs, endpoint: endpoint.describe() };
@@ -56,7 +55,7 @@ export const lonePhase = definePhase<{ runs: LoneRun[]; endpoint: string }>({
     return {
       tables: [
         table(
-          `Latency from the due time (p50 / p99 / max); CPU over the run, per event sent; ${endpoint}`,
+          ["Latency from the due time (p50 / p99 / max); CPU over the run, per event sent", ...endpoint].join("; "),
           runs.map((r) => ({
             rate: `${r.ratePerSecond}/s`,
             delivered: deliveredOf(r),

@@ -31,12 +31,13 @@ function readProcesses(): Map<number, ProcessInfo> {
   return processes;
 }
 
-/** Busy and total ticks of the machine (user nice system idle iowait irq softirq steal), and its core count. */
+/** Busy and total ticks of the machine, and its core count. */
 function readMachine() {
   const stat = readFileSync("/proc/stat", "utf8");
-  const ticks = stat.split("\n")[0]!.split(/\s+/).slice(1, 9).map(Number);
-  const busy = ticks.reduce((sum, n) => sum + n, 0) - ticks[3]! - ticks[4]!;
-  return { busy, total: busy + ticks[3]! + ticks[4]!, cores: stat.match(/^cpu\d+ /gm)?.length ?? 1 };
+  const allCores = stat.slice(0, stat.indexOf("\n"));
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = allCores.split(/\s+/).slice(1).map(Number);
+  const busy = user! + nice! + system! + irq! + softirq! + steal!;
+  return { busy, total: busy + idle! + iowait!, cores: stat.match(/^cpu\d+ /gm)?.length ?? 1 };
 }
 
 /** Opens a window; the function it returns closes it. `targets` are read when it closes, so a process started in between counts. */

@@ -20,7 +20,7 @@ const TARGETS = { reconcilerCoreShare: 0.05, drainShare: 0.9 };
 
 type Backlog = Awaited<ReturnType<typeof sitAndDrain>>;
 
-/** Queued deliveries as a publish writes them, events spread from `fromMsAgo` to 10 minutes ago, one per subscription. */
+/** Queued deliveries as a publish writes them: events from `fromMsAgo` to 10 minutes ago, each to every subscription. */
 async function seedQueued(db: pg.Client, deliveries: number, fromMsAgo: number): Promise<void> {
   await createUlidFunction(db);
   const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM events"); // ids apart from an earlier seed's

@@ -146,6 +146,11 @@ export const CLAIM_SQL = `WITH claimed AS (
  * Returns the snapshot of those it claimed, by delivery id; a delivery missing from it was not
  * claimable (see `whyNotClaimed`). If the destination then makes the delivery wait, `withdrawAttempts`
  * takes the start back: nothing was sent.
+ *
+ * A delivery asked for more than once in one call (two jobs of a worker holding it at once, as
+ * when Redis lost a dispatch and the reconciler gave its deliveries jobs of their own) is claimed
+ * once: its snapshot carries the lease token of the claim that got it, and only that claimant
+ * may send it.
  */
 export async function claimDeliveries(
   ctx: { sql: SqlClient },
@@ -349,11 +354,13 @@ export async function recordAttempts(
         updated_at = now()
       FROM input i
       WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token AND d.open_attempt_id = i.attempt_id
-      RETURNING d.id, d.url, d.subscription_id
+      RETURNING d.id, d.url, d.subscription_id, i.lease_token
     ), logged AS (
+      -- Only the records that held the lease: one that lost it may share the batch with the one
+      -- that took it over (the same delivery, even the same attempt), and must write nothing.
       INSERT INTO delivery_attempts (id, delivery_id, subscription_id, number, url, started_at, duration_ms, response_code, timed_out, response_body, error)
       SELECT i.attempt_id, u.id, u.subscription_id, i.number, u.url, i.started_at, i.duration_ms, i.response_code, i.timed_out, i.response_body, i.error
-      FROM updated u JOIN input i ON i.delivery_id = u.id
+      FROM updated u JOIN input i ON i.delivery_id = u.id AND i.lease_token = u.lease_token
       RETURNING delivery_id
     )
     SELECT l.delivery_id AS "deliveryId",

@@ -144,3 +144,57 @@ it("closes an attempt whose worker never recorded it as one with an unknown outc
   );
   expect(closed).toEqual({ id: first.attempt.id, started_at: first.attempt.startedAt });
 });
+
+it("claims a delivery asked for twice in one call once, for one of the two", async () => {
+  const claimed = await claimDeliveries(
+    { sql: file.database.sql },
+    {
+      claims: [
+        { deliveryId, leaseToken: "a" },
+        { deliveryId, leaseToken: "b" },
+      ],
+      leaseMs: LEASE_MS,
+    },
+  );
+  expect(claimed.size).toBe(1);
+  const winner = claimed.get(deliveryId)!;
+  expect(["a", "b"]).toContain(winner.leaseToken);
+  expect(winner.attempt.number).toBe(1);
+  expect(await log()).toEqual({ count: 1, attempts: [[1, null, null, null]] });
+});
+
+it("records an attempt beside the record of one whose lease it took, in the same call, and writes nothing of that one", async () => {
+  // Both records name the same attempt: two jobs asked for the delivery in one claim.
+  const winner = (await claim("a"))!;
+  const loser = { ...winner, leaseToken: "b" };
+  expect(
+    await recordAttempts({ sql: file.database.sql }, [
+      { ...loser, outcome: failed },
+      { ...winner, outcome: ok },
+    ]),
+  ).toEqual(new Map([[deliveryId, { subscriptionUnwell: false }]]));
+  expect(await log()).toEqual({ count: 1, attempts: [[1, 12, 200, null]] });
+
+  // A worker whose lease ran out, and the one that took the delivery over, in one call.
+  await publishEvents({ sql: file.database.sql }, [{ type: "log.test", data: {} }]);
+  [{ id: deliveryId }] = (await sql<{ id: string }>(
+    file.url,
+    "SELECT id FROM deliveries ORDER BY created_at DESC, id DESC LIMIT 1",
+  )) as [{ id: string }];
+  const first = (await claim("c"))!;
+  await sql(file.url, "UPDATE deliveries SET leased_until = now() - interval '1 second' WHERE id = $1", [deliveryId]);
+  const second = (await claim("d"))!;
+  expect(
+    await recordAttempts({ sql: file.database.sql }, [
+      { ...first, outcome: ok },
+      { ...second, outcome: failed },
+    ]),
+  ).toEqual(new Map([[deliveryId, { subscriptionUnwell: false }]]));
+  expect(await log()).toEqual({
+    count: 2,
+    attempts: [
+      [1, null, null, UNKNOWN_OUTCOME_ERROR],
+      [2, 7, 500, null],
+    ],
+  });
+});

@@ -46,7 +46,11 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
   const claims = batchLoader<{ deliveryId: string; leaseToken: string }, ClaimedDelivery | null>(
     async (requests) => {
       const claimed = await claimDeliveries({ sql }, { claims: [...requests], leaseMs });
-      return requests.map((request) => claimed.get(request.deliveryId) ?? null);
+      // A delivery two jobs asked for in the same batch goes to the one whose lease it took.
+      return requests.map((request) => {
+        const delivery = claimed.get(request.deliveryId);
+        return delivery?.leaseToken === request.leaseToken ? delivery : null;
+      });
     },
     { maxBatchSize: MAX_BATCH, inFlight: BATCHES_IN_FLIGHT },
   );

@@ -326,6 +326,10 @@ export interface RecordedAttempt {
   subscriptionUnwell: boolean;
 }
 
+/** RecordedAttempt.subscriptionUnwell, of the subscription `s`. */
+const SUBSCRIPTION_UNWELL =
+  "(s.consecutive_failures > 0 OR s.failing_since IS NOT NULL OR s.circuit_opened_at IS NOT NULL OR s.held_until IS NOT NULL)";
+
 /**
  * Writes each attempt, with its outcome, to the log and its delivery's new state, in one statement,
  * so they commit together. Only the holder of a lease can record: if it expired and another
@@ -363,8 +367,7 @@ export async function recordAttempts(
       FROM updated u JOIN input i ON i.delivery_id = u.id AND i.lease_token = u.lease_token
       RETURNING delivery_id
     )
-    SELECT l.delivery_id AS "deliveryId",
-           (s.consecutive_failures > 0 OR s.failing_since IS NOT NULL OR s.circuit_opened_at IS NOT NULL OR s.held_until IS NOT NULL) AS "subscriptionUnwell"
+    SELECT l.delivery_id AS "deliveryId", ${SUBSCRIPTION_UNWELL} AS "subscriptionUnwell"
     FROM logged l JOIN updated u ON u.id = l.delivery_id JOIN subscriptions s ON s.id = u.subscription_id`,
     [
       column((r) => r.deliveryId),
@@ -382,4 +385,23 @@ export async function recordAttempts(
     ],
   );
   return new Map(rows.map((row) => [row.deliveryId, { subscriptionUnwell: row.subscriptionUnwell }]));
+}
+
+/**
+ * The attempt, if its outcome is in the log, as recordAttempts answers for it. For a worker whose
+ * record failed with its connection and, tried again, found the lease no longer held: the first
+ * try may have committed before its answer was lost. An attempt another claim closed as one of
+ * unknown outcome is not recorded.
+ */
+export async function recordedAttempt(
+  ctx: { sql: SqlClient },
+  attemptId: string,
+): Promise<RecordedAttempt | undefined> {
+  const [row] = await ctx.sql.query<{ subscriptionUnwell: boolean }>(
+    `SELECT ${SUBSCRIPTION_UNWELL} AS "subscriptionUnwell"
+     FROM delivery_attempts a JOIN subscriptions s ON s.id = a.subscription_id
+     WHERE a.id = $1 AND a.error IS DISTINCT FROM $2`,
+    [attemptId, UNKNOWN_OUTCOME_ERROR],
+  );
+  return row;
 }

@@ -5,6 +5,7 @@ import {
   createSubscription,
   publishEvents,
   recordAttempts,
+  recordedAttempt,
   withdrawAttempts,
 } from "@webhooks/db";
 import { sql } from "@webhooks/testing";
@@ -197,4 +198,18 @@ it("records an attempt beside the record of one whose lease it took, in the same
       [2, 7, 500, null],
     ],
   });
+});
+
+it("tells whether an attempt's outcome is in the log, for a record tried again after its answer was lost", async () => {
+  const first = (await claim("a"))!;
+  expect(await recordedAttempt({ sql: file.database.sql }, first.attempt.id)).toBeUndefined();
+  // Closed by the next claim as one of unknown outcome: not recorded.
+  await sql(file.url, "UPDATE deliveries SET leased_until = now() - interval '1 second' WHERE id = $1", [deliveryId]);
+  const second = (await claim("b"))!;
+  expect(await recordedAttempt({ sql: file.database.sql }, first.attempt.id)).toBeUndefined();
+
+  await recordAttempts({ sql: file.database.sql }, [{ ...second, outcome: failed }]);
+  // Tried again, the record finds the lease gone; the log has the outcome of its first try.
+  expect(await recordAttempts({ sql: file.database.sql }, [{ ...second, outcome: failed }])).toEqual(new Map());
+  expect(await recordedAttempt({ sql: file.database.sql }, second.attempt.id)).toEqual({ subscriptionUnwell: false });
 });

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   changesHealth,
   type DeliveryJob,
@@ -14,9 +15,13 @@ import {
   type Tracing,
 } from "@webhooks/core";
 import {
+  type AttemptToRecord,
   type ClaimedDelivery,
   endDeliveriesWithoutPayload,
+  isDatabaseUnreachable,
   nextInLine,
+  type RecordedAttempt,
+  recordedAttempt,
   type SqlClient,
   whyNotClaimed,
 } from "@webhooks/db";
@@ -81,7 +86,8 @@ export type NextStep =
  *    delivery's own snapshot of url, custom headers and endpoint credentials
  *    (docs/api.md#updates-apply-to-the-next-delivery);
  * 4. decide the delivery's next state (core's lifecycle);
- * 5. record the outcome, and the endpoint's health (which may open or close its circuit);
+ * 5. record the outcome (tried again while PostgreSQL is out of reach and the lease lasts), and
+ *    the endpoint's health (which may open or close its circuit);
  * 6. release the gate's slot, waking whoever may go next (nobody, if the health just written
  *    holds the subscription: they would be claimed only to be taken back), enqueue the next of an
  *    ordered line once this one is finished, and schedule what comes next. After a success of an
@@ -102,8 +108,9 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     }
   }
 
-  // 1. Claim, and begin the attempt.
+  // 1. Claim, and begin the attempt. The lease runs from the claim's statement: it ends no sooner than this.
   const leaseToken = randomUUID();
+  const leaseEndsAt = Date.now() + deps.leaseMs;
   const delivery = await deps.batches.claim(deliveryId, leaseToken);
   if (!delivery) {
     const why = await whyNotClaimed({ sql: deps.sql }, deliveryId);
@@ -193,10 +200,11 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
     );
 
     // 5. Record.
-    const recorded = await deps.batches.record({
-      ...lease,
-      outcome: { ...pick(result), status: next.status, nextAttemptInMs: next.nextAttemptInMs },
-    });
+    const recorded = await recordOutcome(
+      deps,
+      { ...lease, outcome: { ...pick(result), status: next.status, nextAttemptInMs: next.nextAttemptInMs } },
+      leaseEndsAt,
+    );
     attemptTrace.finished(result, next.status);
     if (!recorded) {
       // Our lease expired and another worker took over, closing this attempt as unknown.
@@ -234,6 +242,38 @@ export async function deliverAttempt(deps: AttemptDeps, job: DeliveryJob): Promi
   } finally {
     // Otherwise after the record, so that whoever this wakes sees the outcome (a probe's success closes the circuit).
     await (released ?? releaseSlot(deps, { ...gateInput, holdUntil }));
+  }
+}
+
+/** The first wait before a record that could not reach PostgreSQL is tried again; it doubles, up to the second. */
+const RECORD_RETRY_MS = 100;
+const MAX_RECORD_RETRY_MS = 1_000;
+
+/**
+ * Step 5's record. The request has left: an outcome given up on would leave the attempt open, and
+ * the delivery would be sent again once its lease expired. So while PostgreSQL cannot be reached
+ * (connections cut or gone silent, no free connection in the pool), the record is tried again,
+ * until the lease ends (docs/architecture.md#leases-and-at-least-once-delivery); then the error
+ * goes up, and the job is parked as for any outage. A try that failed may still have committed,
+ * its answer lost with its connection: when a later one finds the lease no longer held, the log
+ * says whether the outcome is in it.
+ */
+async function recordOutcome(
+  deps: AttemptDeps,
+  record: AttemptToRecord,
+  leaseEndsAt: number,
+): Promise<RecordedAttempt | undefined> {
+  let failedBefore = false;
+  for (let waitMs = RECORD_RETRY_MS; ; waitMs = Math.min(waitMs * 2, MAX_RECORD_RETRY_MS)) {
+    try {
+      const recorded = await deps.batches.record(record);
+      if (recorded || !failedBefore) return recorded;
+      return await recordedAttempt({ sql: deps.sql }, record.attempt.id);
+    } catch (error) {
+      if (!isDatabaseUnreachable(error) || Date.now() + waitMs >= leaseEndsAt) throw error;
+      failedBefore = true;
+      await sleep(waitMs);
+    }
   }
 }
 

@@ -99,16 +99,20 @@ What the service does when its parts fail under load: every accepted event must 
 every subscription, and every publish answered (202, or a JSON 503 the client retries). How the
 run works and how to rerun it: [testing](docs/testing.md#chaos-runs).
 
-Run on ${new Date().toISOString().slice(0, 10)}: ${describeMachine()}. ${rounds} round(s) of
-${faults.length} faults at ${timing.ratePerSecond} events/s, each event to ${ENDPOINTS.length}
-subscriptions, ${workers} workers; ${timing.holdMs / 1000} s per fault; ${runMinutes} minutes in all.
-Result: ${passed ? "every row passed" : "**some rows failed**"}.
+Run on ${new Date().toISOString().slice(0, 10)}: ${describeMachine()}.
+
+${rounds} round(s) of ${faults.length} faults at ${timing.ratePerSecond} events/s, each event to
+${ENDPOINTS.length} subscriptions, ${workers} workers, ${timing.holdMs / 1000} s per fault: ${runMinutes} minutes
+in all. Result: ${passed ? "every row passed" : "**some rows failed**"}.
 
 ${tableText}
 
 "Deliveries" is accepted events × subscriptions; "During" counts the API's answers to publishes
 while the fault was on or being undone (a client retries any that is not a 202, with the same
 Idempotency-Key, so "Not accepted" counts events it gave up on). "Recovered in" runs from the end
-of the fault to the first delivery of an event accepted after it.
+of the fault to the first delivery of an event accepted after it. "Duplicates" counts webhooks
+sent more than once: delivery is at least once, and when it can still happen (a worker killed
+between a send and its record) is in
+[architecture](docs/architecture.md#leases-and-at-least-once-delivery).
 ${detailsText ? `\nDuplicates and failures, with their attempt log:\n\n${detailsText}\n` : ""}`;
 }

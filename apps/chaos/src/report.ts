@@ -2,7 +2,8 @@ import { availableParallelism, cpus, loadavg, release, totalmem } from "node:os"
 import { ANSWER_KINDS } from "./load.ts";
 import type { FaultResult } from "./run-fault.ts";
 
-const seconds = (ms: number | undefined) => (ms === undefined ? "–" : `${(ms / 1000).toFixed(1)} s`);
+// An event can reach its receiver before its 202 reaches the client: shown as 0, not below.
+const seconds = (ms: number | undefined) => (ms === undefined ? "–" : `${(Math.max(0, ms) / 1000).toFixed(1)} s`);
 
 /** The results as a Markdown table, a row per fault (and round). */
 export function resultTable(results: FaultResult[]): string {

@@ -47,13 +47,17 @@ export function navigate(href: string): void {
 /** The current route, following the fragment as it changes. `onLink` sees a newly pasted `#token=` link. */
 export function useRoute(onLink: () => void): Route {
   const [route, setRoute] = useState(() => parseRoute(location.hash));
+  const [firstHash] = useState(() => location.hash);
   useEffect(() => {
     const changed = () => {
       if (location.hash.startsWith("#token=")) onLink();
       setRoute(parseRoute(location.hash));
     };
     addEventListener("hashchange", changed);
+    // The fragment may have changed between the first render and this listener (a link followed
+    // as the page loads): that hashchange was missed, so read the fragment once now.
+    if (location.hash !== firstHash) setRoute(parseRoute(location.hash));
     return () => removeEventListener("hashchange", changed);
-  }, [onLink]);
+  }, [onLink, firstHash]);
   return route;
 }

@@ -25,12 +25,17 @@ async function deliveryCounts(database: TestDatabase, subscriptionIds: string[])
   return subscriptionIds.map((id) => counts.get(id) ?? 0);
 }
 
-/** The `n` of each event the receiver got at `path`, in order. */
+/**
+ * The `n` of each event the receiver got at `path`, once each, in order. Delivery is at least
+ * once (a retry on a loaded machine may bring an event twice); these tests are about which events
+ * a filter lets through.
+ */
 const numbersAt = (receiver: TestReceiver, path: string) =>
-  receiver.received
-    .filter((webhook) => webhook.path === path)
-    .map((webhook) => webhook.json.data.n as number)
-    .sort((a, b) => a - b);
+  [
+    ...new Set(
+      receiver.received.filter((webhook) => webhook.path === path).map((webhook) => webhook.json.data.n as number),
+    ),
+  ].sort((a, b) => a - b);
 
 async function filtered(api: TestApi, receiver: TestReceiver, path: string, filter: unknown, events = ["*"]) {
   return subscribe(api, { url: `${receiver.url}${path}`, events, filter: filter as Record<string, never> });
@@ -95,7 +100,8 @@ describe("a subscription's filter", () => {
     // The deliveries are made with the event: their count is final once the publishes answered.
     const expected = [...cases.map(([, , ns]) => ns.length), 1];
     expect(await deliveryCounts(database, [...subs.map((sub) => sub.id), narrowed.id])).toEqual(expected);
-    await waitFor(() => receiver.received.length >= expected.reduce((a, b) => a + b, 0), { what: "every delivery" });
+    const arrived = () => cases.every(([, , ns], i) => numbersAt(receiver, `/case-${i}`).length >= ns.length);
+    await waitFor(() => arrived() && numbersAt(receiver, "/narrowed").length >= 1, { what: "every delivery" });
     for (const [i, [name, , ns]] of cases.entries()) expect(numbersAt(receiver, `/case-${i}`), name).toEqual(ns);
     expect(numbersAt(receiver, "/narrowed")).toEqual([1]);
   });

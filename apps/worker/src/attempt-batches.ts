@@ -1,4 +1,4 @@
-import { batchLoader, type HealthRules } from "@webhooks/core";
+import { batchLoader, DEFAULT_DATABASE_QUERY_TIMEOUT_MS, type HealthRules } from "@webhooks/core";
 import {
   type AttemptLease,
   type AttemptToRecord,
@@ -28,13 +28,20 @@ const MAX_BATCH = 200;
  */
 const BATCHES_IN_FLIGHT = 2;
 
+/** A record's statement is given at least this long, whatever its caller has left. */
+const MIN_RECORD_TIMEOUT_MS = 100;
+
 export interface AttemptBatches {
   /** The delivery's snapshot with a lease on it and its attempt begun, or null if it could not be claimed. */
   claim(deliveryId: string, leaseToken: string): Promise<ClaimedDelivery | null>;
   /** Takes the claimed attempt back, unsent, and gives the lease back. */
   withdraw(lease: AttemptLease): Promise<void>;
-  /** The attempt as recorded, or undefined when it was not (the lease was lost to another worker). */
-  record(record: AttemptToRecord): Promise<RecordedAttempt | undefined>;
+  /**
+   * The attempt as recorded, or undefined when it was not (the lease was lost to another worker).
+   * Its statement fails as one unanswered for DATABASE_QUERY_TIMEOUT does if it is not answered
+   * by `answerBy` (epoch ms; the statement of a batch waits until the earliest of its records').
+   */
+  record(record: AttemptToRecord, answerBy: number): Promise<RecordedAttempt | undefined>;
   /**
    * The subscription's health after this attempt (undefined when another attempt of the same
    * batch reports it), and the operational deliveries it published.
@@ -42,7 +49,12 @@ export interface AttemptBatches {
   recordHealth(result: EndpointResult): Promise<{ update: HealthUpdate | undefined; deliveryIds: string[] }>;
 }
 
-export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRules: HealthRules): AttemptBatches {
+export function createAttemptBatches(
+  sql: SqlClient,
+  leaseMs: number,
+  healthRules: HealthRules,
+  queryTimeoutMs = DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
+): AttemptBatches {
   const claims = batchLoader<{ deliveryId: string; leaseToken: string }, ClaimedDelivery | null>(
     async (requests) => {
       const claimed = await claimDeliveries({ sql }, { claims: [...requests], leaseMs });
@@ -63,10 +75,16 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
     { maxBatchSize: MAX_BATCH },
   );
 
-  const records = batchLoader<AttemptToRecord, RecordedAttempt | undefined>(
+  const records = batchLoader<{ record: AttemptToRecord; answerBy: number }, RecordedAttempt | undefined>(
     async (requests) => {
-      const recorded = await recordAttempts({ sql }, [...requests]);
-      return requests.map((request) => recorded.get(request.deliveryId));
+      const answerBy = Math.min(...requests.map((request) => request.answerBy));
+      const timeoutMs = Math.min(queryTimeoutMs, Math.max(MIN_RECORD_TIMEOUT_MS, answerBy - Date.now()));
+      const recorded = await recordAttempts(
+        { sql },
+        requests.map((request) => request.record),
+        { timeoutMs },
+      );
+      return requests.map((request) => recorded.get(request.record.deliveryId));
     },
     { maxBatchSize: MAX_BATCH, inFlight: BATCHES_IN_FLIGHT },
   );
@@ -89,7 +107,7 @@ export function createAttemptBatches(sql: SqlClient, leaseMs: number, healthRule
   return {
     claim: (deliveryId, leaseToken) => claims.load({ deliveryId, leaseToken }),
     withdraw: (lease) => withdrawals.load(lease),
-    record: (record) => records.load(record),
+    record: (record, answerBy) => records.load({ record, answerBy }),
     recordHealth: (result) => health.load(result),
   };
 }

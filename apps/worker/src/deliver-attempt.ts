@@ -254,9 +254,12 @@ const MAX_RECORD_RETRY_MS = 1_000;
  * the delivery would be sent again once its lease expired. So while PostgreSQL cannot be reached
  * (connections cut or gone silent, no free connection in the pool), the record is tried again,
  * until the lease ends (docs/architecture.md#leases-and-at-least-once-delivery); then the error
- * goes up, and the job is parked as for any outage. A try that failed may still have committed,
- * its answer lost with its connection: when a later one finds the lease no longer held, the log
- * says whether the outcome is in it.
+ * goes up, and the job is parked as for any outage. Each try must be answered within a quarter of
+ * the lease's time left: one that met a connection gone silent leaves the rest to tries on other
+ * connections (the pool may hold several that went silent together), where waiting out
+ * DATABASE_QUERY_TIMEOUT (longer than the lease by default) would let the lease expire. A try that
+ * failed may still have committed, its answer lost with its connection: when a later one finds the
+ * lease no longer held, the log says whether the outcome is in it.
  */
 async function recordOutcome(
   deps: AttemptDeps,
@@ -266,7 +269,7 @@ async function recordOutcome(
   let failedBefore = false;
   for (let waitMs = RECORD_RETRY_MS; ; waitMs = Math.min(waitMs * 2, MAX_RECORD_RETRY_MS)) {
     try {
-      const recorded = await deps.batches.record(record);
+      const recorded = await deps.batches.record(record, Date.now() + (leaseEndsAt - Date.now()) / 4);
       if (recorded || !failedBefore) return recorded;
       return await recordedAttempt({ sql: deps.sql }, record.attempt.id);
     } catch (error) {

@@ -131,7 +131,7 @@ export async function startWorker(
   const tracing = await startTracing(config.tracing, "webhooks-worker");
   const attemptDeps = {
     sql: database.sql,
-    batches: createAttemptBatches(database.sql, leaseMs, config.isolation),
+    batches: createAttemptBatches(database.sql, leaseMs, config.isolation, config.databaseQueryTimeoutMs),
     gate,
     queue,
     sender,

@@ -12,18 +12,17 @@ import { subscribe } from "./stack.ts";
  * rather than abandoned and sent again when the leases expire.
  */
 const it = workerTest.extend("setup", async ({ database, receiver, inProcessWorker, defer }) => {
-  /** The worker reaches PostgreSQL through a proxy; `fault` runs on it as the first request arrives. */
-  return async (fault: (proxy: TcpProxy) => void, overrides: Record<string, string> = {}) => {
+  /** The worker reaches PostgreSQL through a proxy; `fault` runs on it as request number `faultOn` arrives. */
+  return async (fault: (proxy: TcpProxy) => void, overrides: Record<string, string> = {}, faultOn = 1) => {
     const env = testEnv(database.url, { DELIVERY_TIMEOUT: "3s", ...overrides });
     const api = await startTestApi(loadConfig(env));
     defer(() => api.close());
     const target = new URL(database.url);
     const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
     defer(() => proxy.close());
-    let faulted = false;
+    let requests = 0;
     const rx = await receiver(() => {
-      if (!faulted) fault(proxy);
-      faulted = true;
+      if (++requests === faultOn) fault(proxy);
       // Answered once the fault is on: the record is what meets it.
       return { status: 200, delayMs: 200 };
     });
@@ -81,6 +80,19 @@ describe("PostgreSQL lost while attempts are in flight", () => {
     setup,
   }) => {
     const { api, rx } = await setup((proxy) => proxy.blackhole(), { DATABASE_QUERY_TIMEOUT: "1s" });
+    const ids = await publishBurst(api, 5, { concurrency: 5 });
+    await expectSentOnceAndRecorded(database.url, rx, ids);
+  });
+
+  it("gives up on a silent connection in time to record on a new one, whatever DATABASE_QUERY_TIMEOUT", async ({
+    database,
+    setup,
+  }) => {
+    // DATABASE_QUERY_TIMEOUT outlasts the lease (8 s here), as the default (30 s) outlasts the
+    // default lease: waiting it out would let the lease expire, and the deliveries be sent again.
+    // The fault comes with the last request, once every claim is answered: a claim that met it
+    // would wait the timeout out, sending nothing meanwhile, which is no duplicate but slow.
+    const { api, rx } = await setup((proxy) => proxy.blackhole(), { DATABASE_QUERY_TIMEOUT: "10s" }, 5);
     const ids = await publishBurst(api, 5, { concurrency: 5 });
     await expectSentOnceAndRecorded(database.url, rx, ids);
   });

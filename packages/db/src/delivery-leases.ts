@@ -334,12 +334,13 @@ const SUBSCRIPTION_UNWELL =
  * Writes each attempt, with its outcome, to the log and its delivery's new state, in one statement,
  * so they commit together. Only the holder of a lease can record: if it expired and another
  * worker took the delivery over (and closed this attempt as one of unknown outcome), nothing is
- * written.
+ * written. `timeoutMs`: see SqlClient.query.
  * Returns the deliveries recorded, by id.
  */
 export async function recordAttempts(
   ctx: { sql: SqlClient },
   records: AttemptToRecord[],
+  options: { timeoutMs?: number } = {},
 ): Promise<Map<string, RecordedAttempt>> {
   const column = <T>(pick: (record: AttemptToRecord) => T) => records.map(pick);
   const rows = await ctx.sql.query<{ deliveryId: string; subscriptionUnwell: boolean }>(
@@ -383,6 +384,7 @@ export async function recordAttempts(
       column((r) => r.outcome.nextAttemptInMs),
       column((r) => r.outcome.timedOut),
     ],
+    options,
   );
   return new Map(rows.map((row) => [row.deliveryId, { subscriptionUnwell: row.subscriptionUnwell }]));
 }

@@ -21,8 +21,19 @@ import { isDatabaseUnreachable } from "./reachability.ts";
 export class SqlClient {
   constructor(private readonly pool: pg.Pool | pg.PoolClient) {}
 
-  async query<Row extends object>(text: string, values: unknown[]): Promise<Row[]> {
-    const result = await this.pool.query<Row>({ name: statementName(text), text, values });
+  /**
+   * `timeoutMs`: unanswered this long, the statement fails as one unanswered for
+   * DATABASE_QUERY_TIMEOUT does, and its connection is dropped (for a caller with less time left).
+   */
+  async query<Row extends object>(
+    text: string,
+    values: unknown[],
+    options: { timeoutMs?: number } = {},
+  ): Promise<Row[]> {
+    const config: pg.QueryConfig & { query_timeout?: number } = { name: statementName(text), text, values };
+    // node-postgres takes a statement's own timeout over the pool's; 0 would mean the pool's.
+    if (options.timeoutMs !== undefined) config.query_timeout = Math.max(1, Math.round(options.timeoutMs));
+    const result = await this.pool.query<Row>(config);
     return result.rows;
   }
 

@@ -1,13 +1,16 @@
+import { withClient } from "@webhooks/testing";
 import { cpuMsPer, describeCores, PROCESSES } from "../harness/cpu.ts";
 import { startEndpoint } from "../harness/endpoint.ts";
 import { type LatencyRun, measureLatency } from "../harness/open-loop.ts";
 import { pipelineSubscription, pipelineWorkerEnv, startStack } from "../harness/stack.ts";
 import { deliveredOf, latencies, ms } from "../harness/stats.ts";
 import { atScale, check, definePhase, table } from "../phase.ts";
+import { seedLog } from "./log-seed.ts";
+import { THROUGHPUT } from "./throughput.ts";
 
 const SETTINGS = {
-  full: { warmupMs: 2_000, durationMs: 10_000, drainMs: 60_000 },
-  quick: { warmupMs: 1_000, durationMs: 3_000, drainMs: 20_000 },
+  full: { warmupMs: 2_000, durationMs: 10_000, drainMs: 60_000, history: THROUGHPUT.full.history },
+  quick: { warmupMs: 1_000, durationMs: 3_000, drainMs: 20_000, history: THROUGHPUT.quick.history },
 };
 /** The checked rate, then one well below capacity for reference. */
 const RATES = [500, 100];
@@ -17,21 +20,23 @@ type LoneRun = LatencyRun & { ratePerSecond: number };
 
 /**
  * Publish -> receive at a steady rate, open loop, each event its own request to one subscription:
- * the shape of production traffic. After a warm-up at the same rate, every event's latency runs
- * from its due time to its verified receipt, and the CPU of every process over the run is divided
- * by the events sent in it. With --endpoint-auth or --egress-proxy, its endpoint demands that
- * credential, or its workers send through the proxy (harness/endpoint.ts).
+ * the shape of production traffic, on the throughput phase's seeded, analyzed history (an empty
+ * log, never analyzed, is planned as a tiny table). After a warm-up at the same rate, every event's
+ * latency runs from its due time to its verified receipt, and the CPU of every process over the run
+ * is divided by the events sent in it. With --endpoint-auth or --egress-proxy, its endpoint demands
+ * that credential, or its workers send through the proxy (harness/endpoint.ts).
  */
 export const lonePhase = definePhase<{ runs: LoneRun[]; endpoint: string[] }>({
   name: "lone",
   title: "Lone events: publish -> receive and CPU per event, open loop",
   summary: "500 events/s (and 100/s for reference), each its own request to one subscription: latency, CPU per event",
   async run(context) {
-    const { warmupMs, durationMs, drainMs } = atScale(context.scale, SETTINGS);
+    const { warmupMs, durationMs, drainMs, history } = atScale(context.scale, SETTINGS);
     const setup = context.best.W10;
     const [workerEnv, endpoint] = [pipelineWorkerEnv(setup), await startEndpoint(context)];
     const stack = await startStack(context, "lone", { workers: setup.workers, workerEnv, connections: 64, endpoint });
     try {
+      await withClient(stack.database.url, (db) => seedLog(db, { deliveries: history, queued: 0, retrying: 0 }));
       const runs: LoneRun[] = [];
       for (const ratePerSecond of RATES) {
         const type = `lone.r${ratePerSecond}`;

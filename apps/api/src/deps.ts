@@ -32,7 +32,13 @@ export async function connectApiDeps(
   );
   const tracing = await startTracing(config.tracing, "webhooks-api");
   const catalog = new EventTypeCatalogCache({ db: database.prisma, strict: config.eventTypesStrict });
-  const publisher = createEventPublisher({ sql: database.sql, queue, logger, catalog });
+  const publisher = createEventPublisher({
+    sql: database.sql,
+    queue,
+    logger,
+    catalog,
+    batchWindowMs: config.publishBatchWindowMs,
+  });
   return {
     config,
     prisma: database.prisma,

@@ -17,6 +17,7 @@ function recordingRun() {
 }
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("batchLoader", () => {
   it("sends the calls of one turn of the event loop as one batch, and answers each its own", async () => {
@@ -57,6 +58,33 @@ describe("batchLoader", () => {
     expect(batches).toEqual([[1], [2, 3, 4]]);
     releaseAll();
     expect(await Promise.all(waiting)).toEqual([20, 30, 40]);
+  });
+
+  it("with gatherMs, starts a batch at most that long after the one before while calls keep coming", async () => {
+    const { batches, run, releaseAll } = recordingRun();
+    const loader = batchLoader(run, { maxBatchSize: 10, gatherMs: 1_000 });
+    const first = loader.load(1);
+    await turn();
+    // The first call went at once; the next ones, made right after, wait for the window to close.
+    expect(batches).toEqual([[1]]);
+    releaseAll();
+    const gathered = [2, 3].map((key) => loader.load(key));
+    await turn();
+    await turn();
+    expect(batches).toEqual([[1]]);
+    await sleep(100);
+    gathered.push(loader.load(4));
+    await sleep(1_100);
+    expect(batches).toEqual([[1], [2, 3, 4]]);
+    releaseAll();
+    expect(await Promise.all([first, ...gathered])).toEqual([10, 20, 30, 40]);
+    // After a quieter spell than the window, a call goes at once again.
+    await sleep(1_100);
+    const alone = loader.load(5);
+    await turn();
+    expect(batches).toEqual([[1], [2, 3, 4], [5]]);
+    releaseAll();
+    expect(await alone).toBe(50);
   });
 
   it("splits a turn's calls at maxBatchSize", async () => {

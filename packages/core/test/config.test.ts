@@ -151,6 +151,7 @@ describe("loadConfig values", () => {
       LOG_LEVEL: "debug",
       BODY_LIMIT_BYTES: "1024",
       RATE_LIMIT_PER_SECOND: "100",
+      PUBLISH_BATCH_WINDOW: "20ms",
       ALLOW_HTTP_URLS: "false",
       ALLOW_PRIVATE_DESTINATIONS: "0",
       ADMIN_USERNAME: "admin",
@@ -210,6 +211,7 @@ describe("loadConfig values", () => {
       logLevel: "debug",
       bodyLimitBytes: 1024,
       rateLimitPerSecond: 100,
+      publishBatchWindowMs: 20,
       destinationPolicy: { allowHttp: false, allowPrivateNetworks: false },
       admin: { username: "admin", password: "s3cret" },
       worker: {

@@ -18,7 +18,8 @@ export const ENQUEUE_CHUNK = 1_000;
  * Batches being written at once. Publishes that arrive while this many are in flight wait and go
  * together in the next batch, so under load one statement, one commit and one enqueue serve more
  * events; publishing alone (API and PostgreSQL, no worker) is a little slower with it, since a
- * request may wait for a commit not its own. A lone request still goes at once.
+ * request may wait for a commit not its own. A lone request still goes at once (and a steady
+ * stream of them shares batches within the batch window: DEFAULT_PUBLISH_BATCH_WINDOW_MS).
  */
 const BATCHES_IN_FLIGHT = 2;
 
@@ -40,9 +41,9 @@ export interface EventPublisher {
 
 /**
  * Publishes that arrive together are written as one batch: one statement, one commit and one
- * enqueue for all of them. A batch goes at the end of the event loop's turn, or, while
- * BATCHES_IN_FLIGHT batches are being written, as soon as one of them ends. A request alone is
- * written alone, without waiting.
+ * enqueue for all of them. A batch goes at the end of the event loop's turn, no sooner than
+ * `batchWindowMs` after the one before it, and, while BATCHES_IN_FLIGHT batches are being written,
+ * as soon as one of them ends. A request after a quiet spell is written alone, without waiting.
  *
  * Jobs are added after commit (docs/architecture.md#how-a-publish-flows), as dispatch jobs of up to
  * 20 deliveries each (see the job catalog): one job per delivery cost the API, the worker and Redis
@@ -58,6 +59,8 @@ export function createEventPublisher(deps: {
   queue: DeliveryQueue;
   logger: Logger;
   catalog: EventTypeCatalogCache;
+  /** PUBLISH_BATCH_WINDOW. */
+  batchWindowMs: number;
 }): EventPublisher {
   const streaming = new Set<Promise<void>>();
 
@@ -110,6 +113,7 @@ export function createEventPublisher(deps: {
   const loader = batchLoader<PublishInput, PublishResult>((inputs) => writeBatch([...inputs]), {
     maxBatchSize: 100,
     inFlight: BATCHES_IN_FLIGHT,
+    gatherMs: deps.batchWindowMs,
   });
   /**
    * A retry with the Idempotency-Key of an event accepted earlier gets that event, even if the

@@ -1,4 +1,16 @@
 import { z } from "zod";
+import {
+  boolean,
+  duration,
+  durationUpTo,
+  integer,
+  isPortalLogoUrl,
+  oneOf,
+  otlpProtocol,
+  parseClusterNode,
+  parseRetention,
+  url,
+} from "./config-values.ts";
 import { parseDuration } from "./durations.ts";
 import { DEFAULT_RETRY_SCHEDULE } from "./retry-schedule.ts";
 import { TRACE_SAMPLERS, type TracingConfig } from "./tracing.ts";
@@ -10,21 +22,6 @@ import { TRACE_SAMPLERS, type TracingConfig } from "./tracing.ts";
 
 /** Used only outside production so that a fresh clone runs without setup. Never use it for real. */
 const DEVELOPMENT_SECRET_ENCRYPTION_KEY = Buffer.alloc(32, "development-only-key").toString("base64");
-
-/** Node's timers cannot wait longer than 2^31-1 ms (about 24.8 days). */
-const MAX_TIMER_MS = 2_147_483_647;
-
-const durationUpTo = (maxMs: number, maxText: string) =>
-  z.string().transform((text, ctx) => {
-    const ms = parseDuration(text);
-    if (ms === undefined || ms > maxMs) {
-      ctx.addIssue({ code: "custom", message: `must be a duration such as 500ms, 15s, 5m or 2h, at most ${maxText}` });
-      return z.NEVER;
-    }
-    return ms;
-  });
-/** Durations that feed a timer. */
-const duration = durationUpTo(MAX_TIMER_MS, "24d");
 
 /**
  * How long a Redis connection may wait for a reply before it is taken for dead, dropped and made
@@ -54,86 +51,8 @@ export const DEFAULT_DATABASE_QUERY_TIMEOUT_MS = 30_000;
  */
 export const DEFAULT_PUBLISH_BATCH_WINDOW_MS = 8;
 
-const boolean = z
-  .enum(["true", "false", "1", "0"], { error: "must be true or false" })
-  .transform((v) => v === "true" || v === "1");
-
-/** One of a few words, said as plainly as the other messages. */
-const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
-  z.enum(values, { error: `must be one of ${values.join(", ")}` });
-
-const integer = (min: number, max: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, `must be an integer between ${min} and ${max}`)
-    .transform(Number)
-    .pipe(
-      z
-        .number()
-        .int()
-        .min(min, `must be an integer between ${min} and ${max}`)
-        .max(max, `must be an integer between ${min} and ${max}`),
-    );
-
-const url = (protocols: string[]) =>
-  z.string().refine(
-    (text) => {
-      try {
-        return protocols.includes(new URL(text).protocol);
-      } catch {
-        return false;
-      }
-    },
-    `must be a URL starting with ${protocols.map((p) => `${p}//`).join(" or ")}`,
-  );
-
-/** The OTLP encodings the exporters speak (gRPC is not among them: docs/operations.md#tracing). */
-const otlpProtocol = z.enum(["http/protobuf", "http/json"], { error: "must be http/protobuf or http/json" });
-
-/** `host:port`, `[ipv6]:port`; undefined when malformed. */
-function parseClusterNode(text: string): { host: string; port: number } | undefined {
-  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(text);
-  const port = Number(match?.[3]);
-  const host = match?.[1] ?? match?.[2];
-  if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
-  return { host, port };
-}
-
 /** A logo inlined in every portal page: a small one. A larger image is served by path. */
 const MAX_PORTAL_LOGO_BYTES = 64 * 1024;
-
-/**
- * The portal's Content-Security-Policy lets images come from its own origin or data: URLs, and
- * nothing else (docs/portal.md#security): a path on this server (not `//host`, which is another
- * origin, nor a backslash, which browsers read as a slash), or a data: URL of an image.
- */
-function isPortalLogoUrl(text: string): boolean {
-  if (/^data:image\/(png|jpeg|gif|webp|avif|svg\+xml)[;,]/i.test(text)) return !/[\s"<>]/.test(text);
-  if (!text.startsWith("/") || text.startsWith("//") || /[\\\s\p{Cc}"<>]/u.test(text)) return false;
-  try {
-    return new URL(text, "https://portal.invalid").origin === "https://portal.invalid";
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A retention period (docs/api.md#retention): a duration more than 0 and at most ten years (compared
- * with created_at, never handed to a timer), or `off` (undefined). 0 is refused rather than read as
- * "delete at once".
- */
-function parseRetention(text: string, ctx: z.RefinementCtx): number | undefined {
-  if (text === "off") return undefined;
-  const ms = parseDuration(text);
-  if (ms === undefined || ms === 0 || ms > 3660 * 24 * 3_600_000) {
-    ctx.addIssue({
-      code: "custom",
-      message: "must be a duration such as 12h, 30d or 365d, more than 0 and at most 3660d, or off",
-    });
-    return z.NEVER;
-  }
-  return ms;
-}
 
 const envSchema = z.object({
   NODE_ENV: oneOf(["development", "test", "production"]).default("development"),

@@ -303,6 +303,23 @@ describe("requests the HTTP adapter refuses, and slow clients", () => {
       const statuses = parseRawResponses(await rawExchange(port(api.baseUrl), request)).map((r) => r.status);
       expect(statuses, request).toEqual(request.includes("again") ? [200, 200] : [200]);
     }
+    // A second request whose line is malformed is refused, though the first one's line was the
+    // same text well-formed, and the connection still holds it.
+    const second = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET  /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    const statuses = parseRawResponses(await rawExchange(port(api.baseUrl), second)).map((r) => r.status);
+    expect(statuses).toEqual([200, 400]);
+    // A head that arrives in pieces, its request line split across them, passes too.
+    const pieces = ["GET /hea", "lthz HTT", "P/1.1\r\nHost: 127.0.0.1\r\n", "Connection: close\r\n\r\n"];
+    const socket = connect(port(api.baseUrl), "127.0.0.1");
+    let received = "";
+    socket.on("data", (chunk) => (received += chunk.toString()));
+    const closed = new Promise((resolve) => socket.on("close", resolve));
+    for (const piece of pieces) {
+      socket.write(piece);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await closed;
+    expect(parseRawResponses(received).map((r) => r.status)).toEqual([200]);
   });
 
   test("answers what Node's HTTP parser refuses in the error shape too, and then closes", async ({ api, database }) => {

@@ -56,22 +56,42 @@ export function createHttpServer(listener: RequestListener, logger: Logger): Ser
 /**
  * The last bytes a connection sent: at least `keep` of them, and always the whole last chunk, so
  * that the head of the request being parsed (at most Node's header size limit) lies within them.
+ * Node parses a connection's requests in order, so each request line comes after the one before:
+ * `takeLine` looks only past the last line it found. An earlier request's line, still in the
+ * window, cannot then vouch for a later one, and a busy keep-alive connection's earlier requests
+ * are not searched again for every request.
  */
 class RecentBytes {
   private chunks: Buffer[] = [];
   private size = 0;
+  /** Where the first chunk begins in the connection's bytes. */
+  private start = 0;
+  /** Where the last request line found ends in the connection's bytes. */
+  private searched = 0;
   constructor(private readonly keep: number) {}
 
   add(chunk: Buffer): void {
     this.chunks.push(chunk);
     this.size += chunk.length;
     while (this.chunks.length > 1 && this.size - (this.chunks[0]?.length ?? 0) >= this.keep) {
-      this.size -= this.chunks.shift()?.length ?? 0;
+      const dropped = this.chunks.shift()?.length ?? 0;
+      this.size -= dropped;
+      this.start += dropped;
     }
   }
 
-  includes(text: string): boolean {
-    return Buffer.concat(this.chunks).includes(Buffer.from(text, "latin1"));
+  /** Whether `line` lies after the last line found; if so, it is the last line found. */
+  takeLine(line: string): boolean {
+    let [first, offset] = [0, this.start];
+    while (first < this.chunks.length - 1 && offset + (this.chunks[first]?.length ?? 0) <= this.searched) {
+      offset += this.chunks[first++]?.length ?? 0;
+    }
+    const rest = first === this.chunks.length - 1 ? this.chunks[first] : Buffer.concat(this.chunks.slice(first));
+    const needle = Buffer.from(line, "latin1");
+    const at = rest?.indexOf(needle, Math.max(0, this.searched - offset)) ?? -1;
+    if (at === -1) return false;
+    this.searched = offset + at + needle.length;
+    return true;
   }
 }
 
@@ -93,7 +113,7 @@ function headProblem(request: IncomingMessage, recent: RecentBytes | undefined):
   if (host === undefined && version === "1.1") return "The request has no Host header";
   if (host !== undefined && !/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]+)(?::\d{0,5})?$/.test(host))
     return "The request's Host header is not a host";
-  if (recent && !recent.includes(`${request.method} ${request.url} HTTP/${version}\r\n`))
+  if (recent && !recent.takeLine(`${request.method} ${request.url} HTTP/${version}\r\n`))
     return "The request line is malformed: send method, target and version separated by single spaces";
   return undefined;
 }

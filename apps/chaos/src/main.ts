@@ -110,9 +110,9 @@ ${tableText}
 "Deliveries" is accepted events × subscriptions; "During" counts the API's answers to publishes
 while the fault was on or being undone (a client retries any that is not a 202, with the same
 Idempotency-Key, so "Not accepted" counts events it gave up on). "Recovered in" runs from the end
-of the fault to the first delivery of an event accepted after it. "Duplicates" counts webhooks
-sent more than once: delivery is at least once, and when it can still happen (a worker killed
-between a send and its record) is in
+of the fault to the first delivery of an event first published after it (its first request sent
+then, whenever it was accepted). "Duplicates" counts webhooks sent more than once: delivery is at
+least once, and when it can still happen (a worker killed between a send and its record) is in
 [architecture](docs/architecture.md#leases-and-at-least-once-delivery).
 ${detailsText ? `\nDuplicates and failures, with their attempt log:\n\n${detailsText}\n` : ""}`;
 }
